@@ -1,0 +1,207 @@
+/*
+ * ptmf.h: verifier and index builder for PyTorch mobile flatbuffer (PTMF) files.
+ *
+ * Plain C99, no allocation, no global state. Every entry point takes the whole
+ * buffer as (buf, len) and bounds-checks every read itself, so the accessors stay
+ * safe even on a buffer that was never verified or that changed after verification.
+ *
+ * This header is the single source of truth for the Python binding: the cffi
+ * builder feeds the part between the "cdef" markers to ffi.cdef() and expands the
+ * status table below into the ptmf_status enum.
+ */
+#ifndef PTMF_H
+#define PTMF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status codes: X(name, message). The one table both C and Python read. */
+#define PTMF_STATUS_TABLE(X)                                                          \
+    X(PTMF_OK, "ok")                                                                  \
+    X(PTMF_E_TOO_SMALL, "buffer is too small to hold a PTMF header")                 \
+    X(PTMF_E_ZIP_ARCHIVE, "this is a zip archive (TorchScript/pickle .ptl), not a PTMF flatbuffer") \
+    X(PTMF_E_BAD_IDENTIFIER, "file identifier is not 'PTMF'")                        \
+    X(PTMF_E_OUT_OF_BOUNDS, "offset points outside the buffer")                      \
+    X(PTMF_E_MISALIGNED, "scalar, table, vector or vtable is not aligned")           \
+    X(PTMF_E_BAD_VTABLE, "vtable is malformed")                                      \
+    X(PTMF_E_VTABLE_WRAPPED, "signed vtable offset wrapped around (a torch file over 2 GiB); rejected in strict mode") \
+    X(PTMF_E_TOO_LARGE, "buffer is over 4 GiB: 32-bit offsets cannot address it")    \
+    X(PTMF_E_NO_NUL, "string is not NUL-terminated")                                 \
+    X(PTMF_E_MISSING_FIELD, "a required field is absent")                            \
+    X(PTMF_E_BAD_UNION_TYPE, "unknown IValue union type")                            \
+    X(PTMF_E_BAD_INDEX, "ivalue index is out of range")                              \
+    X(PTMF_E_FORWARD_REFERENCE, "ivalue reference does not point to an earlier value") \
+    X(PTMF_E_BAD_TYPE_INDEX, "object type index is out of range")                    \
+    X(PTMF_E_BAD_STORAGE_INDEX, "storage index is out of range")                     \
+    X(PTMF_E_KIND_MISMATCH, "reference points at a value of the wrong kind")         \
+    X(PTMF_E_LENGTH_MISMATCH, "vectors that must have equal lengths differ")         \
+    X(PTMF_E_BAD_SCALAR_TYPE, "unknown or unsupported tensor scalar type")           \
+    X(PTMF_E_NEGATIVE_DIMENSION, "negative tensor size, stride or storage offset")   \
+    X(PTMF_E_EXTENT_OVERFLOW, "tensor extent overflows 64-bit arithmetic")           \
+    X(PTMF_E_OUTSIDE_STORAGE, "tensor reaches past the end of its storage")          \
+    X(PTMF_E_BAD_QUANTIZATION, "invalid quantization schema")                        \
+    X(PTMF_E_BAD_OBJECT_KIND, "invalid object type kind")                            \
+    X(PTMF_E_DEPTH_BUDGET, "value nesting exceeds the depth budget")                 \
+    X(PTMF_E_TABLE_BUDGET, "number of tables visited exceeds the table budget")      \
+    X(PTMF_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
+    X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")
+
+/* --- cdef begin --- */
+
+/* Budgets and switches. Zero budgets mean "derive from the buffer length":
+ * a table costs at least 4 bytes and an element at least 1, so len/4 tables and
+ * len elements bound every file that does not share tables, torch's output
+ * included; shared tables beyond that are what the budget is for. */
+typedef struct ptmf_options {
+    uint64_t max_tables;     /* table visits, 0 = auto */
+    uint64_t max_elements;   /* vector elements visited, 0 = auto */
+    uint32_t max_depth;      /* nesting of values (lists in lists, objects in objects) */
+    int verify;              /* full checks: alignment, NUL, functions, types, extents */
+    int strict;              /* FlatBuffers' own rules: no wrapped vtable offsets */
+} ptmf_options;
+
+typedef struct ptmf_error {
+    int code;                /* a ptmf_status */
+    uint64_t offset;         /* byte offset of the offending data */
+    char path[240];          /* e.g. "ivalues[12].val<TensorMetadata>.sizes" */
+} ptmf_error;
+
+/* What ptmf_open reads from the root Module table; vector data positions are
+ * absolute byte offsets of element 0. */
+typedef struct ptmf_summary {
+    uint64_t root;
+    uint64_t ivalues, storages, object_types, extra_files, jit_sources;
+    uint64_t methods, jit_constants;
+    uint32_t n_ivalues, n_storages, n_object_types, n_extra_files, n_jit_sources;
+    uint32_t n_methods, n_jit_constants;
+    uint32_t bytecode_version, operator_version;
+    uint32_t state_obj;
+    uint32_t mobile_ivalue_size;   /* as stored: 0 means all */
+    int32_t storage_data_size;
+    int wrapped_vtables;           /* tables read through a wrapped vtable offset */
+    /* filled by ptmf_index_ivalues */
+    uint32_t n_tensors;            /* tensor records, nested quantization params included */
+    uint64_t n_dims;               /* int64 slots for all sizes and strides */
+    uint64_t tables_visited, elements_visited;
+} ptmf_summary;
+
+/* One record per ivalue. pos is the union value (table or struct) position;
+ * (a, n), (b, m), (c, k) are (position, count) pairs whose meaning depends on type:
+ *   String, Device : a,n = UTF-8 bytes
+ *   List           : a,n = uint32 items;  b,m = annotation_str bytes
+ *   Tuple          : a,n = uint32 items
+ *   Dict           : a,n = uint32 keys;   b = uint32 values (n of them); c,k = annotation
+ *   IntList        : a,n = int64 items;   DoubleList: a,n = float64 items
+ *   BoolList       : a,n = uint8 items
+ *   Object         : a,n = uint32 attrs;  m = type_index; b = state; c = setstate_func
+ *   EnumValue      : a,n = type_name bytes; m = value index
+ *   Function       : a,n = qn bytes;      m = class_type
+ *   TensorMetadata : m = tensor record index
+ *   Int/Bool/Double/ComplexDouble: the struct at pos
+ * depth: 1 for leaves, 1 + the deepest child otherwise. */
+typedef struct ptmf_ivalue {
+    uint64_t pos, a, b, c;
+    uint32_t n, m, k;
+    uint32_t depth;
+    uint8_t type;
+    uint8_t reserved[7];
+} ptmf_ivalue;
+
+typedef struct ptmf_storage {
+    uint64_t pos;    /* payload start */
+    uint64_t size;   /* payload bytes */
+} ptmf_storage;
+
+/* One record per tensor, in ivalue order; a quantized tensor's per-channel
+ * scales and zero_points follow as records of their own (ivalue = UINT32_MAX). */
+typedef struct ptmf_tensor {
+    uint64_t pos;            /* TensorMetadata table */
+    uint64_t extent;         /* bytes of the storage the view reaches (0 if empty) */
+    uint64_t dims;           /* index into dims[]: sizes[ndim] then strides[ndim] */
+    int64_t storage_offset;  /* in elements */
+    int64_t zero_point;
+    double scale;
+    uint32_t ivalue;
+    uint32_t storage;
+    uint32_t ndim;
+    int32_t scales;          /* tensor record of per-channel scales, -1 if none */
+    int32_t zero_points;     /* tensor record of per-channel zero points, -1 if none */
+    int32_t axis;
+    int8_t scalar_type;
+    int8_t qscheme;          /* -1 when not quantized */
+    uint8_t requires_grad;
+    uint8_t reserved[5];
+} ptmf_tensor;
+
+/* A Function table, read on demand. */
+typedef struct ptmf_function {
+    uint64_t qn; uint32_t qn_len;
+    uint32_t n_instructions; uint64_t instructions;   /* 8-byte structs op:i8 pad n:u16 x:i32 */
+    uint32_t n_operators; uint64_t operators;         /* vector of Operator tables */
+    uint32_t n_constants; uint64_t constants;         /* uint32 ivalue indices */
+    uint32_t n_type_annotations; uint64_t type_annotations; /* vector of strings */
+    uint32_t n_arguments; uint64_t arguments;         /* vector of Arg tables */
+    uint32_t n_returns; uint64_t returns;             /* vector of Arg tables */
+    uint32_t n_debug_handles; uint64_t debug_handles; /* int64 each */
+    int32_t register_size;
+    uint32_t class_type;
+    int has_schema;
+} ptmf_function;
+
+/* Operator (name, overload, num_args) or Arg (name, type, default_value) or
+ * ExtraFile (name, content) or ObjectType (type_name, attr_names; kind). */
+typedef struct ptmf_record {
+    uint64_t s0; uint32_t s0_len;    /* first string */
+    uint64_t s1; uint32_t s1_len;    /* second string (content, type, overload) */
+    uint64_t v; uint32_t v_len;      /* vector (attr_names of an ObjectType) */
+    int64_t num;                     /* num_args_serialized, default_value, kind */
+} ptmf_record;
+
+const char *ptmf_strerror(int code);
+const char *ptmf_status_name(int code);
+void ptmf_default_options(ptmf_options *opt);
+
+/* Header and root Module table. */
+int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
+              ptmf_summary *s, ptmf_error *err);
+/* storages[s->n_storages] */
+int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
+                        ptmf_summary *s, ptmf_storage *storages, ptmf_error *err);
+/* out[s->n_ivalues]; sets s->n_tensors and s->n_dims. */
+int ptmf_index_ivalues(const uint8_t *buf, size_t len, const ptmf_options *opt,
+                       ptmf_summary *s, ptmf_ivalue *out, ptmf_error *err);
+/* tensors[s->n_tensors], dims[s->n_dims]; needs the filled ivalue and storage records. */
+int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
+                       ptmf_summary *s, ptmf_ivalue *ivalues,
+                       const ptmf_storage *storages, ptmf_tensor *tensors,
+                       int64_t *dims, ptmf_error *err);
+/* The checks the index does not need: every function, object type, extra file,
+ * jit source and module-level reference. */
+int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
+                     ptmf_summary *s, const ptmf_ivalue *ivalues, ptmf_error *err);
+
+/* On-demand readers; bounds-checked whether or not the buffer was verified. */
+int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos,
+                       ptmf_function *out, ptmf_error *err);
+int ptmf_read_operator(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
+                       uint32_t i, ptmf_record *out, ptmf_error *err);
+int ptmf_read_arg(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
+                  uint32_t i, ptmf_record *out, ptmf_error *err);
+int ptmf_read_extra_file(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
+                         uint32_t i, ptmf_record *out, ptmf_error *err);
+int ptmf_read_object_type(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
+                          uint32_t i, ptmf_record *out, ptmf_error *err);
+/* i-th string of a vector of strings. */
+int ptmf_read_string(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
+                     uint32_t i, uint64_t *data, uint32_t *size, ptmf_error *err);
+
+/* --- cdef end --- */
+
+enum ptmf_status {
+#define PTMF_ENUM_ITEM(name, message) name,
+    PTMF_STATUS_TABLE(PTMF_ENUM_ITEM)
+#undef PTMF_ENUM_ITEM
+    PTMF_STATUS_COUNT
+};
+
+#endif /* PTMF_H */

@@ -1,0 +1,23 @@
+"""pyflatmodule: open PyTorch mobile flatbuffer models (.ptl/.ff) without torch.
+
+A small C core verifies every offset, index and tensor extent once and indexes the
+file; proxies decode values lazily; tensor storage is memory-mapped straight into
+read-only numpy arrays.
+
+    >>> import pyflatmodule as pfm
+    >>> with pfm.load("model.ptl") as m:
+    ...     weights = m.state_dict()
+"""
+from ._image import ObjectType
+from .errors import FormatError
+from .functions import Argument, Function, Operator, Schema
+from .module import Module, VerifyReport, load, verify
+from .tensors import QuantizedTensor
+from .values import Device, EnumValue, Object
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Argument", "Device", "EnumValue", "FormatError", "Function", "Module", "Object",
+    "ObjectType", "Operator", "QuantizedTensor", "Schema", "VerifyReport", "load", "verify",
+]

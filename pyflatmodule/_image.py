@@ -1,0 +1,241 @@
+"""The verified, indexed file that every proxy reads from.
+
+``Image`` runs the C passes once (open, storages, ivalues, tensors and, when
+verifying, the rest) and keeps their flat index arrays. Decoding a value reads
+the index and the buffer; it never walks a vtable again.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from . import tensors as _tensors
+from ._native import check, ffi, lib, new_error
+from ._source import Source
+from .errors import FormatError
+
+__all__ = ["Image", "ObjectType", "Options"]
+
+KIND_NAMES = {1: "class_with_field", 2: "custom_class", 3: "class_with_setstate"}
+
+
+class ObjectType(NamedTuple):
+    """An entry of the file's type table."""
+
+    name: str
+    kind: str
+    attr_names: Tuple[str, ...]
+
+# IValue union type numbers.
+NONE, INT, BOOL, DOUBLE, COMPLEX, TENSOR, STRING, LIST, TUPLE, DICT, OBJECT, \
+    INT_LIST, DOUBLE_LIST, BOOL_LIST, DEVICE, ENUM, FUNCTION = range(17)
+UNION_NAMES = ("NONE", "Int", "Bool", "Double", "ComplexDouble", "TensorMetadata",
+               "String", "List", "Tuple", "Dict", "Object", "IntList", "DoubleList",
+               "BoolList", "Device", "EnumValue", "Function")
+
+_C_TO_NUMPY = {"uint64_t": "<u8", "int64_t": "<i8", "uint32_t": "<u4", "int32_t": "<i4",
+               "uint16_t": "<u2", "uint8_t": "u1", "int8_t": "i1", "double": "<f8",
+               "int": "<i4"}
+
+
+def struct_dtype(cname: str) -> np.dtype:
+    """A numpy dtype laid out exactly like the C struct (padding and reserved skipped)."""
+    fields = [(name, f) for name, f in ffi.typeof(cname).fields if f.type.kind == "primitive"]
+    return np.dtype({
+        "names": [name for name, _ in fields],
+        "formats": [_C_TO_NUMPY[f.type.cname] for _, f in fields],
+        "offsets": [f.offset for _, f in fields],
+        "itemsize": ffi.sizeof(cname),
+    })
+
+
+IVALUE_DTYPE = struct_dtype("ptmf_ivalue")
+STORAGE_DTYPE = struct_dtype("ptmf_storage")
+TENSOR_DTYPE = struct_dtype("ptmf_tensor")
+_IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
+
+
+class Options:
+    """Budgets and switches for one load; zero budgets derive from the file size."""
+
+    __slots__ = ("verify", "strict", "max_depth", "max_tables", "max_elements")
+
+    def __init__(self, verify: bool = True, strict: bool = False, max_depth: int = 200,
+                 max_tables: int = 0, max_elements: int = 0) -> None:
+        self.verify = verify
+        self.strict = strict
+        self.max_depth = max_depth
+        self.max_tables = max_tables
+        self.max_elements = max_elements
+
+    def to_c(self) -> Any:
+        opt = ffi.new("ptmf_options *")
+        lib.ptmf_default_options(opt)
+        opt.verify = int(self.verify)
+        opt.strict = int(self.strict)
+        opt.max_depth = self.max_depth
+        opt.max_tables = self.max_tables
+        opt.max_elements = self.max_elements
+        return opt
+
+
+def _c_array(cname: str, array: np.ndarray) -> Any:
+    return ffi.from_buffer(cname + "[]", array, require_writable=True)
+
+
+class Image:
+    """One PTMF buffer, verified and indexed."""
+
+    def __init__(self, source: Source, options: Options) -> None:
+        self.source = source
+        self.view = source.view
+        self.size = len(source)
+        self.cbuf = ffi.from_buffer("uint8_t[]", source.view)
+        err = new_error()
+        opt = options.to_c()
+        s = ffi.new("ptmf_summary *")
+        check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
+        self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
+        c_storages = _c_array("ptmf_storage", self.storage_index)
+        check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages, err), err)
+        self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
+        c_index = _c_array("ptmf_ivalue", self.index)
+        check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)
+        self.tensor_index = np.empty(s.n_tensors, TENSOR_DTYPE)
+        self.dims = np.empty(s.n_dims, np.int64)
+        check(lib.ptmf_index_tensors(self.cbuf, self.size, opt, s, c_index, c_storages,
+                                     _c_array("ptmf_tensor", self.tensor_index),
+                                     _c_array("int64_t", self.dims), err), err)
+        if options.verify:
+            check(lib.ptmf_verify_rest(self.cbuf, self.size, opt, s, c_index, err), err)
+        self.summary = s
+        self._rows: Optional[List[Tuple[int, ...]]] = None
+        self._storages: Optional[List[np.ndarray]] = None
+        self._proxies: Dict[int, Any] = {}
+        self._object_types: Optional[List[ObjectType]] = None
+        self._slots: Dict[int, Dict[str, int]] = {}
+
+    # ------------------------------------------------------------ raw reads
+
+    def rows(self) -> List[Tuple[int, ...]]:
+        """Per ivalue: (type, pos, a, n, b, m, c, k), as Python ints."""
+        if self._rows is None:
+            self._rows = self.index[list(_IVALUE_FIELDS)].tolist()
+        return self._rows
+
+    def text(self, pos: int, size: int, where: str) -> str:
+        """The UTF-8 string of ``size`` bytes at ``pos``."""
+        try:
+            return str(self.view[pos:pos + size], "utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError("bad_utf8", "string is not valid UTF-8", pos + e.start,
+                              where) from None
+
+    def u32s(self, pos: int, count: int) -> Tuple[int, ...]:
+        return struct.unpack_from(f"<{count}I", self.view, pos)
+
+    def read_string(self, vec: int, count: int, i: int, where: str) -> str:
+        """Element ``i`` of a vector of strings."""
+        err = new_error()
+        data = ffi.new("uint64_t *")
+        size = ffi.new("uint32_t *")
+        check(lib.ptmf_read_string(self.cbuf, self.size, vec, count, i, data, size, err), err,
+              where)
+        return self.text(data[0], size[0], f"{where}[{i}]")
+
+    # ------------------------------------------------------------ tensors
+
+    def storage(self, i: int) -> np.ndarray:
+        """Storage ``i`` as a read-only uint8 array over the buffer."""
+        if self._storages is None:
+            arrays = []
+            for pos, size in self.storage_index[["pos", "size"]].tolist():
+                a = np.frombuffer(self.view, np.uint8, count=size, offset=pos)
+                arrays.append(a)
+            self._storages = arrays
+        return self._storages[i]
+
+    def storage_count(self) -> int:
+        return int(self.summary.n_storages)
+
+    def tensor(self, t: int) -> Any:
+        """Tensor record ``t`` as an ndarray or a QuantizedTensor."""
+        r = self.tensor_index[t]
+        ndim = int(r["ndim"])
+        d = int(r["dims"])
+        sizes = self.dims[d:d + ndim].tolist()
+        strides = self.dims[d + ndim:d + 2 * ndim].tolist()
+        st = int(r["scalar_type"])
+        array = _tensors.view(self.storage(int(r["storage"])), st, int(r["storage_offset"]),
+                              sizes, strides)
+        qscheme = int(r["qscheme"])
+        if qscheme < 0:
+            return array
+        name = _tensors.QSCHEME_NAMES[qscheme]
+        dtype_name = _tensors.scalar_type_name(st)
+        if qscheme == 0:
+            return _tensors.QuantizedTensor(array, dtype_name, name, float(r["scale"]),
+                                            int(r["zero_point"]))
+        return _tensors.QuantizedTensor(array, dtype_name, name,
+                                        scales=self.tensor(int(r["scales"])),
+                                        zero_points=self.tensor(int(r["zero_points"])),
+                                        axis=int(r["axis"]))
+
+    # ------------------------------------------------------------ values
+
+    def value(self, i: int) -> Any:
+        """Decode ivalue ``i``; values shared inside it are decoded once."""
+        from .values import decode
+        return decode(self, i, {})
+
+    def proxy(self, i: int, factory: Any) -> Any:
+        """The one proxy object for ivalue ``i`` (an Object or Function)."""
+        p = self._proxies.get(i)
+        if p is None:
+            p = self._proxies[i] = factory(self, i)
+        return p
+
+    # ------------------------------------------------------------ tables
+
+    def object_types(self) -> List[ObjectType]:
+        """The type table, read once."""
+        if self._object_types is None:
+            s = self.summary
+            out = []
+            r = ffi.new("ptmf_record *")
+            err = new_error()
+            for i in range(s.n_object_types):
+                where = f"object_types[{i}]"
+                check(lib.ptmf_read_object_type(self.cbuf, self.size, s.object_types,
+                                                s.n_object_types, i, r, err), err, where)
+                names = tuple(self.read_string(r.v, r.v_len, j, where + ".attr_names")
+                              for j in range(r.v_len))
+                kind = KIND_NAMES.get(int(r.num), f"unknown({int(r.num)})")
+                out.append(ObjectType(self.text(r.s0, r.s0_len, where + ".type_name"), kind,
+                                      names))
+            self._object_types = out
+        return self._object_types
+
+    def slots(self, type_index: int) -> Dict[str, int]:
+        """Attribute name to slot number for one object type."""
+        slots = self._slots.get(type_index)
+        if slots is None:
+            names = self.object_types()[type_index].attr_names
+            slots = self._slots[type_index] = {}
+            for i, n in enumerate(names):
+                slots.setdefault(n, i)
+        return slots
+
+    def named_blobs(self, data: int, count: int, what: str) -> List[Tuple[str, int, int]]:
+        """(name, content position, content size) of each ExtraFile-like entry."""
+        r = ffi.new("ptmf_record *")
+        err = new_error()
+        out = []
+        for i in range(count):
+            where = f"{what}[{i}]"
+            check(lib.ptmf_read_extra_file(self.cbuf, self.size, data, count, i, r, err), err,
+                  where)
+            out.append((self.text(r.s0, r.s0_len, where + ".name"), int(r.s1), int(r.s1_len)))
+        return out

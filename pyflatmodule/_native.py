@@ -1,0 +1,34 @@
+"""The compiled core: status codes turned into FormatError."""
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from ._ptmf import ffi, lib
+from .errors import FormatError
+
+__all__ = ["ffi", "lib", "check", "raise_error", "new_error"]
+
+
+def _code_name(status: int) -> str:
+    name = ffi.string(lib.ptmf_status_name(status)).decode("ascii")
+    return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
+
+
+def new_error() -> Any:
+    """A fresh ``ptmf_error`` for one call."""
+    return ffi.new("ptmf_error *")
+
+
+def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:
+    """Raise the FormatError that a failed C call described in ``err``."""
+    path = ffi.string(err.path).decode("utf-8", "replace")
+    if path_prefix:
+        path = path_prefix + path
+    message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
+    raise FormatError(_code_name(status), message, int(err.offset), path)
+
+
+def check(status: int, err: Any, path_prefix: str = "") -> None:
+    """Raise FormatError unless ``status`` is PTMF_OK."""
+    if status != lib.PTMF_OK:
+        raise_error(status, err, path_prefix)

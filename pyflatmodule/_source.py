@@ -1,0 +1,79 @@
+"""Turning a path, buffer or file into bytes the C core can read in place.
+
+The returned ``Source`` holds the Python buffer (an mmap, bytes, bytearray...)
+and a read-only memoryview over it. Numpy arrays made from that memoryview keep
+it, and therefore the mapping, alive for as long as they exist; nothing closes
+the mapping while any view is alive.
+"""
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from typing import Any, BinaryIO, Optional, Union
+
+from .errors import FormatError
+
+SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
+
+__all__ = ["Source", "SourceLike", "open_source"]
+
+
+class Source:
+    """One buffer holding a whole file, with what is known about where it came from."""
+
+    __slots__ = ("obj", "view", "name", "mapped", "stat")
+
+    def __init__(self, obj: Any, name: str, mapped: bool,
+                 stat: Optional[os.stat_result] = None) -> None:
+        self.obj = obj
+        view = memoryview(obj)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B")
+        self.view = view.toreadonly()
+        self.name = name
+        self.mapped = mapped
+        self.stat = stat
+
+    def __len__(self) -> int:
+        return self.view.nbytes
+
+
+def _map_fd(fd: int, name: str) -> Source:
+    st = os.fstat(fd)
+    if st.st_size == 0:
+        # mmap refuses empty files; an empty buffer gets the verifier's error.
+        return Source(b"", name, False, st)
+    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    return Source(mm, name, True, st)
+
+
+def open_source(source: SourceLike, copy: bool = False) -> Source:
+    """Make a Source from any of the inputs ``load`` accepts."""
+    if isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
+        with open(name, "rb") as f:
+            if copy:
+                return Source(f.read(), name, False, os.fstat(f.fileno()))
+            return _map_fd(f.fileno(), name)
+    if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
+        if copy:
+            return Source(bytes(source), "<bytes>", False)
+        if isinstance(source, memoryview) and not source.c_contiguous:
+            raise FormatError("bad_argument", "memoryview source must be contiguous")
+        return Source(source, f"<{type(source).__name__}>", False)
+    read = getattr(source, "read", None)
+    if read is None:
+        raise TypeError(f"cannot load a PTMF model from {type(source).__name__}")
+    name = str(getattr(source, "name", "<file>"))
+    if not copy:
+        try:
+            fd = source.fileno()  # type: ignore[union-attr]
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            fd = None
+        if fd is not None:
+            return _map_fd(fd, name)
+    data = read()
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError("file object must be opened in binary mode")
+    return Source(bytes(data), name, False)

@@ -1,0 +1,33 @@
+"""The exceptions pyflatmodule raises for bad input."""
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["FormatError"]
+
+
+class FormatError(ValueError):
+    """The bytes are not a valid PTMF file, or not one this library can read.
+
+    Attributes:
+        code: short machine-readable reason, e.g. ``"out_of_bounds"``.
+        offset: byte offset of the offending data, when one is known.
+        path: where in the model the problem is, e.g.
+            ``"ivalues[12].val<TensorMetadata>.sizes"``; empty when not known.
+    """
+
+    def __init__(self, code: str, message: str, offset: Optional[int] = None,
+                 path: str = "") -> None:
+        self.code = code
+        self.offset = offset
+        self.path = path
+        self.reason = message
+        where = []
+        if path:
+            where.append(f"at {path}")
+        if offset is not None:
+            where.append(f"byte offset {offset}")
+        super().__init__(f"{message}" + (f" ({', '.join(where)})" if where else ""))
+
+    def __reduce__(self):  # keep the attributes through pickling (multiprocessing)
+        return (type(self), (self.code, self.reason, self.offset, self.path))

@@ -1,0 +1,220 @@
+"""Functions: bytecode, operators, constants, schemas and a disassembler."""
+from __future__ import annotations
+
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from ._image import Image
+from ._native import check, ffi, lib, new_error
+from .errors import FormatError
+from .values import decode
+
+__all__ = ["Argument", "Function", "INSTRUCTION_DTYPE", "OPCODES", "Operator", "Schema"]
+
+#: One bytecode instruction as stored: opcode, pad byte, n (uint16), x (int32).
+INSTRUCTION_DTYPE = np.dtype({"names": ["op", "n", "x"], "formats": ["i1", "<u2", "<i4"],
+                              "offsets": [0, 2, 4], "itemsize": 8})
+
+#: Opcode names by number (torch/csrc/jit/runtime/instruction.h).
+OPCODES: Tuple[str, ...] = (
+    "OP", "OPN", "LOAD", "MOVE", "STOREN", "STORE", "DROP", "DROPR", "LOADC", "JF", "JMP",
+    "LOOP", "RET", "WAIT", "CALL", "GUARD", "TYPECHECK", "FAIL_GUARD", "PROFILE_OP",
+    "TAIL_CALL", "INTERFACE_CALL", "GET_ATTR", "SET_ATTR", "LIST_UNPACK", "TUPLE_CONSTRUCT",
+    "NAMED_TUPLE_CONSTRUCT", "LIST_CONSTRUCT", "DICT_CONSTRUCT", "CREATE_OBJECT",
+    "ISINSTANCE", "TUPLE_SLICE", "TUPLE_INDEX", "RAISE_EXCEPTION", "DICT_INDEX",
+    "UNCHECKED_CAST", "__IS__", "UN_INITIALIZED", "__ISNOT__", "FORMAT", "DEVICE", "DTYPE",
+    "DIM", "__NOT__", "TO_LIST", "NUM_TO_TENSOR", "IS_CUDA", "FORK", "WARN", "ENTER", "EXIT",
+    "AWAITABLE",
+)
+_TYPE_OPERAND = {"LIST_CONSTRUCT", "DICT_CONSTRUCT", "NAMED_TUPLE_CONSTRUCT", "CREATE_OBJECT",
+                 "ISINSTANCE", "TYPECHECK", "TO_LIST"}
+_JUMPS = {"JF", "JMP", "LOOP"}
+
+
+class Operator(NamedTuple):
+    """An operator a function calls; ``num_args`` is None when not serialized."""
+
+    name: str
+    overload_name: str
+    num_args: Optional[int]
+
+    @property
+    def full_name(self) -> str:
+        """``name.overload`` as torch prints operator names (just ``name`` without one)."""
+        return f"{self.name}.{self.overload_name}" if self.overload_name else self.name
+
+
+class Argument(NamedTuple):
+    """One argument or return of a schema. ``default`` is None both for "no default"
+    and for "default None": the file cannot tell them apart."""
+
+    name: str
+    type: str
+    default: Any
+
+
+class Schema(NamedTuple):
+    """A method's arguments (``self`` first) and returns."""
+
+    arguments: List[Argument]
+    returns: List[Argument]
+
+    def __str__(self) -> str:
+        def arg(a: Argument) -> str:
+            text = f"{a.name}: {a.type}" if a.name else a.type
+            return text if a.default is None else f"{text}={a.default!r}"
+        rets = ", ".join(arg(r) for r in self.returns)
+        return f"({', '.join(arg(a) for a in self.arguments)}) -> " + (
+            rets if len(self.returns) == 1 else f"({rets})")
+
+
+class Function:
+    """A TorchScript method's mobile bytecode, read on demand."""
+
+    __slots__ = ("_image", "_index", "_f", "__weakref__")
+
+    def __init__(self, image: Image, index: int) -> None:
+        self._image = image
+        self._index = index
+        f = ffi.new("ptmf_function *")
+        err = new_error()
+        pos = image.rows()[index][1]
+        check(lib.ptmf_read_function(image.cbuf, image.size, pos, f, err), err,
+              self._where())
+        self._f = f
+
+    def _where(self) -> str:
+        return f"ivalues[{self._index}].val<Function>"
+
+    @property
+    def name(self) -> str:
+        """The qualified name, e.g. ``"__torch__.MyModule.forward"``."""
+        return self._image.text(self._f.qn, self._f.qn_len, self._where() + ".qn")
+
+    @property
+    def instructions(self) -> np.ndarray:
+        """Read-only structured array (fields ``op``, ``n``, ``x``) over the file."""
+        f = self._f
+        return np.frombuffer(self._image.view, INSTRUCTION_DTYPE, count=f.n_instructions,
+                             offset=f.instructions)
+
+    @property
+    def operators(self) -> List[Operator]:
+        """The operator table that OP/OPN instructions index."""
+        f, image = self._f, self._image
+        r = ffi.new("ptmf_record *")
+        err = new_error()
+        out = []
+        for i in range(f.n_operators):
+            where = f"{self._where()}.operators[{i}]"
+            check(lib.ptmf_read_operator(image.cbuf, image.size, f.operators, f.n_operators,
+                                         i, r, err), err, where)
+            num = int(r.num)
+            out.append(Operator(image.text(r.s0, r.s0_len, where + ".name"),
+                                image.text(r.s1, r.s1_len, where + ".overload_name"),
+                                None if num < 0 else num))
+        return out
+
+    @property
+    def constants(self) -> List[Any]:
+        """The decoded constant table that LOADC instructions index."""
+        memo: dict = {}
+        return [decode(self._image, j, memo) for j in self._constant_indices()]
+
+    def _constant_indices(self) -> Tuple[int, ...]:
+        f = self._f
+        indices = self._image.u32s(f.constants, f.n_constants)
+        n = int(self._image.summary.n_ivalues)
+        for j in indices:
+            if j >= n:
+                raise FormatError("bad_index", "ivalue index is out of range", f.constants,
+                                  self._where() + ".constants")
+        return indices
+
+    @property
+    def type_annotations(self) -> List[str]:
+        """Type strings that type-taking instructions index."""
+        f = self._f
+        return [self._image.read_string(f.type_annotations, f.n_type_annotations, i,
+                                        self._where() + ".type_annotations")
+                for i in range(f.n_type_annotations)]
+
+    @property
+    def register_size(self) -> int:
+        """Number of registers the bytecode uses (registers are numbered from 1)."""
+        return int(self._f.register_size)
+
+    @property
+    def class_type(self) -> str:
+        """Name of the class this method belongs to."""
+        types = self._image.object_types()
+        ct = int(self._f.class_type)
+        return types[ct].name if ct < len(types) else ""
+
+    @property
+    def schema(self) -> Optional[Schema]:
+        """Arguments and returns with their defaults, or None when not stored."""
+        f = self._f
+        if not f.has_schema:
+            return None
+        return Schema(self._args(f.arguments, f.n_arguments, "arguments"),
+                      self._args(f.returns, f.n_returns, "returns"))
+
+    def _args(self, vec: int, count: int, what: str) -> List[Argument]:
+        image = self._image
+        r = ffi.new("ptmf_record *")
+        err = new_error()
+        out = []
+        for i in range(count):
+            where = f"{self._where()}.schema.{what}[{i}]"
+            check(lib.ptmf_read_arg(image.cbuf, image.size, vec, count, i, r, err), err, where)
+            default = int(r.num)
+            if default >= image.summary.n_ivalues:
+                raise FormatError("bad_index", "ivalue index is out of range", vec,
+                                  where + ".default_value")
+            out.append(Argument(image.text(r.s0, r.s0_len, where + ".name"),
+                                image.text(r.s1, r.s1_len, where + ".type"),
+                                decode(image, default, {}) if default else None))
+        return out
+
+    @property
+    def debug_handles(self) -> np.ndarray:
+        """One int64 debug handle per instruction (empty when not stored), zero-copy."""
+        f = self._f
+        return np.frombuffer(self._image.view, "<i8", count=f.n_debug_handles,
+                             offset=f.debug_handles)
+
+    def disassemble(self) -> str:
+        """A readable listing: schema, registers, then one line per instruction."""
+        ops = self.operators
+        constants = self.constants
+        types = self.type_annotations
+        schema = self.schema
+        lines = [f"def {self.name}{schema if schema is not None else '(...)'}",
+                 f"  registers: {self.register_size}"]
+        for pc, (op, n, x) in enumerate(self.instructions.tolist()):
+            name = OPCODES[op] if 0 <= op < len(OPCODES) else f"OP#{op}"
+            note = ""
+            if name in ("OP", "OPN") and 0 <= x < len(ops):
+                o = ops[x]
+                note = o.full_name + (f" ({o.num_args} args)" if o.num_args is not None else "")
+            elif name == "LOADC" and 0 <= x < len(constants):
+                note = _short(constants[x])
+            elif name in _TYPE_OPERAND and 0 <= x < len(types):
+                note = types[x]
+            elif name in _JUMPS:
+                note = f"-> {pc + x}"
+            elif name in ("LOAD", "MOVE", "STORE", "DROPR"):
+                note = f"r{x}"
+            text = f"  {pc:4d}  {name:<22s} {x:5d} {n:3d}"
+            lines.append(f"{text}   # {note}" if note else text)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Function {self.name}>"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,346 @@
+"""The public entry points: ``load``, ``verify`` and the ``Module`` they open."""
+from __future__ import annotations
+
+import ast
+import re
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Set, Tuple, Union, overload)
+
+import numpy as np
+
+from ._image import FUNCTION, TENSOR, Image, ObjectType, Options
+from ._source import SourceLike, open_source
+from ._types import contained_type_names
+from .errors import FormatError
+from .functions import Function
+from .tensors import QuantizedTensor
+from .values import Object, decode
+
+__all__ = ["Module", "VerifyReport", "load", "verify"]
+
+Tensor = Union[np.ndarray, QuantizedTensor]
+
+_CLASS = re.compile(r"^class ([^\s(:]+)\s*(?:\(([^)]*)\))?\s*:", re.M)
+_DECL = re.compile(r"^\s+(__parameters__|__buffers__)\s*=\s*(\[.*?\])\s*$", re.M)
+_SAVED_PARAMETERS = "__torch__.SavedParameters"
+
+
+class VerifyReport(NamedTuple):
+    """What ``verify`` found in a valid file."""
+
+    size: int
+    bytecode_version: int
+    ivalues: int
+    tensors: int
+    storages: int
+    storage_bytes: int
+    functions: int
+    object_types: int
+    tables_visited: int
+    wrapped_vtables: int
+
+
+def load(source: SourceLike, *, verify: bool = True, copy: bool = False, strict: bool = False,
+         max_depth: int = 200, max_tables: int = 0, max_elements: int = 0) -> "Module":
+    """Open a PTMF model without copying it.
+
+    Args:
+        source: a path (mapped read-only), ``bytes``, ``bytearray``, ``memoryview``,
+            ``mmap.mmap`` (used in place and kept alive) or a binary file object.
+        verify: run the full verifier (alignment, string terminators, every function,
+            type and cross-reference). Without it the index is still built with every
+            read bounds-checked, and problems surface as FormatError on access.
+        copy: read the file into memory instead of mapping it (network filesystems,
+            files that may change while open).
+        strict: apply FlatBuffers' own rules, rejecting the wrapped vtable offsets
+            torch writes in files over 2 GiB.
+        max_depth: deepest nesting of values (lists in lists, objects in objects).
+        max_tables: table visits allowed (0: derived from the file size).
+        max_elements: vector elements visited (0: derived from the file size).
+
+    Returns:
+        The opened Module; close it, or use it as a context manager.
+
+    Raises:
+        FormatError: the bytes are not a valid PTMF file.
+        OSError: the path cannot be opened.
+    """
+    options = Options(verify, strict, max_depth, max_tables, max_elements)
+    return Module(Image(open_source(source, copy), options))
+
+
+def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
+           max_tables: int = 0, max_elements: int = 0) -> VerifyReport:
+    """Check a whole file and return a short report; raise FormatError if it is bad."""
+    options = Options(True, strict, max_depth, max_tables, max_elements)
+    image = Image(open_source(source), options)
+    s = image.summary
+    types = image.index["type"]
+    return VerifyReport(image.size, int(s.bytecode_version), int(s.n_ivalues),
+                        int(np.count_nonzero(types == TENSOR)), int(s.n_storages),
+                        int(image.storage_index["size"].sum()),
+                        int(np.count_nonzero(types == FUNCTION)), int(s.n_object_types),
+                        int(s.tables_visited), int(s.wrapped_vtables))
+
+
+class IValues(Sequence[Any]):
+    """The file's ivalue table; ``ivalues[i]`` decodes one value on demand."""
+
+    __slots__ = ("_image",)
+
+    def __init__(self, image: Image) -> None:
+        self._image = image
+
+    def __len__(self) -> int:
+        return int(self._image.summary.n_ivalues)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> List[Any]: ...
+
+    def __getitem__(self, i: Union[int, slice]) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("ivalue index out of range")
+        return self._image.value(i)
+
+    def type_name(self, i: int) -> str:
+        """The union type stored at ``i`` (``"Int"``, ``"TensorMetadata"``, ...)."""
+        from ._image import UNION_NAMES
+        return UNION_NAMES[int(self._image.index["type"][i])]
+
+
+class Module:
+    """An open PTMF file. Every array and proxy it hands out keeps the file's memory
+    alive by itself; ``close()`` only drops the module's own hold."""
+
+    def __init__(self, image: Image) -> None:
+        self._image: Optional[Image] = image
+
+    # -------------------------------------------------------------- lifetime
+
+    def _img(self) -> Image:
+        image = self._image
+        if image is None:
+            raise ValueError("operation on a closed pyflatmodule.Module")
+        return image
+
+    def close(self) -> None:
+        """Drop this module's hold on the file; arrays and proxies taken earlier stay valid."""
+        self._image = None
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._image is None
+
+    def __enter__(self) -> "Module":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._image is None:
+            return "<pyflatmodule.Module (closed)>"
+        return f"<pyflatmodule.Module {self._image.source.name!r}, {len(self.ivalues)} ivalues>"
+
+    # -------------------------------------------------------------- header
+
+    @property
+    def bytecode_version(self) -> int:
+        """The file's bytecode version (9 for files torch writes today)."""
+        return int(self._img().summary.bytecode_version)
+
+    @property
+    def operator_version(self) -> int:
+        """The operator version the file was written with."""
+        return int(self._img().summary.operator_version)
+
+    @property
+    def size(self) -> int:
+        """Size of the buffer in bytes."""
+        return self._img().size
+
+    @property
+    def extra_files(self) -> Dict[str, bytes]:
+        """Extra files stored with the model, name to raw content."""
+        image = self._img()
+        s = image.summary
+        return {name: bytes(image.view[pos:pos + size])
+                for name, pos, size in image.named_blobs(s.extra_files, s.n_extra_files,
+                                                         "extra_files")}
+
+    @property
+    def jit_sources(self) -> Dict[str, str]:
+        """TorchScript source text per qualified file name (empty for mobile-only files)."""
+        image = self._img()
+        s = image.summary
+        return {name: image.text(pos, size, f"jit_sources[{name}].content")
+                for name, pos, size in image.named_blobs(s.jit_sources, s.n_jit_sources,
+                                                         "jit_sources")}
+
+    @property
+    def methods(self) -> Dict[str, Function]:
+        """The module's exported methods, keyed by qualified name."""
+        image = self._img()
+        s = image.summary
+        out = {}
+        for j in image.u32s(s.methods, s.n_methods):
+            f = decode(image, j, {})
+            if not isinstance(f, Function):
+                raise FormatError("kind_mismatch", "method is not a Function", s.methods,
+                                  "methods")
+            out[f.name] = f
+        return out
+
+    @property
+    def root(self) -> Object:
+        """The root module object."""
+        image = self._img()
+        value = image.value(int(image.summary.state_obj))
+        if not isinstance(value, Object):
+            raise FormatError("kind_mismatch", "state_obj is not an Object",
+                              int(image.summary.root), "state_obj")
+        return value
+
+    @property
+    def ivalues(self) -> IValues:
+        """Every value in the file, decoded on demand."""
+        return IValues(self._img())
+
+    @property
+    def object_types(self) -> List[ObjectType]:
+        """The type table: (name, kind, attr_names) per entry."""
+        return list(self._img().object_types())
+
+    @property
+    def storages(self) -> List[np.ndarray]:
+        """Each storage as a read-only uint8 array over the file, zero-copy."""
+        image = self._img()
+        return [image.storage(i) for i in range(image.storage_count())]
+
+    def functions(self) -> List[Function]:
+        """Every Function in the file (methods, ``__setstate__``, helpers), in file order."""
+        image = self._img()
+        return [image.proxy(int(i), Function)
+                for i in np.flatnonzero(image.index["type"] == FUNCTION)]
+
+    # -------------------------------------------------------------- tensors
+
+    def state_dict(self) -> Dict[str, Tensor]:
+        """Parameters and buffers by dotted name, as torch's ``state_dict()`` gives them.
+
+        With ``jit_sources`` the classes' ``__parameters__``/``__buffers__`` decide,
+        exactly as torch does; without them every tensor attribute reachable through
+        field objects is listed by its attribute path. A file written by
+        ``torch._C._save_parameters`` gives the dictionary it saved.
+        """
+        image = self._img()
+        root = self.root
+        out: Dict[str, Tensor] = {}
+        budget = [max(1_000_000, 4 * len(self.ivalues))]
+        if root.type_name == _SAVED_PARAMETERS and not image.summary.n_jit_sources:
+            data = root.attributes.get("data")
+            if isinstance(data, dict):
+                return {str(k): v for k, v in data.items()
+                        if isinstance(v, (np.ndarray, QuantizedTensor))}
+        declarations = _declarations(self.jit_sources)
+        if declarations:
+            _walk_declared(root, "", declarations, out, budget)
+        else:
+            _walk_fields(root, "", out, budget)
+        return out
+
+    # -------------------------------------------------------------- info
+
+    def info(self) -> Dict[str, Any]:
+        """What torch's ``get_flatbuffer_module_info`` reports, with sets for names."""
+        image = self._img()
+        s = image.summary
+        limit = int(s.mobile_ivalue_size)
+        if limit == 0 or limit > s.n_ivalues:
+            limit = int(s.n_ivalues)
+        names: Set[str] = set()
+        ops: Dict[str, int] = {}
+        annotations: List[str] = []
+        for i in np.flatnonzero(image.index["type"][:limit] == FUNCTION):
+            f = image.proxy(int(i), Function)
+            names.add(f.name)
+            for op in f.operators:
+                ops[op.full_name] = -1 if op.num_args is None else op.num_args
+            annotations.extend(f.type_annotations)
+        return {"bytecode_version": int(s.bytecode_version),
+                "operator_version": int(s.operator_version),
+                "function_names": names,
+                "type_names": contained_type_names(annotations),
+                "opname_to_num_args": ops}
+
+
+def _declarations(sources: Mapping[str, str]) -> Dict[str, Tuple[List[str], List[str]]]:
+    """Qualified class name to (parameter names, buffer names), from the sources."""
+    out: Dict[str, Tuple[List[str], List[str]]] = {}
+    for file_name, text in sources.items():
+        classes = list(_CLASS.finditer(text))
+        for k, match in enumerate(classes):
+            end = classes[k + 1].start() if k + 1 < len(classes) else len(text)
+            body = text[match.end():end]
+            lists: Dict[str, List[str]] = {"__parameters__": [], "__buffers__": []}
+            found = False
+            for decl in _DECL.finditer(body):
+                try:
+                    names = ast.literal_eval(decl.group(2))
+                except (ValueError, SyntaxError):
+                    continue
+                lists[decl.group(1)] = [str(n) for n in names]
+                found = True
+            if found:
+                out[f"{file_name}.{match.group(1)}"] = (lists["__parameters__"],
+                                                        lists["__buffers__"])
+    return out
+
+
+def _spend(budget: List[int]) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise FormatError("element_budget", "object graph is too large to walk "
+                          "(objects shared many times over)")
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, QuantizedTensor))
+
+
+def _walk_declared(obj: Object, prefix: str, decls: Dict[str, Tuple[List[str], List[str]]],
+                   out: Dict[str, Tensor], budget: List[int]) -> None:
+    _spend(budget)
+    params, buffers = decls[obj.type_name]
+    attrs = obj.attributes
+    names = list(attrs)
+    for wanted in (set(params), set(buffers)):
+        for name in names:
+            if name in wanted:
+                value = attrs[name]
+                if _is_tensor(value):
+                    out[prefix + name] = value
+    for name in names:
+        value = attrs[name]
+        if isinstance(value, Object) and value.type_name in decls:
+            _walk_declared(value, f"{prefix}{name}.", decls, out, budget)
+
+
+def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:
+    _spend(budget)
+    if obj.kind != "class_with_field":
+        return
+    for name, value in obj.attributes.items():
+        if _is_tensor(value):
+            out[prefix + name] = value
+        elif isinstance(value, Object):
+            _walk_fields(value, f"{prefix}{name}.", out, budget)
+

@@ -1,0 +1,136 @@
+"""Tensors: c10::ScalarType to numpy dtypes, zero-copy views, quantized tensors."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["DTYPE_NAMES", "QuantizedTensor", "numpy_dtype", "scalar_type_name"]
+
+#: torch's name of every scalar type a PTMF file can hold, by c10::ScalarType number.
+DTYPE_NAMES: Tuple[str, ...] = (
+    "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "complex32", "complex64", "complex128", "bool", "qint8", "quint8", "qint32",
+    "bfloat16", "quint4x2", "quint2x4", "bits1x8", "bits2x4", "bits4x2", "bits8",
+    "bits16", "float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz",
+    "uint16", "uint32", "uint64",
+    "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7",
+    "int1", "int2", "int3", "int4", "int5", "int6", "int7",
+    "float8_e8m0fnu", "float4_e2m1fn_x2",
+)
+
+#: complex32 has no numpy counterpart: a pair of float16, zero-copy.
+COMPLEX32 = np.dtype([("real", "<f2"), ("imag", "<f2")])
+
+_DTYPES = (
+    [np.dtype(x) for x in ("u1", "i1", "<i2", "<i4", "<i8", "<f2", "<f4", "<f8")]
+    + [COMPLEX32, np.dtype("<c8"), np.dtype("<c16"), np.dtype("?")]
+    + [np.dtype("i1"), np.dtype("u1"), np.dtype("<i4")]          # qint8 quint8 qint32
+    + [np.dtype(ml_dtypes.bfloat16)]
+    + [np.dtype("u1"), np.dtype("u1")]                           # quint4x2 quint2x4 (unpacked)
+    + [np.dtype("u1")] * 4 + [np.dtype("<u2")]                   # bits*
+    + [np.dtype(t) for t in (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn,
+                             ml_dtypes.float8_e5m2fnuz, ml_dtypes.float8_e4m3fnuz)]
+    + [np.dtype("<u2"), np.dtype("<u4"), np.dtype("<u8")]
+    + [np.dtype("u1")] * 7 + [np.dtype("i1")] * 7               # uint1..7, int1..7: a byte each
+    + [np.dtype(ml_dtypes.float8_e8m0fnu), np.dtype("u1")]       # float4_e2m1fn_x2: packed pairs
+)
+assert len(_DTYPES) == len(DTYPE_NAMES)
+
+#: Packed quantized types: values per byte.
+_PACKED = {16: 2, 17: 4}
+
+QSCHEME_NAMES = {0: "per_tensor_affine", 1: "per_channel_affine",
+                 4: "per_channel_affine_float_qparams"}
+
+
+def numpy_dtype(scalar_type: int) -> np.dtype:
+    """The numpy dtype pyflatmodule uses for a c10::ScalarType number.
+
+    Packed types (quint4x2, quint2x4) map to the dtype of their unpacked values;
+    float4_e2m1fn_x2 stays packed, one uint8 per pair of values, as torch counts it.
+    """
+    return _DTYPES[scalar_type]
+
+
+def scalar_type_name(scalar_type: int) -> str:
+    """torch's name for a c10::ScalarType number, e.g. ``"bfloat16"``."""
+    return DTYPE_NAMES[scalar_type]
+
+
+def view(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int],
+         strides: Sequence[int]) -> np.ndarray:
+    """The tensor as a read-only array over ``storage`` (copied only when packed)."""
+    dtype = _DTYPES[scalar_type]
+    shape = tuple(sizes)
+    if 0 in shape:
+        empty = np.empty(shape, dtype)
+        empty.flags.writeable = False
+        return empty
+    per_byte = _PACKED.get(scalar_type)
+    if per_byte is not None:
+        return _unpack(storage, per_byte, offset, shape, strides)
+    size = dtype.itemsize
+    return np.ndarray(shape, dtype, buffer=storage, offset=offset * size,
+                      strides=tuple(s * size for s in strides))
+
+
+def _unpack(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, ...],
+            strides: Sequence[int]) -> np.ndarray:
+    bits = 8 // per_byte
+    index = np.full(shape, offset, dtype=np.int64)
+    for axis, (n, s) in enumerate(zip(shape, strides)):
+        step = np.arange(n, dtype=np.int64) * s
+        index += step.reshape((n,) + (1,) * (len(shape) - axis - 1))
+    values = (storage[index // per_byte] >> ((index % per_byte) * bits).astype(np.uint8))
+    out = values & np.uint8((1 << bits) - 1)
+    out.flags.writeable = False
+    return out
+
+
+class QuantizedTensor:
+    """A quantized tensor: its integer representation and quantization parameters.
+
+    ``int_repr`` is a zero-copy view of the stored integers (a copy for the packed
+    4- and 2-bit types). Per-tensor schemes set ``scale`` and ``zero_point``;
+    per-channel schemes set ``scales``, ``zero_points`` and ``axis``.
+    """
+
+    __slots__ = ("int_repr", "dtype_name", "qscheme", "scale", "zero_point", "scales",
+                 "zero_points", "axis")
+
+    def __init__(self, int_repr: np.ndarray, dtype_name: str, qscheme: str,
+                 scale: Optional[float] = None, zero_point: Optional[int] = None,
+                 scales: Optional[np.ndarray] = None, zero_points: Optional[np.ndarray] = None,
+                 axis: Optional[int] = None) -> None:
+        self.int_repr = int_repr
+        self.dtype_name = dtype_name
+        self.qscheme = qscheme
+        self.scale = scale
+        self.zero_point = zero_point
+        self.scales = scales
+        self.zero_points = zero_points
+        self.axis = axis
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The tensor's shape."""
+        return tuple(self.int_repr.shape)
+
+    def dequantize(self) -> np.ndarray:
+        """The real values, ``(q - zero_point) * scale``, as a new float32 array."""
+        q = self.int_repr.astype(np.float32)
+        if self.scales is None:
+            return (q - np.float32(self.zero_point)) * np.float32(self.scale)
+        shape = [1] * q.ndim
+        shape[self.axis] = -1   # type: ignore[index]
+        scales = np.asarray(self.scales, np.float32).reshape(shape)
+        zero_points = np.asarray(self.zero_points, np.float32).reshape(shape)
+        return (q - zero_points) * scales
+
+    def __repr__(self) -> str:
+        params = (f"scale={self.scale}, zero_point={self.zero_point}" if self.scales is None
+                  else f"axis={self.axis}")
+        return (f"QuantizedTensor({self.dtype_name}, shape={self.shape}, "
+                f"{self.qscheme}, {params})")

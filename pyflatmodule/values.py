@@ -1,0 +1,218 @@
+"""Decoded values: the IValue decoder, objects, devices and enum values."""
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
+
+from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
+                     FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
+                     UNION_NAMES, Image)
+from .errors import FormatError
+
+__all__ = ["Device", "EnumValue", "Object", "decode"]
+
+_INT = struct.Struct("<q").unpack_from
+_DOUBLE = struct.Struct("<d").unpack_from
+_COMPLEX = struct.Struct("<2d").unpack_from
+
+
+class Device:
+    """A torch device value; ``str(device)`` is torch's device string, e.g. ``"cpu"``."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    @property
+    def type(self) -> str:
+        """The device type, e.g. ``"cpu"`` or ``"cuda"``."""
+        return self._text.split(":", 1)[0]
+
+    @property
+    def index(self) -> "int | None":
+        """The device index, or None when the string names none."""
+        _, sep, idx = self._text.partition(":")
+        return int(idx) if sep and idx.isdigit() else None
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"Device({self._text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Device) and other._text == self._text
+
+    def __hash__(self) -> int:
+        return hash(("Device", self._text))
+
+
+class EnumValue:
+    """A TorchScript enum constant: its qualified type name and underlying value."""
+
+    __slots__ = ("type_name", "value")
+
+    def __init__(self, type_name: str, value: Any) -> None:
+        self.type_name = type_name
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"EnumValue({self.type_name!r}, {self.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, EnumValue) and other.type_name == self.type_name
+                and other.value == self.value)
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, self.value))
+
+
+def _where(i: int, t: int) -> str:
+    return f"ivalues[{i}].val<{UNION_NAMES[t]}>"
+
+
+def decode(image: Image, i: int, memo: Dict[int, Any]) -> Any:
+    """Decode ivalue ``i``. ``memo`` maps ivalue indices already decoded in this call
+    to their values, so a value shared a million times is decoded once, as torch
+    shares it. The C index guarantees every reference points to an earlier ivalue
+    and bounds the nesting, so this recursion always ends, within ``max_depth``."""
+    if i in memo:
+        return memo[i]
+    t, pos, a, n, b, m, c, k = image.rows()[i]
+    view = image.view
+    if t == NONE:
+        out: Any = None
+    elif t == INT:
+        out = _INT(view, pos)[0]
+    elif t == BOOL:
+        out = view[pos] != 0
+    elif t == DOUBLE:
+        out = _DOUBLE(view, pos)[0]
+    elif t == COMPLEX:
+        out = complex(*_COMPLEX(view, pos))
+    elif t == STRING:
+        out = image.text(a, n, _where(i, t) + ".data")
+    elif t == TENSOR:
+        out = image.tensor(m)
+    elif t == LIST or t == TUPLE:
+        items = [decode(image, j, memo) for j in image.u32s(a, n)]
+        out = items if t == LIST else tuple(items)
+    elif t == DICT:
+        keys = [decode(image, j, memo) for j in image.u32s(a, n)]
+        values = [decode(image, j, memo) for j in image.u32s(b, n)]
+        try:
+            out = dict(zip(keys, values))
+        except TypeError:
+            raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
+                              a, _where(i, t) + ".keys") from None
+    elif t == INT_LIST:
+        out = list(struct.unpack_from(f"<{n}q", view, a))
+    elif t == DOUBLE_LIST:
+        out = list(struct.unpack_from(f"<{n}d", view, a))
+    elif t == BOOL_LIST:
+        out = [x != 0 for x in view[a:a + n]]
+    elif t == DEVICE:
+        out = Device(image.text(a, n, _where(i, t) + ".str"))
+    elif t == ENUM:
+        out = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), decode(image, m, memo))
+    elif t == OBJECT:
+        out = image.proxy(i, Object)
+    else:
+        from .functions import Function
+        assert t == FUNCTION
+        out = image.proxy(i, Function)
+    memo[i] = out
+    return out
+
+
+class Object:
+    """A TorchScript object (a module or another class instance), decoded lazily.
+
+    Attributes are read by name (``obj.fc1.weight``) or through ``obj.attributes``
+    (a mapping, also for names that clash with the properties below).
+    """
+
+    __slots__ = ("_image", "_index", "__weakref__")
+
+    def __init__(self, image: Image, index: int) -> None:
+        self._image = image
+        self._index = index
+
+    def _row(self) -> Tuple[int, ...]:
+        return self._image.rows()[self._index]
+
+    @property
+    def index(self) -> int:
+        """This object's position in the file's ivalue table."""
+        return self._index
+
+    @property
+    def type_name(self) -> str:
+        """Qualified class name, e.g. ``"__torch__.torch.nn.modules.linear.Linear"``."""
+        return self._image.object_types()[self._row()[5]].name
+
+    @property
+    def kind(self) -> str:
+        """``"class_with_field"``, ``"custom_class"`` or ``"class_with_setstate"``."""
+        return self._image.object_types()[self._row()[5]].kind
+
+    @property
+    def attributes(self) -> "AttributeMap":
+        """The stored attributes by name, decoded on access."""
+        return AttributeMap(self)
+
+    @property
+    def state(self) -> Any:
+        """What ``__getstate__`` returned, for set-state and custom-class objects."""
+        return decode(self._image, self._row()[4], {})
+
+    @property
+    def setstate_function(self) -> Any:
+        """The ``__setstate__`` Function of a set-state object, else None."""
+        if self.kind != "class_with_setstate":
+            return None
+        return decode(self._image, self._row()[6], {})
+
+    def _slot_value(self, slot: int) -> Any:
+        _, _, a, n, _, _, _, _ = self._row()
+        return decode(self._image, self._image.u32s(a + 4 * slot, 1)[0], {})
+
+    def _attr_names(self) -> Tuple[str, ...]:
+        row = self._row()
+        return self._image.object_types()[row[5]].attr_names[:row[3]]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        slot = self._image.slots(self._row()[5]).get(name)
+        if slot is None or slot >= self._row()[3]:
+            raise AttributeError(f"{self.type_name} object has no attribute {name!r}")
+        return self._slot_value(slot)
+
+    def __dir__(self) -> List[str]:
+        return sorted(set(super().__dir__()) | set(self._attr_names()))
+
+    def __repr__(self) -> str:
+        return f"<Object {self.type_name} ({self.kind}) at ivalues[{self._index}]>"
+
+
+class AttributeMap(Mapping[str, Any]):
+    """Read-only mapping of an object's attributes; values decode on access."""
+
+    __slots__ = ("_object",)
+
+    def __init__(self, obj: Object) -> None:
+        self._object = obj
+
+    def __getitem__(self, name: str) -> Any:
+        names = self._object._attr_names()
+        if name not in names:
+            raise KeyError(name)
+        return self._object._slot_value(names.index(name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._object._attr_names())
+
+    def __len__(self) -> int:
+        return len(self._object._attr_names())
