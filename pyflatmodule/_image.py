@@ -7,6 +7,7 @@ the index and the buffer; it never walks a vtable again.
 from __future__ import annotations
 
 import struct
+import weakref
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -90,9 +91,9 @@ class Image:
 
     def __init__(self, source: Source, options: Options) -> None:
         self.source = source
-        self.view = source.view
+        self.view = source.obj
         self.size = len(source)
-        self.cbuf = ffi.from_buffer("uint8_t[]", source.view)
+        self.cbuf = ffi.from_buffer("uint8_t[]", source.obj)
         err = new_error()
         opt = options.to_c()
         s = ffi.new("ptmf_summary *")
@@ -113,7 +114,8 @@ class Image:
         self.summary = s
         self._rows: Optional[List[Tuple[int, ...]]] = None
         self._storages: Optional[List[np.ndarray]] = None
-        self._proxies: Dict[int, Any] = {}
+        # Weak, so proxies (which hold the image) never form a cycle with it.
+        self._proxies: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._object_types: Optional[List[ObjectType]] = None
         self._slots: Dict[int, Dict[str, int]] = {}
 
@@ -145,6 +147,12 @@ class Image:
               where)
         return self.text(data[0], size[0], f"{where}[{i}]")
 
+    def array(self, dtype: Any, count: int, offset: int) -> np.ndarray:
+        """A read-only array over the buffer (also over a caller's writable one)."""
+        a = np.frombuffer(self.view, dtype, count=count, offset=offset)
+        a.flags.writeable = False
+        return a
+
     # ------------------------------------------------------------ tensors
 
     def storage(self, i: int) -> np.ndarray:
@@ -152,8 +160,7 @@ class Image:
         if self._storages is None:
             arrays = []
             for pos, size in self.storage_index[["pos", "size"]].tolist():
-                a = np.frombuffer(self.view, np.uint8, count=size, offset=pos)
-                arrays.append(a)
+                arrays.append(self.array(np.uint8, size, pos))
             self._storages = arrays
         return self._storages[i]
 
@@ -168,18 +175,24 @@ class Image:
         sizes = self.dims[d:d + ndim].tolist()
         strides = self.dims[d + ndim:d + 2 * ndim].tolist()
         st = int(r["scalar_type"])
-        array = _tensors.view(self.storage(int(r["storage"])), st, int(r["storage_offset"]),
-                              sizes, strides)
+        storage = self.storage(int(r["storage"]))
+        offset = int(r["storage_offset"])
+        array = _tensors.view(storage, st, offset, sizes, strides)
         qscheme = int(r["qscheme"])
         if qscheme < 0:
             return array
-        name = _tensors.QSCHEME_NAMES[qscheme]
-        dtype_name = _tensors.scalar_type_name(st)
+        if st in (16, 17) and array.size:
+            def values() -> np.ndarray:
+                return _tensors.unpack(storage, st, offset, sizes, strides)
+        else:
+            def values() -> np.ndarray:
+                return array
+        common = (array, tuple(sizes), _tensors.scalar_type_name(st),
+                  _tensors.QSCHEME_NAMES[qscheme], values)
         if qscheme == 0:
-            return _tensors.QuantizedTensor(array, dtype_name, name, float(r["scale"]),
-                                            int(r["zero_point"]))
-        return _tensors.QuantizedTensor(array, dtype_name, name,
-                                        scales=self.tensor(int(r["scales"])),
+            return _tensors.QuantizedTensor(*common, scale=float(r["scale"]),
+                                            zero_point=int(r["zero_point"]))
+        return _tensors.QuantizedTensor(*common, scales=self.tensor(int(r["scales"])),
                                         zero_points=self.tensor(int(r["zero_points"])),
                                         axis=int(r["axis"]))
 

@@ -1,9 +1,8 @@
 """Turning a path, buffer or file into bytes the C core can read in place.
 
-The returned ``Source`` holds the Python buffer (an mmap, bytes, bytearray...)
-and a read-only memoryview over it. Numpy arrays made from that memoryview keep
-it, and therefore the mapping, alive for as long as they exist; nothing closes
-the mapping while any view is alive.
+The returned ``Source`` holds the Python buffer (an mmap, bytes, bytearray...).
+Numpy arrays made from it keep it, and therefore the mapping, alive for as long
+as they exist; nothing closes the mapping while any view is alive.
 """
 from __future__ import annotations
 
@@ -22,21 +21,21 @@ __all__ = ["Source", "SourceLike", "open_source"]
 class Source:
     """One buffer holding a whole file, with what is known about where it came from."""
 
-    __slots__ = ("obj", "view", "name", "mapped", "stat")
+    __slots__ = ("obj", "name", "mapped", "stat")
 
     def __init__(self, obj: Any, name: str, mapped: bool,
                  stat: Optional[os.stat_result] = None) -> None:
+        if isinstance(obj, memoryview) and (obj.ndim != 1 or obj.itemsize != 1):
+            obj = obj.cast("B")
+        # The object itself, not a memoryview of it, is what every consumer
+        # exports from: views then depend on nothing but the object they keep.
         self.obj = obj
-        view = memoryview(obj)
-        if view.ndim != 1 or view.itemsize != 1:
-            view = view.cast("B")
-        self.view = view.toreadonly()
         self.name = name
         self.mapped = mapped
         self.stat = stat
 
     def __len__(self) -> int:
-        return self.view.nbytes
+        return len(self.obj) if not isinstance(self.obj, memoryview) else self.obj.nbytes
 
 
 def _map_fd(fd: int, name: str) -> Source:

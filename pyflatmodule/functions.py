@@ -96,8 +96,7 @@ class Function:
     def instructions(self) -> np.ndarray:
         """Read-only structured array (fields ``op``, ``n``, ``x``) over the file."""
         f = self._f
-        return np.frombuffer(self._image.view, INSTRUCTION_DTYPE, count=f.n_instructions,
-                             offset=f.instructions)
+        return self._image.array(INSTRUCTION_DTYPE, f.n_instructions, f.instructions)
 
     @property
     def operators(self) -> List[Operator]:
@@ -182,8 +181,7 @@ class Function:
     def debug_handles(self) -> np.ndarray:
         """One int64 debug handle per instruction (empty when not stored), zero-copy."""
         f = self._f
-        return np.frombuffer(self._image.view, "<i8", count=f.n_debug_handles,
-                             offset=f.debug_handles)
+        return self._image.array("<i8", f.n_debug_handles, f.debug_handles)
 
     def disassemble(self) -> str:
         """A readable listing: schema, registers, then one line per instruction."""

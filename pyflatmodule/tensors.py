@@ -1,7 +1,7 @@
 """Tensors: c10::ScalarType to numpy dtypes, zero-copy views, quantized tensors."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import ml_dtypes
 import numpy as np
@@ -61,7 +61,11 @@ def scalar_type_name(scalar_type: int) -> str:
 
 def view(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int],
          strides: Sequence[int]) -> np.ndarray:
-    """The tensor as a read-only array over ``storage`` (copied only when packed)."""
+    """The tensor as a read-only array over ``storage``.
+
+    Packed types (quint4x2, quint2x4) come back as torch's ``int_repr()`` gives them:
+    the packed bytes, zero-copy when the tensor is contiguous.
+    """
     dtype = _DTYPES[scalar_type]
     shape = tuple(sizes)
     if 0 in shape:
@@ -70,41 +74,72 @@ def view(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int
         return empty
     per_byte = _PACKED.get(scalar_type)
     if per_byte is not None:
-        return _unpack(storage, per_byte, offset, shape, strides)
+        return _packed(storage, per_byte, offset, shape, strides)
     size = dtype.itemsize
     return np.ndarray(shape, dtype, buffer=storage, offset=offset * size,
                       strides=tuple(s * size for s in strides))
 
 
-def _unpack(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, ...],
-            strides: Sequence[int]) -> np.ndarray:
+def _contiguous_strides(shape: Tuple[int, ...]) -> List[int]:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
+def unpack(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int],
+           strides: Sequence[int]) -> np.ndarray:
+    """Logical values of a packed tensor (one uint8 per value), as a new array."""
+    per_byte = _PACKED[scalar_type]
     bits = 8 // per_byte
+    shape = tuple(sizes)
     index = np.full(shape, offset, dtype=np.int64)
     for axis, (n, s) in enumerate(zip(shape, strides)):
         step = np.arange(n, dtype=np.int64) * s
         index += step.reshape((n,) + (1,) * (len(shape) - axis - 1))
-    values = (storage[index // per_byte] >> ((index % per_byte) * bits).astype(np.uint8))
-    out = values & np.uint8((1 << bits) - 1)
-    out.flags.writeable = False
-    return out
+    shifts = ((index % per_byte) * bits).astype(np.uint8)
+    return (storage[index // per_byte] >> shifts) & np.uint8((1 << bits) - 1)
+
+
+def _packed(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, ...],
+            strides: Sequence[int]) -> np.ndarray:
+    numel = int(np.prod(shape))
+    nbytes = -(-numel // per_byte)
+    if list(strides) == _contiguous_strides(shape) and offset % per_byte == 0:
+        start = offset // per_byte
+        return storage[start:start + nbytes]
+    st = 16 if per_byte == 2 else 17
+    values = unpack(storage, st, offset, shape, strides).reshape(-1)
+    padded = np.zeros(nbytes * per_byte, np.uint8)
+    padded[:numel] = values
+    bits = 8 // per_byte
+    packed = np.zeros(nbytes, np.uint8)
+    for k in range(per_byte):
+        packed |= padded[k::per_byte] << np.uint8(k * bits)
+    packed.flags.writeable = False
+    return packed
 
 
 class QuantizedTensor:
     """A quantized tensor: its integer representation and quantization parameters.
 
-    ``int_repr`` is a zero-copy view of the stored integers (a copy for the packed
-    4- and 2-bit types). Per-tensor schemes set ``scale`` and ``zero_point``;
-    per-channel schemes set ``scales``, ``zero_points`` and ``axis``.
+    ``int_repr`` is what torch's ``int_repr()`` returns, zero-copy over the file:
+    the integers in the tensor's shape, or for the packed 4- and 2-bit types the
+    packed bytes (low bits first). Per-tensor schemes set ``scale`` and
+    ``zero_point``; per-channel schemes set ``scales``, ``zero_points`` and ``axis``.
     """
 
-    __slots__ = ("int_repr", "dtype_name", "qscheme", "scale", "zero_point", "scales",
-                 "zero_points", "axis")
+    __slots__ = ("int_repr", "shape", "dtype_name", "qscheme", "scale", "zero_point",
+                 "scales", "zero_points", "axis", "_values")
 
-    def __init__(self, int_repr: np.ndarray, dtype_name: str, qscheme: str,
+    def __init__(self, int_repr: np.ndarray, shape: Tuple[int, ...], dtype_name: str,
+                 qscheme: str, values: Callable[[], np.ndarray],
                  scale: Optional[float] = None, zero_point: Optional[int] = None,
                  scales: Optional[np.ndarray] = None, zero_points: Optional[np.ndarray] = None,
                  axis: Optional[int] = None) -> None:
         self.int_repr = int_repr
+        self.shape = shape
         self.dtype_name = dtype_name
         self.qscheme = qscheme
         self.scale = scale
@@ -112,15 +147,15 @@ class QuantizedTensor:
         self.scales = scales
         self.zero_points = zero_points
         self.axis = axis
+        self._values = values
 
-    @property
-    def shape(self) -> Tuple[int, ...]:
-        """The tensor's shape."""
-        return tuple(self.int_repr.shape)
+    def values(self) -> np.ndarray:
+        """The stored integers in the tensor's shape (unpacked for 4- and 2-bit types)."""
+        return self._values()
 
     def dequantize(self) -> np.ndarray:
         """The real values, ``(q - zero_point) * scale``, as a new float32 array."""
-        q = self.int_repr.astype(np.float32)
+        q = self.values().astype(np.float32)
         if self.scales is None:
             return (q - np.float32(self.zero_point)) * np.float32(self.scale)
         shape = [1] * q.ndim
