@@ -91,7 +91,10 @@ class Image:
 
     def __init__(self, source: Source, options: Options) -> None:
         self.source = source
-        self.view = source.obj
+        view = memoryview(source.obj)
+        # Arrays over a caller's writable buffer go through a read-only view, so
+        # nobody can turn their writeable flag back on.
+        self.view = source.obj if view.readonly else view.toreadonly()
         self.size = len(source)
         self.cbuf = ffi.from_buffer("uint8_t[]", source.obj)
         err = new_error()

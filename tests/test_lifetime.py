@@ -1,0 +1,104 @@
+"""Arrays and proxies keep the file alive; close() never invalidates them."""
+from __future__ import annotations
+
+import gc
+import mmap
+import weakref
+
+import numpy as np
+import pytest
+
+import pyflatmodule as pfm
+from conftest import model_path
+
+MLP = model_path("mlp_jit.ff")
+
+
+def _expected_bytes(path, key):
+    from conftest import load_expectation
+    doc, arrays = load_expectation(path, "oracle")
+    return arrays[doc["state_dict"]["tensors"][key]["data"]].tobytes()
+
+
+def test_arrays_outlive_close_and_module():
+    m = pfm.load(MLP)
+    w = m.state_dict()["0.weight"]
+    root = m.root
+    m.close()
+    del m
+    gc.collect()
+    assert _expected_bytes("mlp_jit.ff", "0.weight") == np.ascontiguousarray(w).tobytes()
+    assert isinstance(root.attributes["0"], pfm.Object)
+
+
+def test_closed_module_raises_clear_error():
+    m = pfm.load(MLP)
+    m.close()
+    assert m.closed
+    for use in (lambda: m.state_dict(), lambda: m.root, lambda: m.ivalues, lambda: m.info()):
+        with pytest.raises(ValueError, match="closed"):
+            use()
+    m.close()  # closing twice is fine
+
+
+def test_context_manager_closes():
+    with pfm.load(MLP) as m:
+        w = m.state_dict()["0.bias"]
+    assert m.closed
+    assert w.sum() == np.frombuffer(w.tobytes(), w.dtype).sum()
+
+
+def test_mapping_released_when_last_view_goes():
+    m = pfm.load(MLP)
+    mm = m._img().source.obj
+    assert isinstance(mm, mmap.mmap)
+    ref = weakref.ref(m._img())
+    w = m.state_dict()["0.weight"]
+    m.close()
+    del m
+    gc.collect()
+    assert ref() is None            # the index is gone, the array holds only the mapping
+    assert not mm.closed            # ... which the array keeps alive
+    base = w
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    assert mm is (base.obj if isinstance(base, memoryview) else base)
+    del w, base
+    gc.collect()
+
+
+def test_arrays_are_read_only_and_zero_copy():
+    with open(MLP, "rb") as f:
+        data = f.read()
+    m = pfm.load(data)
+    w = m.state_dict()["0.weight"]
+    assert not w.flags.writeable
+    with pytest.raises(ValueError):
+        w[0, 0] = 1.0
+    assert np.shares_memory(w, np.frombuffer(data, np.uint8))
+
+
+def test_writable_source_still_gives_read_only_views():
+    with open(MLP, "rb") as f:
+        data = bytearray(f.read())
+    m = pfm.load(data)
+    w = m.state_dict()["0.weight"]
+    assert not w.flags.writeable
+    assert np.shares_memory(w, np.frombuffer(data, np.uint8))
+    assert all(not s.flags.writeable for s in m.storages)
+    with pytest.raises(ValueError):
+        w.flags.writeable = True
+
+
+def test_copies_drop_the_file():
+    m = pfm.load(MLP)
+    w = np.array(m.state_dict()["0.weight"])
+    assert w.flags.writeable and w.base is None
+
+
+def test_proxies_are_shared_and_keep_the_file():
+    m = pfm.load(model_path("deep_wide.ff"))
+    root = m.root
+    assert root is m.root
+    m.close()
+    assert root.type_name.startswith("__torch__")

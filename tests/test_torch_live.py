@@ -1,0 +1,50 @@
+"""Differential tests against torch itself, run live (skipped without torch).
+
+Torch runs in child processes (tests/oracle.py): its loaders crash on some files.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import pyflatmodule as pfm
+from conftest import (HAS_TORCH, HERE, MODEL_FILES, assert_info, assert_state_dict,
+                      assert_value, model_path)
+
+pytestmark = [pytest.mark.torch,
+              pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")]
+
+PARTS = ("info", "state_dict", "attributes")
+
+
+def _compare(path: str, known_gaps=()):
+    from oracle import run_oracle
+    doc, arrays = run_oracle(path, parts=PARTS)
+    compared = 0
+    with pfm.load(path) as m:
+        if "error" not in doc["info"]:
+            assert_info(doc["info"], m.info())
+            compared += 1
+        if "error" not in doc["state_dict"] and "state_dict" not in known_gaps:
+            assert_state_dict(doc["state_dict"], arrays, m.state_dict())
+            compared += 1
+        if "error" not in doc["attributes"] and "attributes" not in known_gaps:
+            assert_value(doc["attributes"], arrays, m.root, "root")
+            compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("name", [n for n in MODEL_FILES if n != "setstate.ff"] + ["sample.ptl"])
+def test_stored_files_against_live_torch(name):
+    assert _compare(model_path(name)) >= 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fresh_models_against_torch(seed, tmp_path):
+    out = str(tmp_path / f"fresh{seed}.ptl")
+    subprocess.run([sys.executable, os.path.join(HERE, "torch_fresh.py"), str(seed), out],
+                   check=True, timeout=300, capture_output=True)
+    assert 3 == _compare(out)
