@@ -13,6 +13,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from . import tensors as _tensors
+from ._jit_source import ClassDecl, parse_classes
 from ._native import check, ffi, lib, new_error
 from ._source import Source
 from .errors import FormatError
@@ -121,6 +122,8 @@ class Image:
         self._proxies: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
         self._object_types: Optional[List[ObjectType]] = None
         self._slots: Dict[int, Dict[str, int]] = {}
+        self._classes: Optional[Dict[str, ClassDecl]] = None
+        self._restored: Dict[int, Dict[str, Any]] = {}
 
     # ------------------------------------------------------------ raw reads
 
@@ -255,3 +258,23 @@ class Image:
                   where)
             out.append((self.text(r.s0, r.s0_len, where + ".name"), int(r.s1), int(r.s1_len)))
         return out
+
+    def jit_sources(self) -> Dict[str, str]:
+        """TorchScript source text per qualified file name."""
+        s = self.summary
+        return {name: self.text(pos, size, f"jit_sources[{name}].content")
+                for name, pos, size in self.named_blobs(s.jit_sources, s.n_jit_sources,
+                                                        "jit_sources")}
+
+    def classes(self) -> Dict[str, ClassDecl]:
+        """Class declarations parsed from the jit sources, once."""
+        if self._classes is None:
+            self._classes = parse_classes(self.jit_sources())
+        return self._classes
+
+    def restored_attributes(self, i: int, restore: Any) -> Dict[str, Any]:
+        """Attributes of set-state object ``i``, computed once by ``restore(image, i)``."""
+        attrs = self._restored.get(i)
+        if attrs is None:
+            attrs = self._restored[i] = restore(self, i)
+        return attrs

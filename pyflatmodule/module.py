@@ -1,8 +1,6 @@
 """The public entry points: ``load``, ``verify`` and the ``Module`` they open."""
 from __future__ import annotations
 
-import ast
-import re
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Set, Tuple, Union, overload)
 
@@ -20,8 +18,6 @@ __all__ = ["Module", "VerifyReport", "load", "verify"]
 
 Tensor = Union[np.ndarray, QuantizedTensor]
 
-_CLASS = re.compile(r"^class ([^\s(:]+)\s*(?:\(([^)]*)\))?\s*:", re.M)
-_DECL = re.compile(r"^\s+(__parameters__|__buffers__)\s*=\s*(\[.*?\])\s*$", re.M)
 _SAVED_PARAMETERS = "__torch__.SavedParameters"
 
 
@@ -179,11 +175,7 @@ class Module:
     @property
     def jit_sources(self) -> Dict[str, str]:
         """TorchScript source text per qualified file name (empty for mobile-only files)."""
-        image = self._img()
-        s = image.summary
-        return {name: image.text(pos, size, f"jit_sources[{name}].content")
-                for name, pos, size in image.named_blobs(s.jit_sources, s.n_jit_sources,
-                                                         "jit_sources")}
+        return self._img().jit_sources()
 
     @property
     def methods(self) -> Dict[str, Function]:
@@ -250,7 +242,8 @@ class Module:
             if isinstance(data, dict):
                 return {str(k): v for k, v in data.items()
                         if isinstance(v, (np.ndarray, QuantizedTensor))}
-        declarations = _declarations(self.jit_sources)
+        declarations = {name: (decl.parameters, decl.buffers)
+                        for name, decl in image.classes().items() if decl.is_module}
         if declarations:
             _walk_declared(root, "", declarations, out, budget)
         else:
@@ -280,29 +273,6 @@ class Module:
                 "function_names": names,
                 "type_names": contained_type_names(annotations),
                 "opname_to_num_args": ops}
-
-
-def _declarations(sources: Mapping[str, str]) -> Dict[str, Tuple[List[str], List[str]]]:
-    """Qualified class name to (parameter names, buffer names), from the sources."""
-    out: Dict[str, Tuple[List[str], List[str]]] = {}
-    for file_name, text in sources.items():
-        classes = list(_CLASS.finditer(text))
-        for k, match in enumerate(classes):
-            end = classes[k + 1].start() if k + 1 < len(classes) else len(text)
-            body = text[match.end():end]
-            lists: Dict[str, List[str]] = {"__parameters__": [], "__buffers__": []}
-            found = False
-            for decl in _DECL.finditer(body):
-                try:
-                    names = ast.literal_eval(decl.group(2))
-                except (ValueError, SyntaxError):
-                    continue
-                lists[decl.group(1)] = [str(n) for n in names]
-                found = True
-            if found:
-                out[f"{file_name}.{match.group(1)}"] = (lists["__parameters__"],
-                                                        lists["__buffers__"])
-    return out
 
 
 def _spend(budget: List[int]) -> None:

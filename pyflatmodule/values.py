@@ -7,6 +7,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
                      UNION_NAMES, Image)
+from ._setstate import replay
 from .errors import FormatError
 
 __all__ = ["Device", "EnumValue", "Object", "decode"]
@@ -130,7 +131,9 @@ class Object:
     """A TorchScript object (a module or another class instance), decoded lazily.
 
     Attributes are read by name (``obj.fc1.weight``) or through ``obj.attributes``
-    (a mapping, also for names that clash with the properties below).
+    (a mapping, also for names that clash with the properties below). A set-state
+    object's attributes are those its ``__setstate__`` sets, recovered by replaying
+    its bytecode's data movement (see ``_setstate``); ``state`` is what was stored.
     """
 
     __slots__ = ("_image", "_index", "__weakref__")
@@ -174,27 +177,50 @@ class Object:
             return None
         return decode(self._image, self._row()[6], {})
 
-    def _slot_value(self, slot: int) -> Any:
-        _, _, a, n, _, _, _, _ = self._row()
-        return decode(self._image, self._image.u32s(a + 4 * slot, 1)[0], {})
+    def _restored(self) -> Dict[str, Any]:
+        return self._image.restored_attributes(self._index, _restore)
 
     def _attr_names(self) -> Tuple[str, ...]:
         row = self._row()
+        if self.kind == "class_with_setstate":
+            return tuple(self._restored())
         return self._image.object_types()[row[5]].attr_names[:row[3]]
+
+    def _get(self, name: str) -> Any:
+        """The attribute's value; KeyError when the object has no such attribute."""
+        if self.kind == "class_with_setstate":
+            return self._restored()[name]
+        _, _, a, n, _, m, _, _ = self._row()
+        slot = self._image.slots(m).get(name)
+        if slot is None or slot >= n:
+            raise KeyError(name)
+        return decode(self._image, self._image.u32s(a + 4 * slot, 1)[0], {})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        slot = self._image.slots(self._row()[5]).get(name)
-        if slot is None or slot >= self._row()[3]:
-            raise AttributeError(f"{self.type_name} object has no attribute {name!r}")
-        return self._slot_value(slot)
+        try:
+            return self._get(name)
+        except KeyError:
+            raise AttributeError(f"{self.type_name} object has no attribute {name!r}") from None
 
     def __dir__(self) -> List[str]:
         return sorted(set(super().__dir__()) | set(self._attr_names()))
 
     def __repr__(self) -> str:
         return f"<Object {self.type_name} ({self.kind}) at ivalues[{self._index}]>"
+
+
+def _restore(image: Image, i: int) -> Dict[str, Any]:
+    """Attributes a set-state object gets from replaying its ``__setstate__``."""
+    from .functions import OPCODES, Function
+    _, _, _, _, state, m, setstate, _ = image.rows()[i]
+    decl = image.classes().get(image.object_types()[m].name)
+    function = decode(image, setstate, {})
+    if decl is None or not isinstance(function, Function):
+        return {}
+    return replay(function.instructions.tolist(), OPCODES, function.operators,
+                  function.constants, decode(image, state, {}), decl.attributes)
 
 
 class AttributeMap(Mapping[str, Any]):
@@ -206,10 +232,7 @@ class AttributeMap(Mapping[str, Any]):
         self._object = obj
 
     def __getitem__(self, name: str) -> Any:
-        names = self._object._attr_names()
-        if name not in names:
-            raise KeyError(name)
-        return self._object._slot_value(names.index(name))
+        return self._object._get(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._object._attr_names())

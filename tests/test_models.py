@@ -9,15 +9,6 @@ from conftest import (assert_info, assert_state_dict, assert_value, decoded_extr
                       load_expectation, model_path)
 
 
-SETSTATE_GAP = pytest.mark.xfail(
-    strict=True, reason="__setstate__ bytecode is not executed: a set-state object's "
-    "attributes exist only after running it (README, Limits)")
-
-
-def _known_gaps(model_name):
-    return [SETSTATE_GAP] if model_name == "setstate.ff" else []
-
-
 def _part(doc, name):
     part = doc.get(name)
     if part is None or "error" in part:
@@ -39,17 +30,13 @@ def test_info_matches_torch(model_name):
         assert_info(_part(doc, "info"), m.info())
 
 
-def test_state_dict_matches_torch(model_name, request):
-    for mark in _known_gaps(model_name):
-        request.applymarker(mark)
+def test_state_dict_matches_torch(model_name):
     doc, arrays = load_expectation(model_name, "oracle")
     with pfm.load(model_path(model_name)) as m:
         assert_state_dict(_part(doc, "state_dict"), arrays, m.state_dict())
 
 
-def test_attributes_match_torch(model_name, request):
-    for mark in _known_gaps(model_name):
-        request.applymarker(mark)
+def test_attributes_match_torch(model_name):
     doc, arrays = load_expectation(model_name, "oracle")
     with pfm.load(model_path(model_name)) as m:
         assert_value(_part(doc, "attributes"), arrays, m.root, "root")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import sys
-from typing import List
+from typing import List, Tuple
 
 import torch
 from torch import nn
@@ -51,6 +51,30 @@ class Block(nn.Module):
         return y
 
 
+class Stateful(nn.Module):
+    """A set-state module: its attributes exist only once __setstate__ has run."""
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.randn(rng.randint(1, 4), 3))
+        self.offset = rng.randint(-5, 5)
+        self.label = f"s{rng.randint(0, 9)}"
+
+    @torch.jit.export
+    def __getstate__(self) -> Tuple[torch.Tensor, int, str, bool]:
+        return (self.table, self.offset, self.label, self.training)
+
+    @torch.jit.export
+    def __setstate__(self, state: Tuple[torch.Tensor, int, str, bool]) -> None:
+        self.table = state[0]
+        self.offset = state[1] * 2
+        self.label = state[2]
+        self.training = state[3]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.offset
+
+
 class Root(nn.Module):
     def __init__(self, rng: random.Random) -> None:
         super().__init__()
@@ -58,11 +82,14 @@ class Root(nn.Module):
         self.blocks = nn.ModuleList([Block(rng, width, rng.randint(0, 3))
                                      for _ in range(rng.randint(1, 4))])
         self.head = nn.Linear(width, rng.randint(1, 3))
+        self.stateful = Stateful(rng) if rng.random() < 0.7 else None
         self.lookup = {f"k{i}": rng.randint(0, 9) for i in range(rng.randint(0, 3))}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for b in self.blocks:
             x = b(x)
+        if self.stateful is not None:
+            x = self.stateful(x)
         return self.head(x)
 
     @torch.jit.export
