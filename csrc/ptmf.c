@@ -1176,6 +1176,10 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
         }
         pop(&c);
     }
+    if (ivalues[s->state_obj].type != UT_OBJECT) {
+        push(&c, "state_obj", NO_INDEX);
+        return fail(&c, PTMF_E_KIND_MISMATCH, s->root);
+    }
     TRY(verify_named_blobs(&c, s->extra_files, s->n_extra_files, "extra_files"));
     TRY(verify_named_blobs(&c, s->jit_sources, s->n_jit_sources, "jit_sources"));
     TRY(verify_roots(&c, ivalues, s->methods, s->n_methods, "methods", 1));

@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections import Counter
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 
 from . import FormatError, load
-from ._image import TENSOR
 from .tensors import numpy_dtype, scalar_type_name
 
 SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "sample.ptl")
@@ -32,7 +31,7 @@ def summarize(path: str) -> Dict[str, Any]:
         by_dtype: Dict[str, List[int]] = {}
         total = 0
         for st, ndim, d in top[["scalar_type", "ndim", "dims"]].tolist():
-            numel = int(np.prod(image.dims[d:d + ndim])) if ndim else 1
+            numel = math.prod(image.dims[d:d + ndim].tolist())
             nbytes = numel * numpy_dtype(st).itemsize if st not in (16, 17) else \
                 -(-numel // (2 if st == 16 else 4))
             entry = by_dtype.setdefault(scalar_type_name(st), [0, 0])

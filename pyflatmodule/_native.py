@@ -10,7 +10,7 @@ __all__ = ["ffi", "lib", "check", "raise_error", "new_error"]
 
 
 def _code_name(status: int) -> str:
-    name = ffi.string(lib.ptmf_status_name(status)).decode("ascii")
+    name: str = ffi.string(lib.ptmf_status_name(status)).decode("ascii")
     return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
 
 

@@ -67,7 +67,7 @@ def open_source(source: SourceLike, copy: bool = False) -> Source:
     name = str(getattr(source, "name", "<file>"))
     if not copy:
         try:
-            fd = source.fileno()  # type: ignore[union-attr]
+            fd = source.fileno()
         except (AttributeError, OSError, io.UnsupportedOperation):
             fd = None
         if fd is not None:

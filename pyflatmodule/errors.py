@@ -1,7 +1,7 @@
 """The exceptions pyflatmodule raises for bad input."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 __all__ = ["FormatError"]
 
@@ -29,5 +29,6 @@ class FormatError(ValueError):
             where.append(f"byte offset {offset}")
         super().__init__(f"{message}" + (f" ({', '.join(where)})" if where else ""))
 
-    def __reduce__(self):  # keep the attributes through pickling (multiprocessing)
+    def __reduce__(self) -> Tuple[type, Tuple[str, str, Optional[int], str]]:
+        # keeps the attributes through pickling (multiprocessing)
         return (type(self), (self.code, self.reason, self.offset, self.path))

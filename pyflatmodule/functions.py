@@ -1,7 +1,7 @@
 """Functions: bytecode, operators, constants, schemas and a disassembler."""
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -118,7 +118,7 @@ class Function:
     @property
     def constants(self) -> List[Any]:
         """The decoded constant table that LOADC instructions index."""
-        memo: dict = {}
+        memo: Dict[int, Any] = {}
         return [decode(self._image, j, memo) for j in self._constant_indices()]
 
     def _constant_indices(self) -> Tuple[int, ...]:

@@ -1,7 +1,7 @@
 """The public entry points: ``load``, ``verify`` and the ``Module`` they open."""
 from __future__ import annotations
 
-from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+from typing import (Any, Dict, List, NamedTuple, Optional, Sequence,
                     Set, Tuple, Union, overload)
 
 import numpy as np
@@ -183,11 +183,11 @@ class Module:
         image = self._img()
         s = image.summary
         out = {}
-        for j in image.u32s(s.methods, s.n_methods):
-            f = decode(image, j, {})
+        for k, j in enumerate(image.u32s(s.methods, s.n_methods)):
+            f = decode(image, j, {}) if j < s.n_ivalues else None
             if not isinstance(f, Function):
-                raise FormatError("kind_mismatch", "method is not a Function", s.methods,
-                                  "methods")
+                raise FormatError("kind_mismatch", "method is not a Function",
+                                  int(s.methods) + 4 * k, f"methods[{k}]")
             out[f.name] = f
         return out
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import math
 import os
 import signal
 import subprocess
@@ -302,7 +301,6 @@ def part_attributes(path, arrays):
 
 
 def part_mobile(path, arrays):
-    import torch
     import torch.jit.mobile as mobile
     out = {}
     lm = mobile._load_for_lite_interpreter(path)

@@ -100,9 +100,9 @@ def test_every_ivalue_and_function_decodes(model_name):
             m.ivalues[i]
         for f in m.functions():
             assert len(f.debug_handles) in (0, len(f.instructions))
-            f.disassemble()
-            f.constants
-            f.schema
+            assert f.name in f.disassemble()
+            assert len(f.constants) == len(f._constant_indices())
+            assert f.schema is None or isinstance(f.schema, pfm.Schema)
 
 
 def test_views_share_one_storage():

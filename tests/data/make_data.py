@@ -14,7 +14,6 @@ Must be run as a script (classes then get qualified names ``__torch__.<Class>``)
 import base64
 import enum
 import json
-import math
 import os
 import sys
 import warnings
