@@ -467,29 +467,44 @@ typedef struct tensor_sink {
     uint64_t dims_capacity;
 } tensor_sink;
 
-/* Highest byte + 1 that a view reaches, with every product and sum checked. */
+/* Highest byte + 1 that a view reaches, with every product and sum checked;
+ * also the element count and whether the strides are row-major. */
 static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec *sizes,
-                         const vec *strides, uint64_t *extent) {
+                         const vec *strides, ptmf_tensor *r) {
     uint64_t last = (uint64_t)offset;   /* element index of the last element */
+    uint64_t numel = 1, expected = 1;
     uint32_t i;
     unsigned bits = scalar_type_bits[st];
+    int contiguous = 1;
+    for (i = sizes->count; i-- > 0;) {
+        int32_t size = as_i32(vec_u32(c, sizes, i));
+        int32_t stride = as_i32(vec_u32(c, strides, i));
+        if (size != 1 && (uint64_t)stride != expected) contiguous = 0;
+        if (size == 0) {
+            numel = 0;
+            break;
+        }
+        if (numel > UINT64_MAX / (uint64_t)size) return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
+        numel *= (uint64_t)size;
+        expected = numel;
+    }
+    r->numel = numel;
+    r->contiguous = (uint8_t)contiguous;
+    r->extent = 0;
+    if (numel == 0) return PTMF_OK;
     for (i = 0; i < sizes->count; i++) {
         int32_t size = as_i32(vec_u32(c, sizes, i));
         int32_t stride = as_i32(vec_u32(c, strides, i));
         uint64_t step;
-        if (size == 0) {
-            *extent = 0;
-            return PTMF_OK;
-        }
         step = (uint64_t)(size - 1) * (uint64_t)stride;   /* < 2^62 */
         if (last > (UINT64_MAX >> 8) - step) return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
         last += step;
     }
     /* last < 2^56 here, so the byte arithmetic below cannot overflow. */
     if (bits >= 8)
-        *extent = (last + 1) * (bits / 8);
+        r->extent = (last + 1) * (bits / 8);
     else
-        *extent = last / (8 / bits) + 1;
+        r->extent = last / (8 / bits) + 1;
     return PTMF_OK;
 }
 
@@ -612,7 +627,7 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
         k->dims[r->dims + i] = size;
         k->dims[r->dims + sizes.count + i] = stride;
     }
-    TRY(tensor_extent(c, t, st_raw, offset, &sizes, &strides, &r->extent));
+    TRY(tensor_extent(c, t, st_raw, offset, &sizes, &strides, r));
     if (r->extent > k->storages[storage].size) return fail(c, PTMF_E_OUTSIDE_STORAGE, t->pos);
 
     if (quantized != is_quantized_type(st_raw)) return fail(c, PTMF_E_BAD_QUANTIZATION, t->pos);

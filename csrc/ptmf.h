@@ -118,6 +118,7 @@ typedef struct ptmf_tensor {
     uint64_t pos;            /* TensorMetadata table */
     uint64_t extent;         /* bytes of the storage the view reaches (0 if empty) */
     uint64_t dims;           /* index into dims[]: sizes[ndim] then strides[ndim] */
+    uint64_t numel;          /* elements (values, for packed types) */
     int64_t storage_offset;  /* in elements */
     int64_t zero_point;
     double scale;
@@ -130,7 +131,8 @@ typedef struct ptmf_tensor {
     int8_t scalar_type;
     int8_t qscheme;          /* -1 when not quantized */
     uint8_t requires_grad;
-    uint8_t reserved[5];
+    uint8_t contiguous;      /* strides are the row-major strides of sizes */
+    uint8_t reserved[4];
 } ptmf_tensor;
 
 /* A Function table, read on demand. */

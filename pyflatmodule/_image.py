@@ -57,6 +57,9 @@ IVALUE_DTYPE = struct_dtype("ptmf_ivalue")
 STORAGE_DTYPE = struct_dtype("ptmf_storage")
 TENSOR_DTYPE = struct_dtype("ptmf_tensor")
 _IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
+_TENSOR_FIELDS = ("scalar_type", "storage", "storage_offset", "ndim", "dims", "qscheme",
+                  "numel", "contiguous", "scale", "zero_point", "scales", "zero_points",
+                  "axis")
 
 
 class Options:
@@ -117,6 +120,9 @@ class Image:
             check(lib.ptmf_verify_rest(self.cbuf, self.size, opt, s, c_index, err), err)
         self.summary = s
         self._rows: Optional[List[Tuple[int, ...]]] = None
+        self._tensor_rows: Optional[List[Tuple[Any, ...]]] = None
+        self._dims: Optional[List[int]] = None
+        self._storage_pos: List[int] = []
         self._storages: Optional[List[np.ndarray]] = None
         # Weak, so proxies (which hold the image) never form a cycle with it.
         self._proxies: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
@@ -154,10 +160,8 @@ class Image:
         return self.text(data[0], size[0], f"{where}[{i}]")
 
     def array(self, dtype: Any, count: int, offset: int) -> np.ndarray:
-        """A read-only array over the buffer (also over a caller's writable one)."""
-        a = np.frombuffer(self.view, dtype, count=count, offset=offset)
-        a.flags.writeable = False
-        return a
+        """A read-only array over the buffer (``view`` is always read-only)."""
+        return np.frombuffer(self.view, dtype, count=count, offset=offset)
 
     # ------------------------------------------------------------ tensors
 
@@ -175,16 +179,26 @@ class Image:
 
     def tensor(self, t: int) -> Any:
         """Tensor record ``t`` as an ndarray or a QuantizedTensor."""
-        r = self.tensor_index[t]
-        ndim = int(r["ndim"])
-        d = int(r["dims"])
-        sizes = self.dims[d:d + ndim].tolist()
-        strides = self.dims[d + ndim:d + 2 * ndim].tolist()
-        st = int(r["scalar_type"])
-        storage = self.storage(int(r["storage"]))
-        offset = int(r["storage_offset"])
-        array = _tensors.view(storage, st, offset, sizes, strides)
-        qscheme = int(r["qscheme"])
+        if self._tensor_rows is None:
+            self._tensor_rows = self.tensor_index[list(_TENSOR_FIELDS)].tolist()
+            self._dims = self.dims.tolist()
+            self._storage_pos = self.storage_index["pos"].tolist()
+        st, storage_index, offset, ndim, d, qscheme, numel, contiguous = \
+            self._tensor_rows[t][:8]
+        dims = self._dims
+        assert dims is not None
+        sizes = dims[d:d + ndim]
+        if contiguous and numel and st not in _tensors.PACKED:
+            # The common case, in two numpy calls: the C index proved the extent.
+            dtype = _tensors.numpy_dtype(st)
+            array = self.array(dtype, numel, self._storage_pos[storage_index]
+                               + offset * dtype.itemsize).reshape(sizes)
+            if qscheme < 0:
+                return array
+        strides = dims[d + ndim:d + 2 * ndim]
+        storage = self.storage(storage_index)
+        if not (contiguous and numel and st not in _tensors.PACKED):
+            array = _tensors.view(storage, st, offset, sizes, strides)
         if qscheme < 0:
             return array
         if st in (16, 17) and array.size:
@@ -195,12 +209,11 @@ class Image:
                 return array
         common = (array, tuple(sizes), _tensors.scalar_type_name(st),
                   _tensors.QSCHEME_NAMES[qscheme], values)
+        scale, zero_point, scales, zero_points, axis = self._tensor_rows[t][8:]
         if qscheme == 0:
-            return _tensors.QuantizedTensor(*common, scale=float(r["scale"]),
-                                            zero_point=int(r["zero_point"]))
-        return _tensors.QuantizedTensor(*common, scales=self.tensor(int(r["scales"])),
-                                        zero_points=self.tensor(int(r["zero_points"])),
-                                        axis=int(r["axis"]))
+            return _tensors.QuantizedTensor(*common, scale=scale, zero_point=zero_point)
+        return _tensors.QuantizedTensor(*common, scales=self.tensor(scales),
+                                        zero_points=self.tensor(zero_points), axis=axis)
 
     # ------------------------------------------------------------ values
 

@@ -288,18 +288,16 @@ def _is_tensor(value: Any) -> bool:
 
 def _walk_declared(obj: Object, prefix: str, decls: Dict[str, Tuple[List[str], List[str]]],
                    out: Dict[str, Tensor], budget: List[int]) -> None:
+    # nn.Module.state_dict order: parameters, then buffers (each in slot order),
+    # then each submodule's entries.
     _spend(budget)
     params, buffers = decls[obj.type_name]
-    attrs = obj.attributes
-    names = list(attrs)
+    items = obj._tensors_and_objects()
     for wanted in (set(params), set(buffers)):
-        for name in names:
-            if name in wanted:
-                value = attrs[name]
-                if _is_tensor(value):
-                    out[prefix + name] = value
-    for name in names:
-        value = attrs[name]
+        for name, value in items:
+            if name in wanted and _is_tensor(value):
+                out[prefix + name] = value
+    for name, value in items:
         if isinstance(value, Object) and value.type_name in decls:
             _walk_declared(value, f"{prefix}{name}.", decls, out, budget)
 
@@ -308,7 +306,7 @@ def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[
     _spend(budget)
     if obj.kind != "class_with_field":
         return
-    for name, value in obj.attributes.items():
+    for name, value in obj._tensors_and_objects():
         if _is_tensor(value):
             out[prefix + name] = value
         elif isinstance(value, Object):

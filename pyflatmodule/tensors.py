@@ -41,7 +41,7 @@ _DTYPES = (
 assert len(_DTYPES) == len(DTYPE_NAMES)
 
 #: Packed quantized types: values per byte.
-_PACKED = {16: 2, 17: 4}
+PACKED = {16: 2, 17: 4}
 
 QSCHEME_NAMES = {0: "per_tensor_affine", 1: "per_channel_affine",
                  4: "per_channel_affine_float_qparams"}
@@ -75,7 +75,7 @@ def view(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int
         empty = np.empty(shape, dtype)
         empty.flags.writeable = False
         return empty
-    per_byte = _PACKED.get(scalar_type)
+    per_byte = PACKED.get(scalar_type)
     if per_byte is not None:
         return _packed(storage, per_byte, offset, shape, strides)
     size = dtype.itemsize
@@ -94,7 +94,7 @@ def _contiguous_strides(shape: Tuple[int, ...]) -> List[int]:
 def unpack(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int],
            strides: Sequence[int]) -> np.ndarray:
     """Logical values of a packed tensor (one uint8 per value), as a new array."""
-    per_byte = _PACKED[scalar_type]
+    per_byte = PACKED[scalar_type]
     bits = 8 // per_byte
     shape = tuple(sizes)
     index = np.full(shape, offset, dtype=np.int64)

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import struct
+
+import numpy as np
 from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
                      UNION_NAMES, Image)
 from ._setstate import replay
+from .tensors import QuantizedTensor
 from .errors import FormatError
 
 __all__ = ["Device", "EnumValue", "Object", "decode"]
@@ -185,6 +188,20 @@ class Object:
         if self.kind == "class_with_setstate":
             return tuple(self._restored())
         return self._image.object_types()[row[5]].attr_names[:row[3]]
+
+    def _tensors_and_objects(self) -> List[Tuple[str, Any]]:
+        """(name, value) of the attributes holding a tensor or an object, in slot order."""
+        if self.kind == "class_with_setstate":
+            return [(k, v) for k, v in self._restored().items()
+                    if isinstance(v, (np.ndarray, QuantizedTensor, Object))]
+        image = self._image
+        rows = image.rows()
+        _, _, a, n, _, m, _, _ = rows[self._index]
+        names = image.object_types()[m].attr_names[:n]
+        return [(name, image.tensor(rows[j][5]) if rows[j][0] == TENSOR
+                 else image.proxy(j, Object))
+                for name, j in zip(names, image.u32s(a, n))
+                if rows[j][0] == TENSOR or rows[j][0] == OBJECT]
 
     def _get(self, name: str) -> Any:
         """The attribute's value; KeyError when the object has no such attribute."""
