@@ -467,6 +467,10 @@ typedef struct tensor_sink {
     uint64_t dims_capacity;
 } tensor_sink;
 
+/* Element indices above this cannot be in any buffer; 16-byte elements times it
+ * still fit in 64 bits. */
+#define EXTENT_LIMIT (UINT64_MAX >> 8)
+
 /* Highest byte + 1 that a view reaches, with every product and sum checked;
  * also the element count and whether the strides are row-major. */
 static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec *sizes,
@@ -488,6 +492,9 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
         numel *= (uint64_t)size;
         expected = numel;
     }
+    /* Torch counts bytes in int64 and numpy in intptr_t: the logical size must fit. */
+    if (numel > (uint64_t)INT64_MAX / (bits >= 8 ? bits / 8 : 1))
+        return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
     r->numel = numel;
     r->contiguous = (uint8_t)contiguous;
     r->extent = 0;
@@ -497,10 +504,11 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
         int32_t stride = as_i32(vec_u32(c, strides, i));
         uint64_t step;
         step = (uint64_t)(size - 1) * (uint64_t)stride;   /* < 2^62 */
-        if (last > (UINT64_MAX >> 8) - step) return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
+        if (step > EXTENT_LIMIT || last > EXTENT_LIMIT - step)
+            return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
         last += step;
     }
-    /* last < 2^56 here, so the byte arithmetic below cannot overflow. */
+    /* last <= EXTENT_LIMIT here, so the byte arithmetic below cannot overflow. */
     if (bits >= 8)
         r->extent = (last + 1) * (bits / 8);
     else
@@ -684,8 +692,8 @@ static int children(ctx *c, const ptmf_ivalue *out, uint32_t self, const vec *v,
     return PTMF_OK;
 }
 
-static int struct_payload(ctx *c, uint64_t pos, unsigned size, unsigned align) {
-    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, pos);
+static int struct_payload(ctx *c, const tbl *iv, uint64_t pos, unsigned size, unsigned align) {
+    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, iv->pos);
     return need(c, pos, size, align);
 }
 
@@ -710,16 +718,16 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
     case UT_NONE:
         break;
     case UT_INT:
-        TRY(struct_payload(c, target, 8, 8));
+        TRY(struct_payload(c, iv, target, 8, 8));
         break;
     case UT_BOOL:
-        TRY(struct_payload(c, target, 1, 1));
+        TRY(struct_payload(c, iv, target, 1, 1));
         break;
     case UT_DOUBLE:
-        TRY(struct_payload(c, target, 8, 8));
+        TRY(struct_payload(c, iv, target, 8, 8));
         break;
     case UT_COMPLEX:
-        TRY(struct_payload(c, target, 16, 8));
+        TRY(struct_payload(c, iv, target, 16, 8));
         break;
     default:
         if (!target) return fail(c, PTMF_E_MISSING_FIELD, iv->pos);

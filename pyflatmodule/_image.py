@@ -59,7 +59,7 @@ TENSOR_DTYPE = struct_dtype("ptmf_tensor")
 _IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
 _TENSOR_FIELDS = ("scalar_type", "storage", "storage_offset", "ndim", "dims", "qscheme",
                   "numel", "contiguous", "scale", "zero_point", "scales", "zero_points",
-                  "axis")
+                  "axis", "pos", "ivalue")
 
 
 class Options:
@@ -197,6 +197,13 @@ class Image:
                 return array
         strides = dims[d + ndim:d + 2 * ndim]
         storage = self.storage(storage_index)
+        if st in _tensors.PACKED and numel > _tensors.PACKED[st] * storage.size:
+            # Only an expanded (stride 0) view names more values than its storage
+            # holds; repacking it would allocate without bound.
+            pos, ivalue = self._tensor_rows[t][13:]
+            raise FormatError("element_budget", "packed tensor view names more values "
+                              "than its storage holds", pos,
+                              f"ivalues[{ivalue}].val<TensorMetadata>")
         if not (contiguous and numel and st not in _tensors.PACKED):
             array = _tensors.view(storage, st, offset, sizes, strides)
         if qscheme < 0:
@@ -209,7 +216,7 @@ class Image:
                 return array
         common = (array, tuple(sizes), _tensors.scalar_type_name(st),
                   _tensors.QSCHEME_NAMES[qscheme], values)
-        scale, zero_point, scales, zero_points, axis = self._tensor_rows[t][8:]
+        scale, zero_point, scales, zero_points, axis = self._tensor_rows[t][8:13]
         if qscheme == 0:
             return _tensors.QuantizedTensor(*common, scale=scale, zero_point=zero_point)
         return _tensors.QuantizedTensor(*common, scales=self.tensor(scales),

@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Dict, List, Mapping, NamedTuple
+from typing import Dict, List, Mapping
 
 __all__ = ["ClassDecl", "parse_classes"]
 
-_CLASS = re.compile(r"^class ([^\s(:]+)\s*(?:\([^)]*\))?\s*:", re.M)
+_CLASS = re.compile(r"class ([^\s(:]+)")
 _LIST = re.compile(r"^  (__parameters__|__buffers__)\s*=\s*(\[.*?\])\s*$")
 _ATTR = re.compile(r"^  ([A-Za-z_]\w*) : (.+)$")
 _ANNOTATION = re.compile(r'^  __annotations__\["([^"]*)"\] = (.+)$')
 
 
-class ClassDecl(NamedTuple):
-    """One class body: parameter and buffer names, and attribute names in slot order."""
+class ClassDecl:
+    """One class body: parameter and buffer names, attribute names in slot order, and
+    whether it is a module (it declares ``__parameters__``/``__buffers__``)."""
 
-    parameters: List[str]
-    buffers: List[str]
-    attributes: List[str]
-    is_module: bool
+    __slots__ = ("parameters", "buffers", "attributes", "is_module")
+
+    def __init__(self) -> None:
+        self.parameters: List[str] = []
+        self.buffers: List[str] = []
+        self.attributes: List[str] = []
+        self.is_module = False
 
 
 def _literal_names(text: str) -> List[str]:
@@ -37,26 +41,32 @@ def _literal_names(text: str) -> List[str]:
 
 
 def parse_classes(sources: Mapping[str, str]) -> Dict[str, ClassDecl]:
-    """Qualified class name to its declaration, for every class in the sources."""
+    """Qualified class name to its declaration, for every class in the sources.
+
+    One pass over the lines, each matched by anchored patterns: linear in the text.
+    """
     out: Dict[str, ClassDecl] = {}
     for file_name, text in sources.items():
-        classes = list(_CLASS.finditer(text))
-        for k, match in enumerate(classes):
-            end = classes[k + 1].start() if k + 1 < len(classes) else len(text)
-            decl = ClassDecl([], [], [], False)
-            for line in text[match.end():end].splitlines():
-                if line.startswith("  def "):
-                    break
+        decl = None
+        for line in text.splitlines():
+            if line.startswith("class "):
+                match = _CLASS.match(line)
+                decl = None
+                if match and line.rstrip().endswith(":"):
+                    decl = ClassDecl()
+                    out[f"{file_name}.{match.group(1)}"] = decl
+            elif decl is not None:
+                if not line.startswith("  ") or line.startswith("  def "):
+                    decl = None   # the declarations come before the first method
+                    continue
                 listed = _LIST.match(line)
                 if listed:
                     names = _literal_names(listed.group(2))
-                    target = decl.parameters if listed.group(1) == "__parameters__" \
-                        else decl.buffers
-                    target.extend(names)
-                    decl = decl._replace(is_module=True)
+                    (decl.parameters if listed.group(1) == "__parameters__"
+                     else decl.buffers).extend(names)
+                    decl.is_module = True
                     continue
                 attr = _ATTR.match(line) or _ANNOTATION.match(line)
                 if attr and not attr.group(2).startswith("Final["):
                     decl.attributes.append(attr.group(1))
-            out[f"{file_name}.{match.group(1)}"] = decl
     return out

@@ -6,7 +6,8 @@ only move values from the state into slots, so a small interpreter for the data
 movement instructions, plus a few scalar operators, recovers them without torch.
 Anything else (other operators, calls, loops) makes the values it produces
 unknown; attributes holding unknown values are left out. It never executes
-anything but these instructions and stops after a fixed number of steps.
+anything but these instructions, follows forward jumps only (each instruction
+runs at most once) and bounds every value it computes.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Callable, Dict, List, Sequence
 __all__ = ["replay"]
 
 MAX_STEPS = 100_000
+MAX_STRING_BYTES = 1 << 24   # all strings built by operators, together
 
 
 class _Unknown:
@@ -37,6 +39,10 @@ for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operato
         _SCALAR_OPS[f"aten::{_name}.{_overload}"] = _fn
 _SCALAR_OPS["aten::neg.int"] = operator.neg
 _SCALAR_OPS["aten::neg.float"] = operator.neg
+# Operands each overload accepts: scalars only, so no result can grow (a list
+# times an int would).
+_OPERAND_TYPES = {"int": (int,), "float": (int, float), "str": (str,),
+                  "t": (list, tuple, int)}
 _SCALAR_OPS["aten::len.t"] = len
 _SCALAR_OPS["aten::__getitem__.t"] = operator.getitem
 
@@ -52,14 +58,23 @@ class _Stop(Exception):
     pass
 
 
-def _apply(name: str, args: List[Any]) -> Any:
+def _apply(name: str, args: List[Any], budget: List[int]) -> Any:
     fn = _SCALAR_OPS.get(name)
-    if fn is None or any(a is UNKNOWN for a in args):
+    if fn is None or not all(isinstance(a, _OPERAND_TYPES[name.rsplit(".", 1)[1]])
+                             for a in args):
         return UNKNOWN
     try:
-        return fn(*args)
+        out = fn(*args)
     except Exception:  # noqa: BLE001 - a failing operator makes its result unknown
         return UNKNOWN
+    # Torch's ints are 64-bit and nothing here may grow without bound.
+    if isinstance(out, int) and not isinstance(out, bool) and not -2**63 <= out < 2**63:
+        return UNKNOWN
+    if isinstance(out, str):
+        budget[0] -= len(out)
+        if budget[0] < 0:
+            raise _Stop
+    return out
 
 
 def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
@@ -69,6 +84,7 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
     me = _Self()
     stack: List[Any] = [me, state]
     regs: Dict[int, Any] = {}
+    budget = [MAX_STRING_BYTES]
     pc = 0
     try:
         for _ in range(MAX_STEPS):
@@ -120,28 +136,29 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
                     raise _Stop
                 args = stack[len(stack) - num:] if num else []
                 del stack[len(stack) - num:]
-                stack.append(_apply(operators[x].full_name, args))
+                stack.append(_apply(operators[x].full_name, args, budget))
             elif name in ("__IS__", "__ISNOT__"):
                 b, a = stack.pop(), stack.pop()
                 same = a is b or (a is None and b is None)
                 stack.append(same if name == "__IS__" else not same)
             elif name == "__NOT__":
                 v = stack.pop()
-                stack.append(UNKNOWN if v is UNKNOWN else not v)
+                stack.append(not v if isinstance(v, bool) else UNKNOWN)
             elif name == "UNCHECKED_CAST":
                 pass
-            elif name == "JF":
-                cond = stack.pop()
+            elif name in ("JF", "JMP"):
+                # Forward jumps only: no loops, so every instruction runs at most once.
+                if x < 1:
+                    raise _Stop
+                cond = stack.pop() if name == "JF" else False
                 if not isinstance(cond, bool):
                     raise _Stop
                 pc += x - 1 if not cond else 0
-            elif name == "JMP":
-                pc += x - 1
             elif name == "RET":
                 break
             else:
                 raise _Stop
-    except (_Stop, IndexError, KeyError, TypeError):
+    except (_Stop, IndexError, KeyError, TypeError, ValueError):
         pass
     # Slots the method never sets hold None, as in torch's objects.
     return {name: me.slots.get(i) for i, name in enumerate(slot_names)

@@ -20,6 +20,7 @@ _BASE = {
 }
 _CONTAINERS = {"List", "Optional", "Dict", "Tuple"}
 _CUSTOM_CLASS_PREFIX = "__torch__.torch.classes"
+MAX_DEPTH = 100
 
 
 def _tokens(text: str) -> List[str]:
@@ -46,6 +47,7 @@ class _Parser:
         self.tokens = _tokens(text)
         self.pos = 0
         self.found = found
+        self.depth = 0
 
     def cur(self) -> str:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else ""
@@ -62,6 +64,15 @@ class _Parser:
             raise ValueError(f"expected {token!r}")
 
     def parse(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ValueError("type nested too deeply")
+        try:
+            self._parse()
+        finally:
+            self.depth -= 1
+
+    def _parse(self) -> None:
         token = self.next()
         if token in _BASE:
             self.found.add(token)

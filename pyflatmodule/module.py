@@ -244,7 +244,7 @@ class Module:
                         if isinstance(v, (np.ndarray, QuantizedTensor))}
         declarations = {name: (decl.parameters, decl.buffers)
                         for name, decl in image.classes().items() if decl.is_module}
-        if declarations:
+        if root.type_name in declarations:
             _walk_declared(root, "", declarations, out, budget)
         else:
             _walk_fields(root, "", out, budget)

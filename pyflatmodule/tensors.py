@@ -6,8 +6,6 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import ml_dtypes
 import numpy as np
 
-from .errors import FormatError
-
 __all__ = ["DTYPE_NAMES", "QuantizedTensor", "numpy_dtype", "scalar_type_name"]
 
 #: torch's name of every scalar type a PTMF file can hold, by c10::ScalarType number.
@@ -112,11 +110,6 @@ def _packed(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, .
     if list(strides) == _contiguous_strides(shape) and offset % per_byte == 0:
         start = offset // per_byte
         return storage[start:start + nbytes]
-    if numel > per_byte * storage.size:
-        # Only an expanded (stride 0) view can name more values than its storage
-        # holds; repacking it would allocate without bound.
-        raise FormatError("element_budget", "packed tensor view names more values "
-                          "than its storage holds")
     st = 16 if per_byte == 2 else 17
     values = unpack(storage, st, offset, shape, strides).reshape(-1)
     padded = np.zeros(nbytes * per_byte, np.uint8)
