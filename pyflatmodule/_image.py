@@ -15,7 +15,7 @@ import numpy as np
 from . import tensors as _tensors
 from ._jit_source import ClassDecl, parse_classes
 from ._native import check, ffi, lib, new_error
-from ._source import Source
+from ._source import Source, advise_storages
 from .errors import FormatError
 
 __all__ = ["Image", "ObjectType", "Options"]
@@ -108,6 +108,7 @@ class Image:
         self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
         c_storages = _c_array("ptmf_storage", self.storage_index)
         check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages, err), err)
+        advise_storages(source, self.storage_index[["pos", "size"]].tolist())
         self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
         c_index = _c_array("ptmf_ivalue", self.index)
         check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)

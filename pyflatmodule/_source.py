@@ -9,13 +9,16 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import Any, BinaryIO, Optional, Union
+from typing import Any, BinaryIO, Iterable, List, Optional, Tuple, Union
 
 from .errors import FormatError
 
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
+_MADV_NORMAL = getattr(mmap, "MADV_NORMAL", None)
+
 SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
 
-__all__ = ["Source", "SourceLike", "open_source"]
+__all__ = ["Source", "SourceLike", "advise_storages", "open_source"]
 
 
 class Source:
@@ -44,7 +47,32 @@ def _map_fd(fd: int, name: str) -> Source:
         # mmap refuses empty files; an empty buffer gets the verifier's error.
         return Source(b"", name, False, st)
     mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    if _MADV_RANDOM is not None:
+        # Before anything is read: metadata faults must not read ahead into tensor
+        # data (readahead windows reach megabytes). Storage ranges get normal
+        # readahead back once the index knows where they are.
+        mm.madvise(_MADV_RANDOM)
     return Source(mm, name, True, st)
+
+
+def advise_storages(source: Source, ranges: Iterable[Tuple[int, int]]) -> None:
+    """Give the pages inside tensor payloads normal readahead again."""
+    if not source.mapped or _MADV_NORMAL is None:
+        return
+    page = mmap.PAGESIZE
+    merged: List[List[int]] = []
+    for pos, size in sorted(ranges):
+        if size < page:
+            continue
+        if merged and pos - merged[-1][1] < page:
+            merged[-1][1] = max(merged[-1][1], pos + size)
+        else:
+            merged.append([pos, pos + size])
+    for start, end in merged:
+        start = -(-start // page) * page
+        end = end // page * page
+        if end > start:
+            source.obj.madvise(_MADV_NORMAL, start, end - start)
 
 
 def open_source(source: SourceLike, copy: bool = False) -> Source:

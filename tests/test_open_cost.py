@@ -1,0 +1,79 @@
+"""Opening a model reads its metadata only: no page of tensor data is touched.
+
+Measured with mincore(2) on the mapping after the file was dropped from the page
+cache: a page is resident only if something read it (or the kernel read ahead).
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+
+import numpy as np
+import pytest
+
+import pyflatmodule as pfm
+import ptmf_craft as c
+
+if not hasattr(os, "posix_fadvise"):
+    pytest.skip("needs posix_fadvise and mincore", allow_module_level=True)
+
+STORAGE_BYTES = 64 << 20
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def resident_pages(array: np.ndarray) -> int:
+    """How many of the pages lying wholly inside ``array`` are in memory."""
+    page = mmap.PAGESIZE
+    start = -(-array.ctypes.data // page) * page
+    end = (array.ctypes.data + array.nbytes) // page * page
+    n = (end - start) // page
+    vec = (ctypes.c_ubyte * n)()
+    if _libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(end - start), vec) != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(v & 1 for v in vec)
+
+
+def _big_model(path) -> None:
+    m = c.valid_module()
+    rows = STORAGE_BYTES // 4 // 1024
+    m["ivalues"][5] = c.Tensor([rows, 1024])
+    m["storage_data"] = [np.arange(rows * 1024, dtype=np.float32).tobytes()]
+    with open(path, "wb") as f:
+        f.write(c.build(m, storage_align=32))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _drop_from_cache(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_open_and_metadata_touch_no_tensor_page(tmp_path):
+    path = str(tmp_path / "big.ff")
+    _big_model(path)
+    _drop_from_cache(path)
+    m = pfm.load(path)
+    storage = m.storages[0]
+    assert STORAGE_BYTES == storage.nbytes
+    before = resident_pages(storage)
+    if before:
+        pytest.skip(f"the page cache kept {before} pages here; cannot measure")
+    # Everything but tensor data: values, functions, the state_dict's views.
+    for i in range(len(m.ivalues)):
+        m.ivalues[i]
+    for f in m.functions():
+        f.disassemble()
+    weight = m.state_dict()["weight"]
+    m.info()
+    # The mapping is advised MADV_RANDOM until the index knows where tensor data
+    # lies, so metadata faults read no ahead into it.
+    assert 0 == resident_pages(storage)
+    # Reading the weights is what brings them in.
+    rows = weight.shape[0]
+    assert float(weight[rows // 2, 0]) == float(rows // 2 * 1024)
+    assert resident_pages(storage) > 0
