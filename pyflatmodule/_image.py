@@ -6,6 +6,7 @@ the index and the buffer; it never walks a vtable again.
 """
 from __future__ import annotations
 
+import re
 import struct
 import weakref
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
@@ -15,7 +16,7 @@ import numpy as np
 from . import tensors as _tensors
 from ._jit_source import ClassDecl, parse_classes
 from ._native import check, ffi, lib, new_error
-from ._source import Source, advise_storages
+from ._source import Source, apply_advice
 from .errors import FormatError
 
 __all__ = ["Image", "ObjectType", "Options"]
@@ -65,10 +66,12 @@ _TENSOR_FIELDS = ("scalar_type", "storage", "storage_offset", "ndim", "dims", "q
 class Options:
     """Budgets and switches for one load; zero budgets derive from the file size."""
 
-    __slots__ = ("verify", "strict", "max_depth", "max_tables", "max_elements")
+    __slots__ = ("verify", "strict", "max_depth", "max_tables", "max_elements", "advise")
 
     def __init__(self, verify: bool = True, strict: bool = False, max_depth: int = 200,
-                 max_tables: int = 0, max_elements: int = 0) -> None:
+                 max_tables: int = 0, max_elements: int = 0,
+                 advise: Optional[str] = None) -> None:
+        self.advise = advise
         self.verify = verify
         self.strict = strict
         self.max_depth = max_depth
@@ -101,25 +104,6 @@ class Image:
         self.view = source.obj if view.readonly else view.toreadonly()
         self.size = len(source)
         self.cbuf = ffi.from_buffer("uint8_t[]", source.obj)
-        err = new_error()
-        opt = options.to_c()
-        s = ffi.new("ptmf_summary *")
-        check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
-        self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
-        c_storages = _c_array("ptmf_storage", self.storage_index)
-        check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages, err), err)
-        advise_storages(source, self.storage_index[["pos", "size"]].tolist())
-        self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
-        c_index = _c_array("ptmf_ivalue", self.index)
-        check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)
-        self.tensor_index = np.empty(s.n_tensors, TENSOR_DTYPE)
-        self.dims = np.empty(s.n_dims, np.int64)
-        check(lib.ptmf_index_tensors(self.cbuf, self.size, opt, s, c_index, c_storages,
-                                     _c_array("ptmf_tensor", self.tensor_index),
-                                     _c_array("int64_t", self.dims), err), err)
-        if options.verify:
-            check(lib.ptmf_verify_rest(self.cbuf, self.size, opt, s, c_index, err), err)
-        self.summary = s
         self._rows: Optional[List[Tuple[int, ...]]] = None
         self._tensor_rows: Optional[List[Tuple[Any, ...]]] = None
         self._dims: Optional[List[int]] = None
@@ -131,6 +115,27 @@ class Image:
         self._slots: Dict[int, Dict[str, int]] = {}
         self._classes: Optional[Dict[str, ClassDecl]] = None
         self._restored: Dict[int, Dict[str, Any]] = {}
+        err = new_error()
+        opt = options.to_c()
+        s = self.summary = ffi.new("ptmf_summary *")
+        check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
+        self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
+        c_storages = _c_array("ptmf_storage", self.storage_index)
+        check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages, err), err)
+        apply_advice(source, options.advise, self.storage_index[["pos", "size"]].tolist())
+        self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
+        c_index = _c_array("ptmf_ivalue", self.index)
+        check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)
+        self.tensor_index = np.empty(s.n_tensors, TENSOR_DTYPE)
+        self.dims = np.empty(s.n_dims, np.int64)
+        status = lib.ptmf_index_tensors(self.cbuf, self.size, opt, s, c_index, c_storages,
+                                        _c_array("ptmf_tensor", self.tensor_index),
+                                        _c_array("int64_t", self.dims), err)
+        if status == lib.PTMF_E_NEGATIVE_DIMENSION:
+            self._explain_negative_size(status, err)
+        check(status, err)
+        if options.verify:
+            check(lib.ptmf_verify_rest(self.cbuf, self.size, opt, s, c_index, err), err)
 
     # ------------------------------------------------------------ raw reads
 
@@ -299,3 +304,40 @@ class Image:
         if attrs is None:
             attrs = self._restored[i] = restore(self, i)
         return attrs
+
+    def _explain_negative_size(self, status: int, err: Any) -> None:
+        """Name the tensor whose int32 size overflowed: torch writes tensors with more
+        than 2^31-1 elements along one dimension without complaint."""
+        path = ffi.string(err.path).decode("utf-8", "replace")
+        match = re.match(r"ivalues\[(\d+)\]\.val<TensorMetadata>\.sizes\[", path)
+        if not match:
+            return
+        try:
+            name = self.attribute_path(int(match.group(1)))
+        except FormatError:
+            name = None
+        if name is None:
+            return
+        message = (f"tensor {name!r} has a negative size: its int32 sizes overflowed "
+                   "(more than 2^31-1 elements along one dimension), so the file cannot "
+                   "describe it")
+        raise FormatError("negative_dimension", message, int(err.offset), path)
+
+    def attribute_path(self, target: int) -> Optional[str]:
+        """Dotted attribute path from the root object to ivalue ``target``, if any
+        field object holds it (first holder wins)."""
+        parent: Dict[int, Tuple[int, int]] = {}
+        for j in np.flatnonzero(self.index["type"] == 10).tolist():
+            _, _, a, n, _, _, _, _ = self.rows()[j]
+            for slot, child in enumerate(self.u32s(a, n)):
+                parent.setdefault(child, (j, slot))
+        names: List[str] = []
+        node = target
+        root = int(self.summary.state_obj)
+        while node != root:
+            if node not in parent or len(names) > len(parent):
+                return None
+            node, slot = parent[node]
+            attr_names = self.object_types()[self.rows()[node][5]].attr_names
+            names.append(attr_names[slot] if slot < len(attr_names) else f"<slot {slot}>")
+        return ".".join(reversed(names))

@@ -13,21 +13,18 @@ from typing import Any, BinaryIO, Iterable, List, Optional, Tuple, Union
 
 from .errors import FormatError
 
-_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
-_MADV_NORMAL = getattr(mmap, "MADV_NORMAL", None)
-
 SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
 
-__all__ = ["Source", "SourceLike", "advise_storages", "open_source"]
+__all__ = ["ADVICE", "Source", "SourceLike", "apply_advice", "open_source"]
 
 
 class Source:
     """One buffer holding a whole file, with what is known about where it came from."""
 
-    __slots__ = ("obj", "name", "mapped", "stat")
+    __slots__ = ("obj", "name", "mapped", "stat", "path")
 
     def __init__(self, obj: Any, name: str, mapped: bool,
-                 stat: Optional[os.stat_result] = None) -> None:
+                 stat: Optional[os.stat_result] = None, path: Optional[str] = None) -> None:
         if isinstance(obj, memoryview) and (obj.ndim != 1 or obj.itemsize != 1):
             obj = obj.cast("B")
         # The object itself, not a memoryview of it, is what every consumer
@@ -36,32 +33,75 @@ class Source:
         self.name = name
         self.mapped = mapped
         self.stat = stat
+        self.path = path
+
+    def changed(self) -> Optional[str]:
+        """What happened to the file since it was opened, or None if nothing did.
+
+        Only sources opened from a path can be compared; others give None.
+        """
+        if self.path is None or self.stat is None:
+            return None
+        old = self.stat
+        try:
+            new = os.stat(self.path)
+        except FileNotFoundError:
+            return "the file was removed"
+        if (new.st_dev, new.st_ino) != (old.st_dev, old.st_ino):
+            return "the file was replaced by another file"
+        if new.st_size < old.st_size:
+            return (f"the file was truncated from {old.st_size} to {new.st_size} bytes"
+                    + (" (reading the lost part raises SIGBUS)" if self.mapped else ""))
+        if new.st_size != old.st_size or new.st_mtime_ns != old.st_mtime_ns:
+            return "the file was modified in place"
+        return None
 
     def __len__(self) -> int:
         return len(self.obj) if not isinstance(self.obj, memoryview) else self.obj.nbytes
 
 
-def _map_fd(fd: int, name: str) -> Source:
+ADVICE = {"normal": "MADV_NORMAL", "sequential": "MADV_SEQUENTIAL", "random": "MADV_RANDOM",
+          "willneed": "MADV_WILLNEED"}
+
+
+def _madvise(mm: mmap.mmap, name: str, start: int = 0, length: int = 0) -> None:
+    flag = getattr(mmap, name, None)
+    if flag is not None and hasattr(mm, "madvise"):
+        mm.madvise(flag, start, length or len(mm) - start)
+
+
+def _map_fd(fd: int, name: str, populate: bool) -> Source:
     st = os.fstat(fd)
     if st.st_size == 0:
         # mmap refuses empty files; an empty buffer gets the verifier's error.
         return Source(b"", name, False, st)
-    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    if _MADV_RANDOM is not None:
+    if populate and hasattr(mmap, "MAP_POPULATE"):
+        mm = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+    else:
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         # Before anything is read: metadata faults must not read ahead into tensor
         # data (readahead windows reach megabytes). Storage ranges get normal
         # readahead back once the index knows where they are.
-        mm.madvise(_MADV_RANDOM)
+        _madvise(mm, "MADV_RANDOM")
     return Source(mm, name, True, st)
 
 
-def advise_storages(source: Source, ranges: Iterable[Tuple[int, int]]) -> None:
-    """Give the pages inside tensor payloads normal readahead again."""
-    if not source.mapped or _MADV_NORMAL is None:
+def apply_advice(source: Source, advise: Optional[str],
+                 storages: Iterable[Tuple[int, int]]) -> None:
+    """Set the mapping's access pattern once the index is built.
+
+    ``advise=None`` keeps metadata pages on MADV_RANDOM and gives the pages inside
+    tensor payloads normal readahead; otherwise the whole mapping gets the advice.
+    """
+    if not source.mapped:
+        return
+    mm = source.obj
+    if advise is not None:
+        _madvise(mm, ADVICE[advise])
         return
     page = mmap.PAGESIZE
     merged: List[List[int]] = []
-    for pos, size in sorted(ranges):
+    for pos, size in sorted(storages):
         if size < page:
             continue
         if merged and pos - merged[-1][1] < page:
@@ -72,17 +112,20 @@ def advise_storages(source: Source, ranges: Iterable[Tuple[int, int]]) -> None:
         start = -(-start // page) * page
         end = end // page * page
         if end > start:
-            source.obj.madvise(_MADV_NORMAL, start, end - start)
+            _madvise(mm, "MADV_NORMAL", start, end - start)
 
 
-def open_source(source: SourceLike, copy: bool = False) -> Source:
+def open_source(source: SourceLike, copy: bool = False, populate: bool = False) -> Source:
     """Make a Source from any of the inputs ``load`` accepts."""
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
         with open(name, "rb") as f:
             if copy:
-                return Source(f.read(), name, False, os.fstat(f.fileno()))
-            return _map_fd(f.fileno(), name)
+                out = Source(f.read(), name, False, os.fstat(f.fileno()))
+            else:
+                out = _map_fd(f.fileno(), name, populate)
+        out.path = os.path.abspath(name)
+        return out
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         if copy:
             return Source(bytes(source), "<bytes>", False)
@@ -99,7 +142,7 @@ def open_source(source: SourceLike, copy: bool = False) -> Source:
         except (AttributeError, OSError, io.UnsupportedOperation):
             fd = None
         if fd is not None:
-            return _map_fd(fd, name)
+            return _map_fd(fd, name, populate)
     data = read()
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("file object must be opened in binary mode")

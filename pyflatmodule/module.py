@@ -7,7 +7,7 @@ from typing import (Any, Dict, List, NamedTuple, Optional, Sequence,
 import numpy as np
 
 from ._image import FUNCTION, TENSOR, Image, ObjectType, Options
-from ._source import SourceLike, open_source
+from ._source import ADVICE, SourceLike, open_source
 from ._types import contained_type_names
 from .errors import FormatError
 from .functions import Function
@@ -37,7 +37,8 @@ class VerifyReport(NamedTuple):
 
 
 def load(source: SourceLike, *, verify: bool = True, copy: bool = False, strict: bool = False,
-         max_depth: int = 200, max_tables: int = 0, max_elements: int = 0) -> "Module":
+         advise: Optional[str] = None, populate: bool = False, max_depth: int = 200,
+         max_tables: int = 0, max_elements: int = 0) -> "Module":
     """Open a PTMF model without copying it.
 
     Args:
@@ -49,7 +50,12 @@ def load(source: SourceLike, *, verify: bool = True, copy: bool = False, strict:
         copy: read the file into memory instead of mapping it (network filesystems,
             files that may change while open).
         strict: apply FlatBuffers' own rules, rejecting the wrapped vtable offsets
-            torch writes in files over 2 GiB.
+            torch writes in files over 2 GiB (read correctly by default, up to 4 GiB).
+        advise: access pattern for a mapped file, through madvise: ``"normal"``,
+            ``"sequential"``, ``"random"`` or ``"willneed"`` for the whole mapping.
+            The default reads metadata without readahead and tensor data with it.
+        populate: prefault the whole mapping at open (MAP_POPULATE), for servers
+            that must never wait on a page fault later.
         max_depth: deepest nesting of values (lists in lists, objects in objects).
         max_tables: table visits allowed (0: derived from the file size).
         max_elements: vector elements visited (0: derived from the file size).
@@ -61,8 +67,10 @@ def load(source: SourceLike, *, verify: bool = True, copy: bool = False, strict:
         FormatError: the bytes are not a valid PTMF file.
         OSError: the path cannot be opened.
     """
-    options = Options(verify, strict, max_depth, max_tables, max_elements)
-    return Module(Image(open_source(source, copy), options))
+    if advise is not None and advise not in ADVICE:
+        raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, not {advise!r}")
+    options = Options(verify, strict, max_depth, max_tables, max_elements, advise)
+    return Module(Image(open_source(source, copy, populate), options))
 
 
 def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
@@ -129,6 +137,13 @@ class Module:
     def close(self) -> None:
         """Drop this module's hold on the file; arrays and proxies taken earlier stay valid."""
         self._image = None
+
+    def check(self) -> Optional[str]:
+        """None while the file on disk is the one that was opened; otherwise what
+        changed (replaced, truncated, modified). Cheap: one ``stat``. Sources not
+        opened from a path always give None. Load with ``copy=True`` when files may
+        change under a reader."""
+        return self._img().source.changed()
 
     @property
     def closed(self) -> bool:
