@@ -114,3 +114,50 @@ def test_views_share_one_storage():
     assert np.shares_memory(base, col2)
     assert any(np.shares_memory(s, base) for s in m.storages) if not m.closed else True
     assert sd  # layouts has parameters and buffers
+
+
+def test_enum_constants_are_the_members_written():
+    """Torch cannot load this file; the generator recorded the enum it scripted."""
+    doc, _ = load_expectation("enum_constant.ff", "inputs")
+    members = set(doc["enum"]["members"].values())
+    with pfm.load(model_path("enum_constant.ff")) as m:
+        enums = [v for f in m.functions() for v in f.constants
+                 if isinstance(v, pfm.EnumValue)]
+    assert enums
+    for e in enums:
+        assert doc["enum"]["qualified_name"] == e.type_name
+        assert type(e.value) is int and e.value in members
+
+
+def test_dequantize_follows_torchs_parameters():
+    """(q - zero_point) * scale, per channel along axis, from torch's int_repr and
+    quantization parameters."""
+    doc, arrays = load_expectation("quantized.ff", "oracle")
+    with pfm.load(model_path("quantized.ff")) as m:
+        sd = m.state_dict()
+    for key, desc in doc["state_dict"]["tensors"].items():
+        q = sd[key]
+        if desc["dtype"] in ("quint4x2", "quint2x4"):
+            # torch's int_repr() is the packed bytes, low bits first (format.md)
+            bits = 4 if desc["dtype"] == "quint4x2" else 2
+            packed = arrays[desc["int_repr"]]
+            unpacked = np.stack([(packed >> (k * bits)) & ((1 << bits) - 1)
+                                 for k in range(8 // bits)], axis=1).reshape(-1)
+            values = unpacked[:int(np.prod(desc["shape"]))].reshape(desc["shape"])
+            assert values.tolist() == q.values().tolist()
+        else:
+            values = np.frombuffer(arrays[desc["int_repr"]].tobytes(),
+                                   np.dtype(desc["int_repr_dtype"])).reshape(desc["shape"])
+            assert values.tolist() == q.values().tolist()
+        if "scale" in desc:
+            scale = np.float32(float.fromhex(desc["scale"]))
+            expected = (values.astype(np.float32) - np.float32(desc["zero_point"])) * scale
+        else:
+            shape = [1] * values.ndim
+            shape[desc["axis"]] = -1
+            scales = np.array([float.fromhex(x) if isinstance(x, str) else x
+                               for x in desc["scales"]], np.float32).reshape(shape)
+            zps = np.array([float.fromhex(x) if isinstance(x, str) else x
+                            for x in desc["zero_points"]], np.float32).reshape(shape)
+            expected = (values.astype(np.float32) - zps) * scales
+        np.testing.assert_allclose(q.dequantize(), expected, rtol=1e-6, err_msg=key)
