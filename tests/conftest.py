@@ -24,6 +24,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
 SAMPLE = os.path.join(os.path.dirname(pfm.__file__), "data", "sample.ptl")
 
+# Child processes must import the pyflatmodule this run imported (installed, or built
+# in place), never the uncompiled source tree that the working directory may hold.
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
+os.environ["PYTHONSAFEPATH"] = "1"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (PACKAGE_PARENT, HERE, os.environ.get("PYTHONPATH")) if p)
+
 MODEL_FILES = sorted(f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl")))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 

@@ -579,7 +579,8 @@ def decode_in_child(data: bytes, tmp_path: Any, timeout: float = 10) -> int:
     path = tmp_path / "crafted.ff"
     path.write_bytes(data)
     here = os.path.dirname(os.path.abspath(__file__))
-    script = _CHILD.format(paths=[here, os.path.dirname(here)], file=str(path))
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
+    script = _CHILD.format(paths=[here, package_parent], file=str(path))
     try:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                              timeout=timeout)

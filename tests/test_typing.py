@@ -7,15 +7,18 @@ import pytest
 
 import pyflatmodule
 
-PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
+INSTALLED = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
+SOURCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       "pyflatmodule")
 
 
 def test_py_typed_is_shipped():
-    assert os.path.exists(os.path.join(PACKAGE, "py.typed"))
+    assert os.path.exists(os.path.join(INSTALLED, "py.typed"))
+    assert os.path.exists(os.path.join(INSTALLED, "_ptmf.pyi"))
 
 
 def test_mypy_strict():
     api = pytest.importorskip("mypy.api")
-    out, err, status = api.run(["--strict", "--ignore-missing-imports",
-                                "--no-incremental", "--cache-dir", os.devnull, PACKAGE])
+    out, err, status = api.run(["--strict", "--ignore-missing-imports", "--no-incremental",
+                                "--cache-dir", os.devnull, SOURCES])
     assert 0 == status, out + err
