@@ -89,7 +89,7 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
     try:
         for _ in range(MAX_STEPS):
             if not 0 <= pc < len(instructions):
-                break
+                raise _Stop          # only RET ends a method
             op, n, x = instructions[pc]
             name = opcodes[op] if 0 <= op < len(opcodes) else "?"
             pc += 1
@@ -112,8 +112,11 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
                 index, tup = stack.pop(), stack.pop()
                 stack.append(UNKNOWN if index is UNKNOWN or tup is UNKNOWN else tup[index])
             elif name in ("TUPLE_CONSTRUCT", "LIST_CONSTRUCT"):
-                items = stack[len(stack) - n:]
-                del stack[len(stack) - n:]
+                count = x if name == "TUPLE_CONSTRUCT" else n    # as torch's interpreter
+                if count > len(stack):
+                    raise _Stop
+                items = stack[len(stack) - count:]
+                del stack[len(stack) - count:]
                 stack.append(tuple(items) if name == "TUPLE_CONSTRUCT" else items)
             elif name == "LIST_UNPACK":
                 seq = stack.pop()
@@ -132,11 +135,21 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
                 me.slots[x] = value
             elif name in ("OP", "OPN"):
                 num = operators[x].num_args if name == "OP" else n
+                op = operators[x].full_name
                 if num is None or num > len(stack):
                     raise _Stop
-                args = stack[len(stack) - num:] if num else []
+                args = stack[len(stack) - num:]
                 del stack[len(stack) - num:]
-                stack.append(_apply(operators[x].full_name, args, budget))
+                if op == "prim::TupleUnpack" and len(args) == 1 and \
+                        isinstance(args[0], tuple):
+                    stack.extend(args[0])
+                elif op in _SCALAR_OPS:
+                    stack.append(_apply(op, args, budget))
+                elif op.startswith("quantized::") and op.split("::")[1].split(".")[0] \
+                        .endswith("_prepack"):
+                    stack.append(UNKNOWN)    # a packed-params object: one output
+                else:
+                    raise _Stop              # how many values it returns is unknown
             elif name in ("__IS__", "__ISNOT__"):
                 b, a = stack.pop(), stack.pop()
                 same = a is b or (a is None and b is None)
@@ -158,8 +171,12 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
                 break
             else:
                 raise _Stop
+        else:
+            raise _Stop
     except (_Stop, IndexError, KeyError, TypeError, ValueError):
-        pass
-    # Slots the method never sets hold None, as in torch's objects.
+        # Stopped early: slots not set yet may be set by the rest of the method.
+        return {name: me.slots[i] for i, name in enumerate(slot_names)
+                if i in me.slots and me.slots[i] is not UNKNOWN}
+    # Ran to the end: slots the method never sets hold None, as in torch's objects.
     return {name: me.slots.get(i) for i, name in enumerate(slot_names)
             if me.slots.get(i) is not UNKNOWN}
