@@ -122,7 +122,8 @@ class Image:
         self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
         c_storages = _c_array("ptmf_storage", self.storage_index)
         check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages, err), err)
-        apply_advice(source, options.advise, self.storage_index[["pos", "size"]].tolist())
+        apply_advice(source, options.advise, self.storage_index["pos"],
+                     self.storage_index["size"])
         self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
         c_index = _c_array("ptmf_ivalue", self.index)
         check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import Any, BinaryIO, Iterable, List, Optional, Tuple, Union
+from typing import Any, BinaryIO, List, Optional, Union
+
+import numpy as np
 
 from .errors import FormatError
 
@@ -86,8 +88,8 @@ def _map_fd(fd: int, name: str, populate: bool) -> Source:
     return Source(mm, name, True, st)
 
 
-def apply_advice(source: Source, advise: Optional[str],
-                 storages: Iterable[Tuple[int, int]]) -> None:
+def apply_advice(source: Source, advise: Optional[str], positions: np.ndarray,
+                 sizes: np.ndarray) -> None:
     """Set the mapping's access pattern once the index is built.
 
     ``advise=None`` keeps metadata pages on MADV_RANDOM and gives the pages inside
@@ -100,10 +102,12 @@ def apply_advice(source: Source, advise: Optional[str],
         _madvise(mm, ADVICE[advise])
         return
     page = mmap.PAGESIZE
+    big = sizes >= page          # smaller payloads hold no whole page
+    if not big.any():
+        return
+    order = np.argsort(positions[big], kind="stable")
     merged: List[List[int]] = []
-    for pos, size in sorted(storages):
-        if size < page:
-            continue
+    for pos, size in zip(positions[big][order].tolist(), sizes[big][order].tolist()):
         if merged and pos - merged[-1][1] < page:
             merged[-1][1] = max(merged[-1][1], pos + size)
         else:
