@@ -108,6 +108,7 @@ class Image:
         self._tensor_rows: Optional[List[Tuple[Any, ...]]] = None
         self._dims: Optional[List[int]] = None
         self._storage_pos: List[int] = []
+        self._flats: Dict[np.dtype, np.ndarray] = {}
         self._storages: Optional[List[np.ndarray]] = None
         # Weak, so proxies (which hold the image) never form a cycle with it.
         self._proxies: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
@@ -181,6 +182,13 @@ class Image:
             self._storages = arrays
         return self._storages[i]
 
+    def _flat(self, dtype: np.dtype) -> np.ndarray:
+        """The whole buffer as one read-only array of ``dtype``, made once per dtype."""
+        flat = self._flats.get(dtype)
+        if flat is None:
+            flat = self._flats[dtype] = self.array(dtype, self.size // dtype.itemsize, 0)
+        return flat
+
     def storage_count(self) -> int:
         return int(self.summary.n_storages)
 
@@ -196,10 +204,17 @@ class Image:
         assert dims is not None
         sizes = dims[d:d + ndim]
         if contiguous and numel and st not in _tensors.PACKED:
-            # The common case, in two numpy calls: the C index proved the extent.
+            # The common case: a slice of the whole buffer seen as this dtype, then
+            # a reshape. The C index proved the extent.
             dtype = _tensors.numpy_dtype(st)
-            array = self.array(dtype, numel, self._storage_pos[storage_index]
-                               + offset * dtype.itemsize).reshape(sizes)
+            start = self._storage_pos[storage_index] + offset * dtype.itemsize
+            if start % dtype.itemsize == 0:
+                first = start // dtype.itemsize
+                array = self._flat(dtype)[first:first + numel]
+            else:
+                array = self.array(dtype, numel, start)
+            if ndim != 1:
+                array = array.reshape(sizes)
             if qscheme < 0:
                 return array
         strides = dims[d + ndim:d + 2 * ndim]

@@ -1,7 +1,7 @@
 """The public entry points: ``load``, ``verify`` and the ``Module`` they open."""
 from __future__ import annotations
 
-from typing import (Any, Dict, List, NamedTuple, Optional, Sequence,
+from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
                     Set, Tuple, Union, overload)
 
 import numpy as np
@@ -12,7 +12,7 @@ from ._types import contained_type_names
 from .errors import FormatError
 from .functions import Function
 from .tensors import QuantizedTensor
-from .values import Object, decode
+from .values import Object, decode, decode_all
 
 __all__ = ["Module", "VerifyReport", "load", "verify"]
 
@@ -105,13 +105,20 @@ class IValues(Sequence[Any]):
 
     def __getitem__(self, i: Union[int, slice]) -> Any:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+            wanted = range(*i.indices(len(self)))
+            if not wanted:
+                return []
+            values = decode_all(self._image, max(wanted) + 1)
+            return [values[j] for j in wanted]
         n = len(self)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError("ivalue index out of range")
         return self._image.value(i)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(decode_all(self._image, len(self)))
 
     def type_name(self, i: int) -> str:
         """The union type stored at ``i`` (``"Int"``, ``"TensorMetadata"``, ...)."""

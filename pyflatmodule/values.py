@@ -130,6 +130,53 @@ def decode(image: Image, i: int, memo: Dict[int, Any]) -> Any:
     return out
 
 
+def _gather(image: Image, indices: np.ndarray, width: int, dtype: str) -> List[Any]:
+    """The ``width``-byte scalars at the positions of ivalues ``indices``, in one go."""
+    whole = np.frombuffer(image.view, np.uint8)
+    positions = image.index["pos"][indices].astype(np.int64)
+    raw = whole[positions[:, None] + np.arange(width)]
+    values: List[Any] = raw.view(dtype).reshape(len(indices), -1).tolist()
+    return values
+
+
+def decode_all(image: Image, stop: int) -> List[Any]:
+    """Decode ivalues ``0..stop-1`` in one forward pass.
+
+    Every reference points to an earlier ivalue, so each container finds its items
+    already decoded; scalars are read for the whole table at once. Values shared by
+    several containers are one object, as in torch.
+    """
+    types = image.index["type"][:stop]
+    out: List[Any] = [None] * stop
+    for kind, width, dtype in ((INT, 8, "<i8"), (DOUBLE, 8, "<f8"), (BOOL, 1, "u1"),
+                               (COMPLEX, 16, "<f8")):
+        where = np.flatnonzero(types == kind)
+        if len(where):
+            for i, v in zip(where.tolist(), _gather(image, where, width, dtype)):
+                out[i] = (v[0] != 0 if kind == BOOL else complex(*v) if kind == COMPLEX
+                          else v[0])
+    rows = image.rows()
+    simple = (NONE, INT, DOUBLE, BOOL, COMPLEX)
+    for i in np.flatnonzero(~np.isin(types, simple)).tolist():
+        t, _, a, n, b, m, _, _ = rows[i]
+        if t == LIST:
+            out[i] = [out[j] for j in image.u32s(a, n)]
+        elif t == TUPLE:
+            out[i] = tuple([out[j] for j in image.u32s(a, n)])
+        elif t == DICT:
+            keys = [out[j] for j in image.u32s(a, n)]
+            try:
+                out[i] = dict(zip(keys, [out[j] for j in image.u32s(b, n)]))
+            except TypeError:
+                raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
+                                  a, _where(i, t) + ".keys") from None
+        elif t == ENUM:
+            out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
+        else:
+            out[i] = decode(image, i, {})
+    return out
+
+
 class Object:
     """A TorchScript object (a module or another class instance), decoded lazily.
 
