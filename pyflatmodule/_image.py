@@ -98,6 +98,7 @@ class Image:
 
     def __init__(self, source: Source, options: Options) -> None:
         self.source = source
+        self.max_depth = options.max_depth
         view = memoryview(source.obj)
         # Arrays over a caller's writable buffer go through a read-only view, so
         # nobody can turn their writeable flag back on.
@@ -105,9 +106,7 @@ class Image:
         self.size = len(source)
         self.cbuf = ffi.from_buffer("uint8_t[]", source.obj)
         self._rows: Optional[List[Tuple[int, ...]]] = None
-        self._tensor_rows: Optional[List[Tuple[Any, ...]]] = None
-        self._dims: Optional[List[int]] = None
-        self._storage_pos: List[int] = []
+        self._tensor_cache: Optional[Tuple[List[Tuple[Any, ...]], List[int], List[int]]] = None
         self._flats: Dict[np.dtype, np.ndarray] = {}
         self._storages: Optional[List[np.ndarray]] = None
         # Weak, so proxies (which hold the image) never form a cycle with it.
@@ -158,6 +157,16 @@ class Image:
     def u32s(self, pos: int, count: int) -> Tuple[int, ...]:
         return struct.unpack_from(f"<{count}I", self.view, pos)
 
+    def refs(self, i: int, pos: int, count: int, where: str) -> Tuple[int, ...]:
+        """The ``count`` ivalue indices stored at ``pos``, each checked to name an
+        ivalue before ``i``. Checked again at every read: a caller's writable buffer
+        may have changed since the index was built."""
+        out: Tuple[int, ...] = struct.unpack_from(f"<{count}I", self.view, pos)
+        if count and max(out) >= i:
+            raise FormatError("forward_reference", "ivalue reference does not point to "
+                              "an earlier value", pos, where)
+        return out
+
     def read_string(self, vec: int, count: int, i: int, where: str) -> str:
         """Element ``i`` of a vector of strings."""
         err = new_error()
@@ -194,20 +203,20 @@ class Image:
 
     def tensor(self, t: int) -> Any:
         """Tensor record ``t`` as an ndarray or a QuantizedTensor."""
-        if self._tensor_rows is None:
-            self._tensor_rows = self.tensor_index[list(_TENSOR_FIELDS)].tolist()
-            self._dims = self.dims.tolist()
-            self._storage_pos = self.storage_index["pos"].tolist()
-        st, storage_index, offset, ndim, d, qscheme, numel, contiguous = \
-            self._tensor_rows[t][:8]
-        dims = self._dims
-        assert dims is not None
+        cache = self._tensor_cache
+        if cache is None:
+            # Built whole, then published in one assignment: threads may race here.
+            cache = self._tensor_cache = (self.tensor_index[list(_TENSOR_FIELDS)].tolist(),
+                                          self.dims.tolist(),
+                                          self.storage_index["pos"].tolist())
+        records, dims, storage_pos = cache
+        st, storage_index, offset, ndim, d, qscheme, numel, contiguous = records[t][:8]
         sizes = dims[d:d + ndim]
         if contiguous and numel and st not in _tensors.PACKED:
             # The common case: a slice of the whole buffer seen as this dtype, then
             # a reshape. The C index proved the extent.
             dtype = _tensors.numpy_dtype(st)
-            start = self._storage_pos[storage_index] + offset * dtype.itemsize
+            start = storage_pos[storage_index] + offset * dtype.itemsize
             if start % dtype.itemsize == 0:
                 first = start // dtype.itemsize
                 array = self._flat(dtype)[first:first + numel]
@@ -222,7 +231,7 @@ class Image:
         if st in _tensors.PACKED and numel > _tensors.PACKED[st] * storage.size:
             # Only an expanded (stride 0) view names more values than its storage
             # holds; repacking it would allocate without bound.
-            pos, ivalue = self._tensor_rows[t][13:]
+            pos, ivalue = records[t][13:]
             raise FormatError("element_budget", "packed tensor view names more values "
                               "than its storage holds", pos,
                               f"ivalues[{ivalue}].val<TensorMetadata>")
@@ -238,7 +247,7 @@ class Image:
                 return array
         common = (array, tuple(sizes), _tensors.scalar_type_name(st),
                   _tensors.QSCHEME_NAMES[qscheme], values)
-        scale, zero_point, scales, zero_points, axis = self._tensor_rows[t][8:13]
+        scale, zero_point, scales, zero_points, axis = records[t][8:13]
         if qscheme == 0:
             return _tensors.QuantizedTensor(*common, scale=scale, zero_point=zero_point)
         return _tensors.QuantizedTensor(*common, scales=self.tensor(scales),
@@ -284,9 +293,10 @@ class Image:
         slots = self._slots.get(type_index)
         if slots is None:
             names = self.object_types()[type_index].attr_names
-            slots = self._slots[type_index] = {}
+            slots = {}
             for i, n in enumerate(names):
                 slots.setdefault(n, i)
+            self._slots[type_index] = slots   # published complete: threads may race
         return slots
 
     def named_blobs(self, data: int, count: int, what: str) -> List[Tuple[str, int, int]]:
@@ -345,7 +355,7 @@ class Image:
         parent: Dict[int, Tuple[int, int]] = {}
         for j in np.flatnonzero(self.index["type"] == 10).tolist():
             _, _, a, n, _, _, _, _ = self.rows()[j]
-            for slot, child in enumerate(self.u32s(a, n)):
+            for slot, child in enumerate(self.refs(j, a, n, f"ivalues[{j}].val<Object>.attrs")):
                 parent.setdefault(child, (j, slot))
         names: List[str] = []
         node = target

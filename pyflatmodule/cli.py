@@ -510,16 +510,20 @@ class TreeBuilder:
         """(name, path suffix, ivalue) of a container's or field object's children."""
         t, _, a, n, b, m, _, _ = self.rows[i]
         image = self.image
+        where = f"ivalues[{i}]"
         if t in (LIST, TUPLE):
-            return [(f"[{k}]", f"[{k}]", j) for k, j in enumerate(image.u32s(a, n))]
+            return [(f"[{k}]", f"[{k}]", j)
+                    for k, j in enumerate(image.refs(i, a, n, where + ".items"))]
         if t == DICT:
             out = []
-            for k, j in zip(image.u32s(a, n), image.u32s(b, n)):
+            for k, j in zip(image.refs(i, a, n, where + ".keys"),
+                            image.refs(i, b, n, where + ".values")):
                 key = short(decode(image, k, {}), 80)
                 out.append((f"[{key}]", f"[{key}]", j))
             return out
         names = image.object_types()[m].attr_names[:n]
-        return [(name, "." + name, j) for name, j in zip(names, image.u32s(a, n))]
+        return [(name, "." + name, j)
+                for name, j in zip(names, image.refs(i, a, n, where + ".attrs"))]
 
     def _holds_structure(self, i: int) -> bool:
         """Whether a container holds a tensor or an object (then it is expanded)."""

@@ -76,13 +76,17 @@ def _where(i: int, t: int) -> str:
     return f"ivalues[{i}].val<{UNION_NAMES[t]}>"
 
 
-def decode(image: Image, i: int, memo: Dict[int, Any]) -> Any:
+def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     """Decode ivalue ``i``. ``memo`` maps ivalue indices already decoded in this call
     to their values, so a value shared a million times is decoded once, as torch
-    shares it. The C index guarantees every reference points to an earlier ivalue
-    and bounds the nesting, so this recursion always ends, within ``max_depth``."""
+    shares it. Every reference read must point to an earlier ivalue (``image.refs``),
+    so this recursion always ends; ``depth`` keeps it within ``max_depth`` even when
+    a caller's buffer changed after the C index measured the nesting."""
     if i in memo:
         return memo[i]
+    if depth > image.max_depth:
+        raise FormatError("depth_budget", "value nesting exceeds the depth budget", None,
+                          f"ivalues[{i}]")
     t, pos, a, n, b, m, c, k = image.rows()[i]
     view = image.view
     if t == NONE:
@@ -100,11 +104,14 @@ def decode(image: Image, i: int, memo: Dict[int, Any]) -> Any:
     elif t == TENSOR:
         out = image.tensor(m)
     elif t == LIST or t == TUPLE:
-        items = [decode(image, j, memo) for j in image.u32s(a, n)]
+        items = [decode(image, j, memo, depth + 1)
+                 for j in image.refs(i, a, n, _where(i, t) + ".items")]
         out = items if t == LIST else tuple(items)
     elif t == DICT:
-        keys = [decode(image, j, memo) for j in image.u32s(a, n)]
-        values = [decode(image, j, memo) for j in image.u32s(b, n)]
+        keys = [decode(image, j, memo, depth + 1)
+                for j in image.refs(i, a, n, _where(i, t) + ".keys")]
+        values = [decode(image, j, memo, depth + 1)
+                  for j in image.refs(i, b, n, _where(i, t) + ".values")]
         try:
             out = dict(zip(keys, values))
         except TypeError:
@@ -119,7 +126,8 @@ def decode(image: Image, i: int, memo: Dict[int, Any]) -> Any:
     elif t == DEVICE:
         out = Device(image.text(a, n, _where(i, t) + ".str"))
     elif t == ENUM:
-        out = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), decode(image, m, memo))
+        out = EnumValue(image.text(a, n, _where(i, t) + ".type_name"),
+                        decode(image, m, memo, depth + 1))
     elif t == OBJECT:
         out = image.proxy(i, Object)
     else:
@@ -160,13 +168,14 @@ def decode_all(image: Image, stop: int) -> List[Any]:
     for i in np.flatnonzero(~np.isin(types, simple)).tolist():
         t, _, a, n, b, m, _, _ = rows[i]
         if t == LIST:
-            out[i] = [out[j] for j in image.u32s(a, n)]
+            out[i] = [out[j] for j in image.refs(i, a, n, _where(i, t) + ".items")]
         elif t == TUPLE:
-            out[i] = tuple([out[j] for j in image.u32s(a, n)])
+            out[i] = tuple([out[j] for j in image.refs(i, a, n, _where(i, t) + ".items")])
         elif t == DICT:
-            keys = [out[j] for j in image.u32s(a, n)]
+            keys = [out[j] for j in image.refs(i, a, n, _where(i, t) + ".keys")]
             try:
-                out[i] = dict(zip(keys, [out[j] for j in image.u32s(b, n)]))
+                out[i] = dict(zip(keys, [out[j] for j in
+                                         image.refs(i, b, n, _where(i, t) + ".values")]))
             except TypeError:
                 raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
                                   a, _where(i, t) + ".keys") from None
@@ -247,7 +256,8 @@ class Object:
         names = image.object_types()[m].attr_names[:n]
         return [(name, image.tensor(rows[j][5]) if rows[j][0] == TENSOR
                  else image.proxy(j, Object))
-                for name, j in zip(names, image.u32s(a, n))
+                for name, j in zip(names, image.refs(self._index, a, n,
+                                                     _where(self._index, OBJECT) + ".attrs"))
                 if rows[j][0] == TENSOR or rows[j][0] == OBJECT]
 
     def _get(self, name: str) -> Any:
@@ -258,7 +268,9 @@ class Object:
         slot = self._image.slots(m).get(name)
         if slot is None or slot >= n:
             raise KeyError(name)
-        return decode(self._image, self._image.u32s(a + 4 * slot, 1)[0], {})
+        child = self._image.refs(self._index, a + 4 * slot, 1,
+                                 f"{_where(self._index, OBJECT)}.attrs[{slot}]")[0]
+        return decode(self._image, child, {})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
