@@ -108,6 +108,7 @@ class Image:
         self._rows: Optional[List[Tuple[int, ...]]] = None
         self._tensor_cache: Optional[Tuple[List[Tuple[Any, ...]], List[int], List[int]]] = None
         self._flats: Dict[np.dtype, np.ndarray] = {}
+        self._tensors: Dict[int, Any] = {}
         self._storages: Optional[List[np.ndarray]] = None
         # Weak, so proxies (which hold the image) never form a cycle with it.
         self._proxies: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
@@ -167,14 +168,17 @@ class Image:
                               "an earlier value", pos, where)
         return out
 
-    def read_string(self, vec: int, count: int, i: int, where: str) -> str:
-        """Element ``i`` of a vector of strings."""
+    def read_strings(self, vec: int, count: int, where: str) -> List[str]:
+        """Every element of a vector of strings."""
         err = new_error()
         data = ffi.new("uint64_t *")
         size = ffi.new("uint32_t *")
-        check(lib.ptmf_read_string(self.cbuf, self.size, vec, count, i, data, size, err), err,
-              where)
-        return self.text(data[0], size[0], f"{where}[{i}]")
+        out = []
+        for i in range(count):
+            check(lib.ptmf_read_string(self.cbuf, self.size, vec, count, i, data, size, err),
+                  err, where)
+            out.append(self.text(data[0], size[0], f"{where}[{i}]"))
+        return out
 
     def array(self, dtype: Any, count: int, offset: int) -> np.ndarray:
         """A read-only array over the buffer (``view`` is always read-only)."""
@@ -202,7 +206,13 @@ class Image:
         return int(self.summary.n_storages)
 
     def tensor(self, t: int) -> Any:
-        """Tensor record ``t`` as an ndarray or a QuantizedTensor."""
+        """Tensor record ``t`` as an ndarray or a QuantizedTensor, made once."""
+        value = self._tensors.get(t)
+        if value is None:
+            value = self._tensors[t] = self._make_tensor(t)
+        return value
+
+    def _make_tensor(self, t: int) -> Any:
         cache = self._tensor_cache
         if cache is None:
             # Built whole, then published in one assignment: threads may race here.
@@ -280,8 +290,7 @@ class Image:
                 where = f"object_types[{i}]"
                 check(lib.ptmf_read_object_type(self.cbuf, self.size, s.object_types,
                                                 s.n_object_types, i, r, err), err, where)
-                names = tuple(self.read_string(r.v, r.v_len, j, where + ".attr_names")
-                              for j in range(r.v_len))
+                names = tuple(self.read_strings(r.v, r.v_len, where + ".attr_names"))
                 kind = KIND_NAMES.get(int(r.num), f"unknown({int(r.num)})")
                 out.append(ObjectType(self.text(r.s0, r.s0_len, where + ".type_name"), kind,
                                       names))

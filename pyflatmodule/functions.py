@@ -135,9 +135,8 @@ class Function:
     def type_annotations(self) -> List[str]:
         """Type strings that type-taking instructions index."""
         f = self._f
-        return [self._image.read_string(f.type_annotations, f.n_type_annotations, i,
+        return self._image.read_strings(f.type_annotations, f.n_type_annotations,
                                         self._where() + ".type_annotations")
-                for i in range(f.n_type_annotations)]
 
     @property
     def register_size(self) -> int:

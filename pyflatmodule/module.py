@@ -6,7 +6,7 @@ from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
 
 import numpy as np
 
-from ._image import FUNCTION, TENSOR, Image, ObjectType, Options
+from ._image import FUNCTION, OBJECT, TENSOR, Image, ObjectType, Options
 from ._source import ADVICE, SourceLike, open_source
 from ._types import contained_type_names
 from .errors import FormatError
@@ -264,10 +264,10 @@ class Module:
             if isinstance(data, dict):
                 return {str(k): v for k, v in data.items()
                         if isinstance(v, (np.ndarray, QuantizedTensor))}
-        declarations = {name: (decl.parameters, decl.buffers)
+        declarations = {name: (set(decl.parameters), set(decl.buffers))
                         for name, decl in image.classes().items() if decl.is_module}
         if root.type_name in declarations:
-            _walk_declared(root, "", declarations, out, budget)
+            _walk_declared(image, root.index, "", declarations, out, budget)
         else:
             _walk_fields(root, "", out, budget)
         return out
@@ -308,20 +308,50 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, (np.ndarray, QuantizedTensor))
 
 
-def _walk_declared(obj: Object, prefix: str, decls: Dict[str, Tuple[List[str], List[str]]],
+def _entries(image: Image, i: int, wanted: Tuple[Set[str], Set[str]]
+             ) -> Tuple[List[Tuple[str, Any]], List[Tuple[str, Any]], List[Tuple[str, int]]]:
+    """(parameters, buffers, object attributes) of object ``i``, each in slot order.
+
+    Field objects are read straight from the index, their slots planned once per type;
+    set-state objects through their replayed attributes.
+    """
+    rows = image.rows()
+    _, _, a, n, _, m, _, _ = rows[i]
+    params, buffers = wanted
+    if image.object_types()[m].kind != "class_with_field":
+        items = image.proxy(i, Object)._tensors_and_objects()
+        tensors = [(k, v) for k, v in items if _is_tensor(v)]
+        return ([(k, v) for k, v in tensors if k in params],
+                [(k, v) for k, v in tensors if k in buffers],
+                [(k, v.index) for k, v in items if isinstance(v, Object)])
+    names = image.object_types()[m].attr_names[:n]
+    attrs = image.refs(i, a, n, f"ivalues[{i}].val<Object>.attrs")
+    found: List[List[Tuple[str, Any]]] = [[], [], []]
+    for name, j in zip(names, attrs):
+        kind = rows[j][0]
+        if kind == TENSOR:
+            if name in params:
+                found[0].append((name, image.tensor(rows[j][5])))
+            elif name in buffers:
+                found[1].append((name, image.tensor(rows[j][5])))
+        elif kind == OBJECT:
+            found[2].append((name, j))
+    return found[0], found[1], found[2]
+
+
+def _walk_declared(image: Image, i: int, prefix: str,
+                   decls: Dict[str, Tuple[Set[str], Set[str]]],
                    out: Dict[str, Tensor], budget: List[int]) -> None:
     # nn.Module.state_dict order: parameters, then buffers (each in slot order),
     # then each submodule's entries.
     _spend(budget)
-    params, buffers = decls[obj.type_name]
-    items = obj._tensors_and_objects()
-    for wanted in (set(params), set(buffers)):
-        for name, value in items:
-            if name in wanted and _is_tensor(value):
-                out[prefix + name] = value
-    for name, value in items:
-        if isinstance(value, Object) and value.type_name in decls:
-            _walk_declared(value, f"{prefix}{name}.", decls, out, budget)
+    types = image.object_types()
+    params, buffers, children = _entries(image, i, decls[types[image.rows()[i][5]].name])
+    for name, value in params + buffers:
+        out[prefix + name] = value
+    for name, j in children:
+        if types[image.rows()[j][5]].name in decls:
+            _walk_declared(image, j, f"{prefix}{name}.", decls, out, budget)
 
 
 def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:
