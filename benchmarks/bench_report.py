@@ -1,0 +1,201 @@
+"""Markdown tables of medians and ratios from pytest-benchmark results, with the targets
+of issue 4 checked.
+
+    python benchmarks/bench_report.py RESULTS.json     # a --benchmark-json file
+
+The timed run prints the same report at its end (benchmarks/conftest.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+PFM = "pyflatmodule"
+MiB = 1024.0  # KiB per MiB
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def _fmt_unit(seconds: float, unit: str) -> str:
+    if unit == "byte":
+        return f"{1 / seconds / 2**30:.2f} GiB/s" if seconds else ""
+    return f"{seconds * 1e6:.3f} µs/{unit}"
+
+
+class Results:
+    """Medians by (group, impl), with each group's extra_info."""
+
+    def __init__(self, rows: List[Dict[str, Any]]) -> None:
+        self.rows: Dict[Tuple[str, str], Dict[str, Any]] = {}
+        for r in rows:
+            info = r.get("extra_info") or {}
+            if "impl" not in info:
+                continue
+            self.rows[(info["group"], info["impl"])] = r
+
+    def median(self, group: str, impl: str) -> Optional[float]:
+        r = self.rows.get((group, impl))
+        return None if r is None else float(r["stats"]["median"])
+
+    def info(self, group: str, impl: str, key: str) -> Any:
+        r = self.rows.get((group, impl))
+        return None if r is None else r["extra_info"].get(key)
+
+    def per_unit(self, group: str, impl: str) -> Optional[float]:
+        m = self.median(group, impl)
+        units = self.info(group, impl, "units")
+        return None if m is None or not units else m / units
+
+    def ratio(self, group: str, slow: str, fast: str = PFM) -> Optional[float]:
+        a, b = self.median(group, slow), self.median(group, fast)
+        return None if a is None or b is None or b == 0 else a / b
+
+    def groups(self) -> List[str]:
+        return list(dict.fromkeys(g for g, _ in self.rows))
+
+
+def _table(res: Results) -> List[str]:
+    out = ["| benchmark | implementation | median | per unit | its time / pyflatmodule's | "
+           "memory |", "|---|---|---:|---:|---:|---|"]
+    for group in res.groups():
+        impls = [i for g, i in res.rows if g == group]
+        impls.sort(key=lambda i: (i != PFM, i))
+        for impl in impls:
+            r = res.rows[(group, impl)]
+            info = r["extra_info"]
+            med = float(r["stats"]["median"])
+            unit = info.get("unit") or ""
+            per = _fmt_unit(med / info["units"], unit) if info.get("units") else ""
+            ratio = res.ratio(group, impl)
+            mem = []
+            if "peak_rss_kib" in info:
+                mem.append(f"peak RSS {info['peak_rss_kib'] / MiB:.0f} MiB")
+            if "state_dict_kib" in info:
+                mem.append(f"+{info['open_kib'] / MiB:.1f} MiB open, "
+                           f"+{info['state_dict_kib'] / MiB:.1f} MiB open+state_dict "
+                           f"(file {info['file_kib'] / MiB:.1f}, anon {info['anon_kib'] / MiB:.1f})")
+            out.append(f"| {group} | {impl} | {_fmt_time(med)} | {per} | "
+                       f"{'' if ratio is None else f'{ratio:.2f}'} | {'; '.join(mem)} |")
+    return out
+
+
+def _check(rows: List[str], target: str, measured: Optional[float], ok: Optional[bool],
+           fmt: str = "{:.2f}") -> None:
+    if measured is None:
+        rows.append(f"| {target} | not measured | – |")
+    else:
+        rows.append(f"| {target} | {fmt.format(measured)} | {'met' if ok else '**missed**'} |")
+
+
+def _targets(res: Results) -> List[str]:
+    rows = ["| target | measured | |", "|---|---:|---|"]
+    g = "open: meta_2k"
+    r = res.ratio(g, "torch_lite")
+    _check(rows, "open meta_2k: torch lite / pyflatmodule >= 5", r, r is not None and r >= 5)
+    r = res.ratio(g, "torch_jit")
+    _check(rows, "open meta_2k: torch jit / pyflatmodule >= 200", r, r is not None and r >= 200)
+    r = res.ratio("open: linear_1g8", "torch_lite")
+    _check(rows, "open linear_1g8: torch lite / pyflatmodule >= 1", r, r is not None and r >= 1)
+    a, b = res.median("open: linear_1g8", PFM), res.median("open: linear_256m", PFM)
+    r = None if a is None or b is None else a / b
+    _check(rows, "open: pyflatmodule 1.8 GiB / 256 MiB <= 1.2", r, r is not None and r <= 1.2)
+    for name in ("meta_20k", "meta_200k"):
+        a, b = res.per_unit(f"open: {name}", PFM), res.per_unit("open: meta_2k", PFM)
+        r = None if a is None or b is None else a / b
+        _check(rows, f"open per ivalue: {name} / meta_2k <= 1.25 (linear)", r,
+               r is not None and r <= 1.25)
+    for group in [x for x in res.groups() if x.startswith("cold first value: ")]:
+        name = group.split(": ", 1)[1]
+        torch = [i for i in ("torch_lite", "torch_jit") if res.median(group, i) is not None]
+        best = min(torch, key=lambda i: res.median(group, i)) if torch else None
+        r = res.ratio(group, best) if best else None
+        _check(rows, f"cold first value {name}: fastest torch ({best}) / pyflatmodule >= 10",
+               r, r is not None and r >= 10)
+        ours = res.info(group, PFM, "peak_rss_kib")
+        theirs = [res.info(group, i, "peak_rss_kib") for i in torch]
+        r = None if not ours or not theirs else min(theirs) / ours
+        _check(rows, f"cold first value {name}: torch peak RSS / pyflatmodule's >= 6", r,
+               r is not None and r >= 6)
+    kib = res.info("rss growth: linear_1g8", PFM, "state_dict_kib")
+    _check(rows, "RSS growth open + state_dict, linear_1g8 <= 8 MiB",
+           None if kib is None else kib / MiB, kib is not None and kib <= 8 * MiB, "{:.1f} MiB")
+    a, b = kib, res.info("rss growth: linear_256m", PFM, "state_dict_kib")
+    _check(rows, "RSS growth 1.8 GiB minus 256 MiB model <= 1 MiB",
+           None if a is None or b is None else (a - b) / MiB,
+           a is not None and b is not None and a - b <= MiB, "{:.2f} MiB")
+    for name in ("meta_20k", "meta_200k"):
+        a = res.info(f"rss growth: {name}", PFM, "state_dict_kib")
+        b = res.info("rss growth: meta_2k", PFM, "state_dict_kib")
+        ua = res.info(f"rss growth: {name}", PFM, "ivalues")
+        ub = res.info("rss growth: meta_2k", PFM, "ivalues")
+        r = None if None in (a, b, ua, ub) or not b else (a / ua) / (b / ub)
+        _check(rows, f"RSS growth per ivalue: {name} / meta_2k <= 1.25 (linear)", r,
+               r is not None and r <= 1.25)
+    for name in ("meta_2k", "linear_256m", "transformer"):
+        r = res.ratio(f"state_dict: {name}", "torch_jit")
+        _check(rows, f"state_dict per tensor {name}: torch / pyflatmodule > 1", r,
+               r is not None and r > 1)
+    for group in [x for x in res.groups() if x.startswith(("index all: ", "decode all: "))]:
+        r = res.ratio(group, "python_walker")
+        _check(rows, f"{group}: python walker / pyflatmodule per ivalue >= 10", r,
+               r is not None and r >= 10)
+    for group in [x for x in res.groups() if x.startswith("sum weights: ")]:
+        a, b = res.median(group, PFM), res.median(group, "np_memmap")
+        r = None if a is None or b is None else a / b
+        _check(rows, f"{group}: pyflatmodule / np.memmap floor <= 1.1", r,
+               r is not None and r <= 1.1)
+    return rows
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                         "")
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            mem = f"{int(f.readline().split()[1]) / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return (f"{cpus} CPUs ({model}), {mem} RAM, Linux {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def render(rows: List[Dict[str, Any]], machine_info: Optional[str] = None) -> str:
+    res = Results(rows)
+    lines = [f"Machine: {machine_info or machine()}", "",
+             "Medians. Last column of the first table: how many times pyflatmodule's median "
+             "the other implementation's median is (above 1: pyflatmodule is faster).", ""]
+    lines += _table(res) + ["", "Targets (issue 4):", ""] + _targets(res)
+    return "\n".join(lines)
+
+
+def main(argv: List[str]) -> None:
+    with open(argv[0], encoding="utf-8") as f:
+        doc = json.load(f)
+    info = doc.get("machine_info") or {}
+    cpu = info.get("cpu") or {}
+    mi = None
+    if info:
+        mi = (f"{cpu.get('count', '?')} CPUs ({cpu.get('brand_raw', '')}), "
+              f"{info.get('system', '')} {info.get('release', '')}, "
+              f"Python {info.get('python_version', '')}")
+    print(render(doc["benchmarks"], mi))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,187 @@
+"""The benchmark models: specifications, the on-disk cache, building on demand.
+
+Models are written by torch (``build_models.py``, in a subprocess) into
+``$PFM_BENCH_CACHE`` (default ``~/.cache/pyflatmodule-bench``), outside git. A file's
+name carries a hash of its specification and of the builder, so changing either
+rebuilds it. Each model has a full size (timed runs) and a small size (the untimed run
+inside ``pytest``, which must stay quick).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILDER = os.path.join(HERE, "build_models.py")
+#: PFM_BENCH_NO_TORCH=1 runs the suites as if torch were not installed.
+HAS_TORCH = (importlib.util.find_spec("torch") is not None
+             and not os.environ.get("PFM_BENCH_NO_TORCH"))
+
+MiB = 1 << 20
+
+#: name -> (kind, full-size params, small params, write .safetensors too)
+SPECS: Dict[str, Any] = {
+    # 28 layers each, so the two differ in tensor bytes only (same ivalues, same tables).
+    "linear_256m": ("linear", {"layers": 28, "width": 1548}, {"layers": 28, "width": 48}, True),
+    "linear_1g8": ("linear", {"layers": 28, "width": 4160}, {"layers": 28, "width": 96}, False),
+    # 2000 small Linear layers: about 6000 ivalues; then 10x and 100x of them.
+    "meta_2k": ("metadata", {"layers": 2000, "width": 8}, {"layers": 50, "width": 8}, True),
+    "meta_20k": ("metadata", {"layers": 20000, "width": 8}, {"layers": 500, "width": 8}, False),
+    "meta_200k": ("metadata", {"layers": 200000, "width": 8}, {"layers": 5000, "width": 8},
+                  False),
+    "transformer": ("transformer", {"d_model": 512, "nhead": 8, "dim_ff": 2048, "layers": 6},
+                    {"d_model": 32, "nhead": 4, "dim_ff": 64, "layers": 2}, True),
+    # About 500k ivalues and over 1,000,000 tables: torch refuses to load it.
+    "tokens_500k": ("tokenizer", {"tokens": 250000}, {"tokens": 2500}, False),
+}
+
+
+class Model(NamedTuple):
+    """A built model file and what the builder recorded about it."""
+
+    name: str
+    path: str
+    meta: Dict[str, Any]
+
+    @property
+    def safetensors(self) -> Optional[str]:
+        p = self.path[:-4] + ".safetensors"
+        return p if os.path.exists(p) else None
+
+    @property
+    def size(self) -> int:
+        return os.path.getsize(self.path)
+
+    def torch_skip_reason(self, loader: str) -> Optional[str]:
+        """Why torch's ``loader`` ("torch_lite"/"torch_jit") cannot be compared here."""
+        if not HAS_TORCH:
+            return "torch is not installed"
+        if self.meta.get("torch") is None:
+            return "a stand-in written without torch (torch was not installed then)"
+        reason = self.meta.get(loader)
+        return f"torch cannot load {self.name}: {reason}" if reason else None
+
+
+def cache_dir() -> str:
+    path = os.environ.get("PFM_BENCH_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "pyflatmodule-bench")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _builder_hash() -> str:
+    with open(BUILDER, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:8]
+
+
+def spec(name: str, small: bool) -> Dict[str, Any]:
+    kind, full, little, st = SPECS[name]
+    params = little if small else full
+    key = json.dumps([kind, params, _builder_hash()], sort_keys=True).encode()
+    digest = hashlib.sha256(key).hexdigest()[:10]
+    size = "small" if small else "full"
+    return {"name": name, "kind": kind, "params": params, "safetensors": st,
+            "file": f"{name}-{size}-{digest}.ptl"}
+
+
+def _load(name: str, small: bool) -> Optional[Model]:
+    s = spec(name, small)
+    path = os.path.join(cache_dir(), s["file"])
+    if not (os.path.exists(path) and os.path.exists(path + ".json")):
+        return None
+    with open(path + ".json", encoding="utf-8") as f:
+        return Model(name, path, json.load(f))
+
+
+def _remove_stale(names: Iterable[str], small: bool) -> None:
+    """Drop files of earlier specifications or builders of these models."""
+    size = "small" if small else "full"
+    for name in names:
+        prefix = f"{name}-{size}-"
+        for f in os.listdir(cache_dir()):
+            if f.startswith(prefix):
+                os.remove(os.path.join(cache_dir(), f))
+
+
+def ensure(names: Iterable[str], small: bool) -> Dict[str, Model]:
+    """The models, built first (all missing ones in one torch subprocess) if needed."""
+    names = list(dict.fromkeys(names))
+    out = {n: m for n in names if (m := _load(n, small)) is not None}
+    missing = [n for n in names if n not in out]
+    if missing and not HAS_TORCH:
+        if not small:
+            raise RuntimeError("the benchmark models are written by torch==2.13.0, which is "
+                               f"not installed; missing: {missing} in {cache_dir()}")
+        # The untimed run without torch: small stand-ins written without it.
+        out.update((n, _crafted(n)) for n in missing)
+        missing = []
+    if missing:
+        with open(os.path.join(cache_dir(), ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building the same files
+            missing = [n for n in missing if _load(n, small) is None]
+            if missing:
+                _remove_stale(missing, small)
+                args = [json.dumps(spec(n, small)) for n in missing]
+                subprocess.run([sys.executable, BUILDER, cache_dir(), *args], check=True)
+        for n in names:
+            if n not in out:
+                m = _load(n, small)
+                assert m is not None, n
+                out[n] = m
+    return out
+
+
+def _crafted(name: str) -> Model:
+    """A torch-free stand-in for small model ``name`` (see craft_models.py), cached."""
+    s = spec(name, True)
+    path = os.path.join(cache_dir(), s["file"].replace("-small-", "-crafted-"))
+    if not (os.path.exists(path) and os.path.exists(path + ".json")):
+        import craft_models
+        data, tensor_bytes = craft_models.build(s["kind"], s["params"])
+        reason = "torch is not installed (a stand-in written without torch)"
+        meta = {"name": name, "kind": s["kind"], "params": s["params"], "torch": None,
+                "tensor_bytes": tensor_bytes, "torch_lite": reason, "torch_jit": reason}
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        if s["safetensors"] and importlib.util.find_spec("safetensors") is not None:
+            from safetensors.numpy import save_file
+
+            import pyflatmodule as pfm
+            weights = {k: np.ascontiguousarray(v) for k, v in pfm.load(tmp).state_dict().items()}
+            save_file(weights, path[:-4] + ".safetensors")
+        os.replace(tmp, path)
+        with open(path + ".json", "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
+    with open(path + ".json", encoding="utf-8") as f:
+        return Model(name, path, json.load(f))
+
+
+def read_file(path: str) -> None:
+    """Read a file once so its pages are in the page cache before timing."""
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(_BUF):
+            pass
+
+
+_BUF = bytearray(4 * MiB)
+
+
+def main(argv: List[str]) -> None:
+    """``python benchmodels.py [--small] [NAME...]``: build (or find) models, print paths."""
+    small = "--small" in argv
+    names = [a for a in argv if not a.startswith("--")] or list(SPECS)
+    for name, m in ensure(names, small).items():
+        print(f"{name:12s} {m.size / MiB:10.1f} MiB  {m.path}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

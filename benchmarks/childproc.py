@@ -1,0 +1,124 @@
+"""Fresh-interpreter measurements: cold start to the first tensor value, and RSS growth.
+
+Each program runs as ``python -c PROGRAM PATH`` in a new process whose only extra
+``sys.path`` entry is where the parent found pyflatmodule, from an empty directory.
+Wall time comes from the parent; peak RSS is the child's own ``VmHWM`` read as its last
+act (``ru_maxrss`` of a child counts the parent's pages it started from).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, Tuple
+
+import pyflatmodule
+
+#: Cold start to the first value of the first state_dict tensor, imports included;
+#: and two floors: the interpreter alone, and pyflatmodule's dependencies alone.
+FIRST_VALUE = {
+    "floor_python": "import sys\n",
+    "floor_numpy_ml_dtypes_cffi": "import sys, numpy, ml_dtypes, cffi\n",
+    "pyflatmodule": (
+        "import sys, pyflatmodule as pfm\n"
+        "m = pfm.load(sys.argv[1])\n"
+        "w = next(iter(m.state_dict().values()))\n"
+        "print(repr(float(w.flat[0])))\n"),
+    # The lite module exposes no tensors to Python: the models export first_weight().
+    "torch_lite": (
+        "import sys, torch, torch.jit.mobile\n"
+        "m = torch.jit.mobile._load_for_lite_interpreter(sys.argv[1])\n"
+        "print(repr(float(m.run_method('first_weight').flatten()[0])))\n"),
+    "torch_jit": (
+        "import sys, torch\n"
+        "m = torch.jit.jit_module_from_flatbuffer(sys.argv[1])\n"
+        "w = next(iter(m.state_dict().values()))\n"
+        "print(repr(float(w.flatten()[0])))\n"),
+}
+
+_RSS = (
+    "import json, sys\n"
+    "def rss():\n"
+    "    out = {}\n"
+    "    with open('/proc/self/status') as f:\n"
+    "        for line in f:\n"
+    "            k, _, v = line.partition(':')\n"
+    "            if k in ('VmRSS', 'RssAnon', 'RssFile', 'RssShmem'):\n"
+    "                out[k] = int(v.split()[0])\n"
+    "    return out\n")
+
+#: RSS (KiB, /proc/self/status) after imports, after open, after state_dict (no weight
+#: is read: only the arrays are made).
+RSS_GROWTH = {
+    "pyflatmodule": _RSS + (
+        "import pyflatmodule as pfm\n"
+        "r0 = rss()\n"
+        "m = pfm.load(sys.argv[1])\n"
+        "r1 = rss()\n"
+        "sd = m.state_dict()\n"
+        "r2 = rss()\n"
+        "print(json.dumps([r0, r1, r2, len(sd)]))\n"),
+    "torch_lite": _RSS + (
+        "import torch, torch.jit.mobile\n"
+        "r0 = rss()\n"
+        "m = torch.jit.mobile._load_for_lite_interpreter(sys.argv[1])\n"
+        "r1 = rss()\n"
+        "print(json.dumps([r0, r1, r1, 0]))\n"),
+    "torch_jit": _RSS + (
+        "import torch\n"
+        "r0 = rss()\n"
+        "m = torch.jit.jit_module_from_flatbuffer(sys.argv[1])\n"
+        "r1 = rss()\n"
+        "sd = m.state_dict()\n"
+        "r2 = rss()\n"
+        "print(json.dumps([r0, r1, r2, len(sd)]))\n"),
+}
+
+
+def _env() -> Dict[str, str]:
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(pyflatmodule.__file__)))
+    env["PYTHONPATH"] = root
+    # Use and write bytecode caches, as an installed package does (pip compiles them).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("PYTHONSTARTUP", None)
+    return env
+
+
+_ENV = _env()
+_CWD = tempfile.mkdtemp(prefix="pfm-bench-")
+atexit.register(shutil.rmtree, _CWD, True)
+
+
+_HWM = ("\nwith open('/proc/self/status') as _f:\n"
+        "    print('VmHWM', [_l for _l in _f if _l.startswith('VmHWM')][0].split()[1])\n")
+
+
+def run(program: str, path: str) -> Tuple[str, float, int]:
+    """(stdout, wall seconds, peak RSS KiB) of one fresh interpreter running ``program``."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-c", program + _HWM, path], stdout=out,
+                           stderr=err, cwd=_CWD, env=_ENV, check=False)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode()
+        if p.returncode != 0:
+            raise RuntimeError(f"child failed ({p.returncode}): {err.read().decode()[-2000:]}")
+    lines = text.strip().splitlines()
+    assert lines and lines[-1].startswith("VmHWM "), text
+    return "\n".join(lines[:-1]), wall, int(lines[-1].split()[1])
+
+
+def rss_growth(impl: str, path: str) -> Dict[str, Any]:
+    text, wall, peak = run(RSS_GROWTH[impl], path)
+    r0, r1, r2, n = json.loads(text.splitlines()[-1])
+    return {"open_kib": r1["VmRSS"] - r0["VmRSS"], "state_dict_kib": r2["VmRSS"] - r0["VmRSS"],
+            "file_kib": r2["RssFile"] - r0["RssFile"], "anon_kib": r2["RssAnon"] - r0["RssAnon"],
+            "tensors": n, "peak_kib": peak, "wall": wall}

@@ -1,0 +1,74 @@
+"""Benchmark fixtures and the ratio report printed at the end of a timed run.
+
+Untimed (``--benchmark-disable``, the default in pyproject): every benchmark body runs
+once on small models, so the suites cannot rot. Timed (``--benchmark-enable``): full-size
+models, several rounds each; see BENCHMARKS_README_SECTION.md for the command.
+``PFM_BENCH_SIZE=small|full`` overrides the model size either way.
+
+Helpers live in ``benchutil.py``: this file and tests/conftest.py are both imported as
+the top-level module ``conftest``, and tests/ does ``from conftest import ...``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import bench_report
+import pytest
+from benchutil import Models
+
+_THIS = sys.modules[__name__]
+
+
+def pytest_sessionstart(session: Any) -> None:
+    # Whichever conftest pytest imported last is sys.modules["conftest"]; give that
+    # name back to the other one (tests/conftest.py), whose modules import from it.
+    if sys.modules.get("conftest") is not _THIS:
+        return
+    here = os.path.abspath(__file__)
+    for plugin in session.config.pluginmanager.get_plugins():
+        f = getattr(plugin, "__file__", None)
+        if (getattr(plugin, "__name__", None) == "conftest" and f
+                and os.path.abspath(f) != here):
+            sys.modules["conftest"] = plugin
+            return
+
+
+def benchmarks_disabled(config: Any) -> bool:
+    """As pytest-benchmark decides: --benchmark-enable overrides --benchmark-disable."""
+    session = getattr(config, "_benchmarksession", None)
+    if session is not None:
+        return bool(session.disabled)
+    return bool(config.getoption("benchmark_disable")) and not config.getoption(
+        "benchmark_enable")
+
+
+@pytest.fixture(scope="session")
+def small(request: Any) -> bool:
+    """Small models when benchmarks are disabled (the normal test run)."""
+    env = os.environ.get("PFM_BENCH_SIZE")
+    if env:
+        return env == "small"
+    return benchmarks_disabled(request.config)
+
+
+@pytest.fixture(scope="session")
+def models(small: bool) -> Models:
+    return Models(small)
+
+
+@pytest.fixture
+def timed(request: Any) -> bool:
+    return not benchmarks_disabled(request.config)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    config = terminalreporter.config
+    session = getattr(config, "_benchmarksession", None)
+    if session is None or benchmarks_disabled(config):
+        return
+    rows = [b.as_dict(include_data=False) for b in session.benchmarks]
+    if rows:
+        terminalreporter.write_sep("=", "pyflatmodule benchmark ratios")
+        terminalreporter.write_line(bench_report.render(rows))

@@ -1,0 +1,39 @@
+"""Open (load + verify + index), in process, page cache warm: pyflatmodule vs torch's
+``_load_for_lite_interpreter`` and ``jit_module_from_flatbuffer``.
+
+The same groups feed the scaling rows of the report: 256 MiB vs 1.8 GiB of tensor bytes
+(same 28 layers, same ivalues), and 1x/10x/100x metadata-heavy files.
+"""
+from __future__ import annotations
+
+import pytest
+from benchutil import measure, need_torch
+
+import pyflatmodule as pfm
+
+MODELS = ["meta_2k", "linear_256m", "linear_1g8", "transformer", "tokens_500k",
+          "meta_20k", "meta_200k"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_open_pyflatmodule(benchmark, models, name):
+    model = models(name)
+    n = models.facts(name)["ivalues"]
+    m = measure(benchmark, lambda: pfm.load(model.path), group=f"open: {name}",
+                impl="pyflatmodule", model=model, units=n, unit="ivalue")
+    assert len(m.ivalues) == n
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("loader", ["torch_lite", "torch_jit"])
+@pytest.mark.parametrize("name", MODELS)
+def test_open_torch(benchmark, models, name, loader):
+    model = models(name)
+    need_torch(model, loader)
+    import torch
+    import torch.jit.mobile
+    load = (torch.jit.mobile._load_for_lite_interpreter if loader == "torch_lite"
+            else torch.jit.jit_module_from_flatbuffer)
+    m = measure(benchmark, lambda: load(model.path), group=f"open: {name}", impl=loader,
+                model=model, units=models.facts(name)["ivalues"], unit="ivalue")
+    assert m is not None
