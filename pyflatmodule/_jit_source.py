@@ -7,13 +7,13 @@ the slots ``GET_ATTR``/``SET_ATTR`` instructions number).
 """
 from __future__ import annotations
 
-import ast
 import re
 from typing import Dict, List, Mapping
 
 __all__ = ["ClassDecl", "parse_classes"]
 
 _CLASS = re.compile(r"class ([^\s(:]+)")
+_QUOTED = re.compile(r'"([^"\\]*)"')
 _LIST = re.compile(r"^  (__parameters__|__buffers__)\s*=\s*(\[.*?\])\s*$")
 _ATTR = re.compile(r"^  ([A-Za-z_]\w*) : (.+)$")
 _ANNOTATION = re.compile(r'^  __annotations__\["([^"]*)"\] = (.+)$')
@@ -33,11 +33,8 @@ class ClassDecl:
 
 
 def _literal_names(text: str) -> List[str]:
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return []
-    return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+    # TorchScript prints these lists as ["a", "b", ]: names never hold quotes.
+    return _QUOTED.findall(text)
 
 
 def parse_classes(sources: Mapping[str, str]) -> Dict[str, ClassDecl]:

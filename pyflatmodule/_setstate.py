@@ -110,7 +110,9 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
                 stack.append(constants[x])
             elif name == "TUPLE_INDEX":
                 index, tup = stack.pop(), stack.pop()
-                stack.append(UNKNOWN if index is UNKNOWN or tup is UNKNOWN else tup[index])
+                if not isinstance(tup, tuple) or not isinstance(index, int):
+                    raise _Stop
+                stack.append(tup[index])
             elif name in ("TUPLE_CONSTRUCT", "LIST_CONSTRUCT"):
                 count = x if name == "TUPLE_CONSTRUCT" else n    # as torch's interpreter
                 if count > len(stack):
@@ -120,7 +122,7 @@ def replay(instructions: Sequence[Sequence[int]], opcodes: Sequence[str],
                 stack.append(tuple(items) if name == "TUPLE_CONSTRUCT" else items)
             elif name == "LIST_UNPACK":
                 seq = stack.pop()
-                if seq is UNKNOWN or len(seq) != x:
+                if not isinstance(seq, (list, tuple)) or len(seq) != x:
                     raise _Stop
                 stack.extend(seq)
             elif name == "GET_ATTR":

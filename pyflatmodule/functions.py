@@ -1,6 +1,7 @@
 """Functions: bytecode, operators, constants, schemas and a disassembler."""
 from __future__ import annotations
 
+import reprlib
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -30,6 +31,11 @@ OPCODES: Tuple[str, ...] = (
 _TYPE_OPERAND = {"LIST_CONSTRUCT", "DICT_CONSTRUCT", "NAMED_TUPLE_CONSTRUCT", "CREATE_OBJECT",
                  "ISINSTANCE", "TYPECHECK", "TO_LIST"}
 _JUMPS = {"JF", "JMP", "LOOP"}
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3            # constants may nest deeply or share one list many times
+_REPR.maxstring = 40
+_REPR.maxother = 40
 
 
 class Operator(NamedTuple):
@@ -63,7 +69,7 @@ class Schema(NamedTuple):
     def __str__(self) -> str:
         def arg(a: Argument) -> str:
             text = f"{a.name}: {a.type}" if a.name else a.type
-            return text if a.default is None else f"{text}={a.default!r}"
+            return text if a.default is None else f"{text}={_REPR.repr(a.default)}"
         rets = ", ".join(arg(r) for r in self.returns)
         return f"({', '.join(arg(a) for a in self.arguments)}) -> " + (
             rets if len(self.returns) == 1 else f"({rets})")
@@ -213,5 +219,5 @@ class Function:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
+    text = _REPR.repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."

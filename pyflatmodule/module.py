@@ -297,11 +297,12 @@ class Module:
                 "opname_to_num_args": ops}
 
 
-def _spend(budget: List[int]) -> None:
+def _spend(budget: List[int], image: Image, i: int) -> None:
     budget[0] -= 1
     if budget[0] < 0:
         raise FormatError("element_budget", "object graph is too large to walk "
-                          "(objects shared many times over)")
+                          "(objects shared many times over)", image.rows()[i][1],
+                          f"ivalues[{i}]")
 
 
 def _is_tensor(value: Any) -> bool:
@@ -344,7 +345,7 @@ def _walk_declared(image: Image, i: int, prefix: str,
                    out: Dict[str, Tensor], budget: List[int]) -> None:
     # nn.Module.state_dict order: parameters, then buffers (each in slot order),
     # then each submodule's entries.
-    _spend(budget)
+    _spend(budget, image, i)
     types = image.object_types()
     params, buffers, children = _entries(image, i, decls[types[image.rows()[i][5]].name])
     for name, value in params + buffers:
@@ -355,7 +356,7 @@ def _walk_declared(image: Image, i: int, prefix: str,
 
 
 def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:
-    _spend(budget)
+    _spend(budget, obj._image, obj.index)
     if obj.kind != "class_with_field":
         return
     for name, value in obj._tensors_and_objects():

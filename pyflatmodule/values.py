@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import struct
+import sys
 
 import numpy as np
 from typing import Any, Dict, Iterator, List, Mapping, Tuple
@@ -84,9 +85,10 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     a caller's buffer changed after the C index measured the nesting."""
     if i in memo:
         return memo[i]
-    if depth > image.max_depth:
-        raise FormatError("depth_budget", "value nesting exceeds the depth budget", None,
-                          f"ivalues[{i}]")
+    if depth > image.max_depth or depth > sys.getrecursionlimit() // 4:
+        # Python's own stack bounds recursion too: each level costs a few frames.
+        raise FormatError("depth_budget", "value nesting exceeds the depth budget",
+                          image.rows()[i][1], f"ivalues[{i}]")
     t, pos, a, n, b, m, c, k = image.rows()[i]
     view = image.view
     if t == NONE:

@@ -22,6 +22,7 @@ import pytest
 
 import ptmf_craft as c
 import pyflatmodule as pfm
+from decode_all import full_decode, touch  # noqa: F401  (shared with the fuzz suites)
 from ptmf_craft import (CLASS_WITH_SETSTATE, Dict_, Enum, Func, Int, IntList, List,
                         NoneV, Obj, Raw, Str, Tensor, Tuple, build, iv, mutated, patch,
                         valid_module)
@@ -33,32 +34,6 @@ I32_MAX = 2**31 - 1
 
 
 # ------------------------------------------------------------------ helpers
-
-def touch(value: Any) -> None:
-    """Decode everything a value hands out lazily (objects, quantized parameters)."""
-    if isinstance(value, pfm.Object):
-        _ = value.type_name, value.kind, value.state, value.setstate_function
-        for _name, _v in value.attributes.items():
-            pass
-    elif isinstance(value, pfm.QuantizedTensor):
-        value.values()
-        _ = value.scales, value.zero_points
-
-
-def full_decode(m: pfm.Module) -> None:
-    """Read every part of a module through the public API."""
-    for i in range(len(m.ivalues)):
-        touch(m.ivalues[i])
-    _ = m.bytecode_version, m.operator_version, m.extra_files, m.jit_sources
-    _ = m.object_types, m.storages, m.methods
-    touch(m.root)
-    m.state_dict()
-    m.info()
-    for f in m.functions():
-        _ = (f.name, f.instructions, f.operators, f.constants, f.schema, f.type_annotations,
-             f.debug_handles, f.class_type, f.register_size)
-        f.disassemble()
-
 
 def check_error(e: pfm.FormatError, data: bytes, path: str = "",
                 code: Optional[str] = None) -> None:

@@ -1,0 +1,130 @@
+"""Single-byte edits and truncations of every real model file (fast, strided subset).
+
+The full exhaustive sweep (every position, 4 values each, every truncation, about
+half a million inputs) is one command: ``python tests/fuzz/sweep.py`` (see there).
+Here a deterministic strided subset of the same mutations runs on every file, in
+worker processes: a crash or a hang fails the test naming the saved input. Every
+input is decoded in full with verify=True and verify=False; only a well-formed
+FormatError (code, offset inside the data, field path) may escape.
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import time
+from typing import Tuple
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
+
+import sweep  # noqa: E402
+
+FILES = sweep.model_files()
+PER_FILE = 200
+
+
+def _report(result: sweep.Result) -> str:
+    return "\n".join(str(f) for f in result.findings[:20])
+
+
+def test_strided_sweep_of_every_model_file(tmp_path) -> None:
+    jobs = []
+    for name, path in FILES:
+        with open(path, "rb") as f:
+            data = f.read()
+        jobs.append((name, data, sweep.strided_mutations(data, PER_FILE)))
+    result = sweep.run(jobs, str(tmp_path), workers=2, timeout=30)
+    print(f"strided sweep over {len(FILES)} files: {result.summary()}")
+    assert result.inputs == sum(len(m) for _, _, m in jobs)
+    assert result.decodes == 2 * result.inputs
+    assert not result.findings, _report(result)
+    # both outcomes occur: the subset is not trivially all-rejected or all-accepted
+    kinds = {k for (_, k, _) in result.counts}
+    assert {"ok", "format_error"} <= kinds
+
+
+def test_mutation_sets() -> None:
+    data = bytes([0x00, 0x01, 0x80, 0xFF, 0x7E])
+    muts = sweep.all_mutations(data)
+    sets = [m for m in muts if m[0] == "set"]
+    assert sweep.new_values(0x00) == [0x01, 0x80, 0xFF]
+    assert sweep.new_values(0xFF) == [0xFE, 0x7F, 0x00]
+    assert sweep.new_values(0x7E) == [0x7F, 0xFE, 0x00, 0xFF]
+    assert len(sets) == sum(len(sweep.new_values(x)) for x in data)
+    assert all(sweep.apply(data, m) != data for m in sets)
+    assert [m[1] for m in muts if m[0] == "cut"] == list(range(len(data)))
+    name, path = FILES[0]
+    with open(path, "rb") as f:
+        real = f.read()
+    subset = sweep.strided_mutations(real, PER_FILE)
+    assert subset == sweep.strided_mutations(real, PER_FILE)      # deterministic
+    assert set(subset) <= set(sweep.all_mutations(real))
+    assert {m[1] for m in subset if m[0] == "set"} >= set(range(8))  # the whole header
+
+
+# ------------------------------------------------------------ the fuzz corpus
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "corpus")
+
+
+def test_fuzz_corpus_replays(tmp_path) -> None:
+    """Every input kept from coverage-guided fuzzing (tests/fuzz/corpus) still loads
+    and decodes, or fails with a well-formed FormatError, in both verify modes."""
+    names = sorted(os.listdir(CORPUS))
+    assert names, "tests/fuzz/corpus is empty"
+    jobs = []
+    for name in names:
+        with open(os.path.join(CORPUS, name), "rb") as f:
+            jobs.append((name, f.read(), [("none", 0, 0)]))
+    result = sweep.run(jobs, str(tmp_path), workers=2, timeout=30)
+    print(f"fuzz corpus: {result.summary()}")
+    assert result.inputs == len(names)
+    assert not result.findings, _report(result)
+
+
+def test_fuzz_corpus_stays_small() -> None:
+    sizes = [os.path.getsize(os.path.join(CORPUS, n)) for n in os.listdir(CORPUS)]
+    assert sum(sizes) < 2 << 20 and max(sizes) <= 32 << 10
+
+
+# ------------------------------------------------- the harness catches what it must
+
+def _crash_on_ff(buf: bytes, verify: bool) -> Tuple[str, str]:
+    if buf[:1] == b"\xff":
+        faulthandler.disable()      # an intended crash: no traceback on stderr
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return "ok", ""
+
+
+def _hang_on_ff(buf: bytes, verify: bool) -> Tuple[str, str]:
+    if buf[:1] == b"\xff":
+        time.sleep(3600)
+    return "ok", ""
+
+
+def _raise_on_ff(buf: bytes, verify: bool) -> Tuple[str, str]:
+    return ("exception", "KeyError: boom") if buf[:1] == b"\xff" else ("ok", "")
+
+
+@pytest.mark.parametrize("target, kind", [(_crash_on_ff, "crash"), (_hang_on_ff, "hang"),
+                                          (_raise_on_ff, "exception")])
+def test_harness_reports_crash_hang_and_exception_with_the_input(tmp_path, target,
+                                                                   kind) -> None:
+    data = bytes(range(8, 16))
+    muts = [("set", 3, 0), ("set", 0, 0xFF), ("set", 5, 0), ("cut", 4, 0)]
+    result = sweep.run([("toy", data, muts)], str(tmp_path), workers=1, timeout=2,
+                       chunk=8, target=target)
+    assert result.inputs == 4
+    # a crash or hang ends the input (no verify mode recorded); an exception is
+    # reported per verify mode
+    assert len(result.findings) == (2 if kind == "exception" else 1)
+    for f in result.findings:
+        assert f.kind == kind and f.mutation == ("set", 0, 0xFF)
+        with open(f.file, "rb") as fh:
+            assert fh.read() == b"\xff" + data[1:]
+        assert f.file in str(f)
+    # every other input ran, in a new worker after a crash or hang
+    assert result.decodes == 2 * (3 if kind != "exception" else 4)
