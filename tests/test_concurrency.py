@@ -162,7 +162,7 @@ def race(data: bytes, first_use: Callable[[pfm.Module], Any], seconds: float = 6
 
 def test_threads_racing_on_first_tensor_access(fast_switching: None) -> None:
     """The tensor index rows are built lazily on first use: a thread must never see
-    them half built (today: AssertionError or IndexError in Image.tensor in about 1%
+    them half built (found: AssertionError or IndexError in Image.tensor in about 1%
     of rounds)."""
     data = _read("dtypes.ff")
     ref = pfm.load(data)
@@ -172,7 +172,7 @@ def test_threads_racing_on_first_tensor_access(fast_switching: None) -> None:
 
 
 def test_threads_racing_on_first_attribute_access(fast_switching: None) -> None:
-    """An object type's name-to-slot map is built lazily on first use (today it is
+    """An object type's name-to-slot map is built lazily on first use (found: it was
     published empty and filled afterwards: KeyError for an existing attribute)."""
     data = _read("mlp_jit.ff")
     name = list(pfm.load(data).root.attributes)[-1]
@@ -181,7 +181,7 @@ def test_threads_racing_on_first_attribute_access(fast_switching: None) -> None:
 
 def test_threads_racing_on_first_state_dict(fast_switching: None) -> None:
     """state_dict() parses jit_sources lazily; parsing from several threads at once
-    must work (today, now and then: SystemError "AST constructor recursion depth
+    must work (found, now and then: SystemError "AST constructor recursion depth
     mismatch" from ast.literal_eval run concurrently, and KeyError from the slot map)."""
     data = _read("deep_wide.ff")
     print(race(data, lambda m: m.state_dict()), "rounds")
@@ -382,7 +382,8 @@ def test_every_drop_and_collect_order(kind: str) -> None:
     """drop_orders() in a fresh interpreter (gc.freeze() there keeps each of the ~150
     gc.collect() calls fast; a crash fails the test instead of pytest)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    script = (f"import sys; sys.path[:0] = {[here, os.path.dirname(here)]!r}\n"
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
+    script = (f"import sys; sys.path[:0] = {[here, package_parent]!r}\n"
               f"import test_concurrency as t; print('orders', t.drop_orders({kind!r}))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
@@ -472,26 +473,26 @@ def _graceful(fn: Callable[[], Any], size: int) -> None:
 
 @pytest.mark.parametrize("value", [99, 2**32 - 1], ids=["99", "2p32_minus_1"])
 def test_inplace_list_item_out_of_range(value: int) -> None:
-    """ivalues[4] = List([1, 2, 3]); items[0] := 99 after load (IndexError today)."""
+    """ivalues[4] = List([1, 2, 3]); items[0] := 99 after load (found: IndexError)."""
     m, buf = _edited_after_load(4, 0, 0, value)
     _graceful(lambda: m.ivalues[4], len(buf))
 
 
 def test_inplace_list_item_self_reference() -> None:
     """items[0] := 4, the list itself: a cycle the verifier ruled out before the
-    change (RecursionError today)."""
+    change (found: RecursionError)."""
     m, buf = _edited_after_load(4, 0, 0, 4)
     _graceful(lambda: m.ivalues[4], len(buf))
 
 
 def test_inplace_object_attr_out_of_range() -> None:
-    """The root Object (ivalues[8]) attrs[0] := 99 (IndexError today)."""
+    """The root Object (ivalues[8]) attrs[0] := 99 (found: IndexError)."""
     m, buf = _edited_after_load(8, 2, 0, 99)
     _graceful(lambda: m.root.count, len(buf))
 
 
 def test_inplace_object_attr_self_reference_in_state_dict() -> None:
     """The root's attrs[0] := 8, the root itself: state_dict() walks the object
-    cycle (RecursionError today)."""
+    cycle (found: RecursionError)."""
     m, buf = _edited_after_load(8, 2, 0, 8)
     _graceful(m.state_dict, len(buf))

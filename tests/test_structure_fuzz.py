@@ -490,7 +490,8 @@ def decode_in_child(data: bytes, tmp_path: Any, timeout: float, light: bool = Fa
     child, both verify modes: outcomes, seconds, peak RSS (MiB)."""
     path = tmp_path / "crafted.ff"
     path.write_bytes(data)
-    paths = [_HERE, os.path.join(_HERE, "fuzz"), os.path.dirname(_HERE)]
+    paths = [_HERE, os.path.join(_HERE, "fuzz"),
+             os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))]
     script = _CHILD.format(paths=paths, file=str(path),
                            light=light, kw=kw)
     try:
@@ -565,16 +566,16 @@ def _object_dag(levels: int, fan: int = 8) -> bytes:
 
 def test_object_graph_shared_many_times_in_state_dict(tmp_path) -> None:
     """A 1 kB file whose objects share each other 8-fold over 10 levels (8^10 paths):
-    state_dict() must stop early with a FormatError that names the budget and carries
-    an offset and a path (today: ~20-60 s of walking, then an error without offset or
-    path)."""
+    state_dict() must end in time proportional to the file, or stop early with a
+    FormatError that names the budget and carries an offset and a path (found: ~20-60 s
+    of walking, then an error without offset or path)."""
     data = _object_dag(10)
     assert_bounded(decode_in_child(data, tmp_path, timeout=120), seconds=10, rss_mib=600)
 
 
 def test_deep_chain_with_a_raised_depth_budget(tmp_path) -> None:
     """max_depth raised above Python's recursion limit: a 5000-deep list chain must
-    decode or raise FormatError, not RecursionError (today: RecursionError)."""
+    decode or raise FormatError, not RecursionError (found: RecursionError)."""
     ivs = [NoneV()] + [List([k]) for k in range(5000)]
     data = _module(ivs + [Obj(0, [5000])], ["chain"])
     result = decode_in_child(data, tmp_path, timeout=120, light=True, max_depth=10_000)
@@ -627,7 +628,7 @@ def _dag_constant_module(levels: int) -> bytes:
 
 def test_disassembly_of_a_shared_constant_stays_linear(tmp_path) -> None:
     """A 1.7 kB file: disassemble() and str(schema) print the constant / default
-    (a 40-level shared tuple DAG) in full: 2^40 leaves (today: exponential time;
+    (a 40-level shared tuple DAG) in full: 2^40 leaves (found: exponential time;
     20 levels already take seconds)."""
     data = _dag_constant_module(40)
     assert_bounded(decode_in_child(data, tmp_path, timeout=20), seconds=10, rss_mib=600)
@@ -650,7 +651,7 @@ def _setstate_module(instructions: List[Any], state: Dict[str, Any],
 
 def test_setstate_list_unpack_of_an_expanded_tensor(tmp_path) -> None:
     """__setstate__ does LIST_UNPACK (2^31-1 items) on its state, a stride-0 tensor
-    of 2^31-1 elements over 4 bytes: unpacking must be bounded (today: MemoryError
+    of 2^31-1 elements over 4 bytes: unpacking must be bounded (found: MemoryError
     under a 4 GiB limit; tens of GB without one)."""
     n = 2**31 - 1
     data = _setstate_module([(4, 2, 1), (2, 0, 2), (23, 0, n), (12, 0, 0)],

@@ -32,10 +32,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
 sys.path.insert(0, TESTS)
-if not os.environ.get("PFM_FUZZ_BUILD"):
-    sys.path.insert(1, ROOT)
-else:
+if os.environ.get("PFM_FUZZ_BUILD"):
     sys.path.insert(0, os.environ["PFM_FUZZ_BUILD"])
+else:
+    try:               # the installed (or in-place built) package, never the bare sources
+        import pyflatmodule  # noqa: F401
+    except ImportError:
+        sys.path.insert(1, ROOT)
 
 
 def seed_dir() -> str:

@@ -32,9 +32,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
-for _p in (TESTS, ROOT):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+try:                   # the installed (or in-place built) package, never the bare sources
+    import pyflatmodule  # noqa: F401
+except ImportError:
+    sys.path.insert(1, ROOT)
 
 DATA = os.path.join(TESTS, "data")
 SAMPLE = os.path.join(ROOT, "pyflatmodule", "data", "sample.ptl")
