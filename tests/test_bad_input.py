@@ -538,7 +538,10 @@ def test_setstate_bytecode_not_on_a_tensor_state() -> None:
 _CHILD = textwrap.dedent("""
     import resource, sys
     sys.path[:0] = {paths!r}
-    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    # 3 GiB beyond what is mapped now (AddressSanitizer alone maps terabytes)
+    with open("/proc/self/statm") as f:
+        limit = int(f.read().split()[0]) * resource.getpagesize() + (3 << 30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import pyflatmodule as pfm
     from test_bad_input import full_decode
     try:
@@ -549,7 +552,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def decode_in_child(data: bytes, tmp_path: Any, timeout: float = 10) -> int:
+def decode_in_child(data: bytes, tmp_path: Any, timeout: float = 60) -> int:
     """Full decode in a child process (3 GiB address space); its peak RSS in MiB."""
     path = tmp_path / "crafted.ff"
     path.write_bytes(data)
@@ -583,7 +586,8 @@ def test_setstate_bytecode_list_repeat_is_bounded(tmp_path: Any) -> None:
     rss = decode_in_child(setstate_replay(
         [(4, 2, 1), (2, 0, 1), (8, 0, 0), (8, 0, 1), (0, 0, 0), (22, 0, 0), (12, 0, 0)],
         state=1, constants=[4, N + 2], operators=[MUL], more=[Int(2**25)]), tmp_path)
-    assert rss < 400, f"peak RSS {rss} MiB"
+    limit = 1200 if "asan" in os.environ.get("LD_PRELOAD", "") else 400
+    assert rss < limit, f"peak RSS {rss} MiB"
 
 
 def test_missing_struct_payload_offset_names_the_ivalue() -> None:

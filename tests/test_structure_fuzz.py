@@ -496,7 +496,7 @@ def decode_in_child(data: bytes, tmp_path: Any, timeout: float, light: bool = Fa
                            light=light, kw=kw)
     try:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                             text=True, timeout=timeout)
+                             text=True, timeout=timeout * SLACK)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"decode ran over {timeout} s (input: {path})") from None
     assert out.returncode == 0 and "RESULT" in out.stdout, \
@@ -510,7 +510,9 @@ def decode_in_child(data: bytes, tmp_path: Any, timeout: float, light: bool = Fa
 
 
 #: Under AddressSanitizer (CI's sanitizer run preloads it) memory and time grow.
-SLACK = 3 if "asan" in os.environ.get("LD_PRELOAD", "") else 1
+# Hang and blow-up guards, not performance claims: generous, and more so under
+# AddressSanitizer or a busy machine.
+SLACK = 8 if "asan" in os.environ.get("LD_PRELOAD", "") else 3
 
 
 def assert_bounded(result: Dict[str, Any], seconds: float, rss_mib: int) -> None:
