@@ -22,7 +22,7 @@ import pytest
 
 import ptmf_craft as c
 import pyflatmodule as pfm
-from decode_all import full_decode, touch  # noqa: F401  (shared with the fuzz suites)
+from decode_all import check_error, full_decode, touch  # noqa: F401  (shared with the fuzz suites)
 from ptmf_craft import (CLASS_WITH_SETSTATE, Dict_, Enum, Func, Int, IntList, List,
                         NoneV, Obj, Raw, Str, Tensor, Tuple, build, iv, mutated, patch,
                         valid_module)
@@ -34,17 +34,6 @@ I32_MAX = 2**31 - 1
 
 
 # ------------------------------------------------------------------ helpers
-
-def check_error(e: pfm.FormatError, data: bytes, path: str = "",
-                code: Optional[str] = None) -> None:
-    """A usable error: a code, an offset inside the data (the data's length itself is
-    allowed: it is what a reader reports for "buffer too large"), the expected path."""
-    assert isinstance(e.code, str) and e.code, e
-    assert isinstance(e.offset, int) and 0 <= e.offset <= len(data), (e.offset, len(data), e)
-    assert e.path.startswith(path), (e.path, path)
-    if code is not None:
-        assert e.code == code, (e.code, code, str(e))
-
 
 def raises(data: bytes, verify: bool, path: str = "", code: Optional[str] = None,
            ) -> pfm.FormatError:
