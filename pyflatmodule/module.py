@@ -258,7 +258,9 @@ class Module:
         image = self._img()
         root = self.root
         out: Dict[str, Tensor] = {}
-        budget = [max(1_000_000, 4 * len(self.ivalues))]
+        # Shared objects are walked once per path, as torch does; the walk is paid in
+        # attributes visited and stops at a few times what a tree of this file holds.
+        budget = [_WALK_FLOOR + 4 * len(self.ivalues)]
         if root.type_name == _SAVED_PARAMETERS and not image.summary.n_jit_sources:
             data = root.attributes.get("data")
             if isinstance(data, dict):
@@ -297,8 +299,12 @@ class Module:
                 "opname_to_num_args": ops}
 
 
-def _spend(budget: List[int], image: Image, i: int) -> None:
-    budget[0] -= 1
+#: Attribute visits any state_dict walk may make, beyond four per ivalue in the file.
+_WALK_FLOOR = 65_536
+
+
+def _spend(budget: List[int], image: Image, i: int, attributes: int) -> None:
+    budget[0] -= 1 + attributes
     if budget[0] < 0:
         raise FormatError("element_budget", "object graph is too large to walk "
                           "(objects shared many times over)", image.rows()[i][1],
@@ -345,8 +351,8 @@ def _walk_declared(image: Image, i: int, prefix: str,
                    out: Dict[str, Tensor], budget: List[int]) -> None:
     # nn.Module.state_dict order: parameters, then buffers (each in slot order),
     # then each submodule's entries.
-    _spend(budget, image, i)
     types = image.object_types()
+    _spend(budget, image, i, int(image.rows()[i][3]))
     params, buffers, children = _entries(image, i, decls[types[image.rows()[i][5]].name])
     for name, value in params + buffers:
         out[prefix + name] = value
@@ -356,9 +362,10 @@ def _walk_declared(image: Image, i: int, prefix: str,
 
 
 def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:
-    _spend(budget, obj._image, obj.index)
     if obj.kind != "class_with_field":
+        _spend(budget, obj._image, obj.index, 0)
         return
+    _spend(budget, obj._image, obj.index, int(obj._image.rows()[obj.index][3]))
     for name, value in obj._tensors_and_objects():
         if _is_tensor(value):
             out[prefix + name] = value
