@@ -12,7 +12,7 @@ import importlib.util
 import json
 import math
 import os
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import pytest
@@ -33,6 +33,21 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 MODEL_FILES = sorted(f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl")))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption("--full-sweep", action="store_true",
+                     help="also run the exhaustive single-byte sweep (about half a million "
+                          "inputs; tests marked full_sweep are deselected otherwise)")
+
+
+def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
+    if config.getoption("--full-sweep"):
+        return
+    deselected = [item for item in items if item.get_closest_marker("full_sweep")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("full_sweep")]
 
 
 def model_path(name: str) -> str:

@@ -1,7 +1,8 @@
 """Single-byte edits and truncations of every real model file (fast, strided subset).
 
 The full exhaustive sweep (every position, 4 values each, every truncation, about
-half a million inputs) is one command: ``python tests/fuzz/sweep.py`` (see there).
+half a million inputs) is ``pytest tests/test_sweep.py --full-sweep`` (CI runs it) or
+``python tests/fuzz/sweep.py`` (see there).
 Here a deterministic strided subset of the same mutations runs on every file, in
 worker processes: a crash or a hang fails the test naming the saved input. Every
 input is decoded in full with verify=True and verify=False; only a well-formed
@@ -44,6 +45,23 @@ def test_strided_sweep_of_every_model_file(tmp_path) -> None:
     # both outcomes occur: the subset is not trivially all-rejected or all-accepted
     kinds = {k for (_, k, _) in result.counts}
     assert {"ok", "format_error"} <= kinds
+
+
+@pytest.mark.full_sweep
+def test_full_sweep_of_every_model_file(tmp_path) -> None:
+    """Every single-byte edit and every truncation of every model file (deselected
+    unless ``--full-sweep`` is given: about 16 minutes on 2 cores)."""
+    result = sweep.sweep_files(FILES, sweep.VALUES, True, True, (0, 1), str(tmp_path),
+                               workers=min(2, os.cpu_count() or 1), timeout=30)
+    print(f"full sweep over {len(FILES)} files: {result.summary()}")
+    expected = 0
+    for _, path in FILES:
+        with open(path, "rb") as f:
+            data = f.read()
+        expected += sum(len(sweep.new_values(x)) for x in data) + len(data)
+    assert result.inputs == expected
+    assert result.decodes == 2 * result.inputs
+    assert not result.findings, _report(result)
 
 
 def test_mutation_sets() -> None:

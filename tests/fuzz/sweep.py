@@ -19,12 +19,16 @@ tests/test_sweep.py runs a deterministic strided subset of the same mutations.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
 import resource
+import shutil
+import signal
 import struct
 import sys
+import tempfile
 import time
 from collections import Counter
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -133,8 +137,11 @@ def limit_address_space(extra: int) -> None:
 
 
 def _worker(conn: Any, progress: Any, started: Any, slot: int, target: Any,
-            raw: bool) -> None:
-    """Run chunks sent over ``conn``: (data, mutations); reply with a summary."""
+            raw: bool, stacks: str) -> None:
+    """Run chunks sent over ``conn``: (data, mutations); reply with a summary.
+    SIGUSR1 writes the worker's Python stack to ``stacks``/<pid> (for hang reports)."""
+    stack_file = open(os.path.join(stacks, str(os.getpid())), "w")
+    faulthandler.register(signal.SIGUSR1, file=stack_file)
     limit_address_space(MEMORY_LIMIT)
     if target is None:
         from decode_all import outcome as target
@@ -188,6 +195,23 @@ class Result:
                 f"{self.seconds:.1f} s")
 
 
+def _stack_of(proc: Any, stacks: str) -> str:
+    """Kill a hung worker, first asking it for its Python stack."""
+    path = os.path.join(stacks, str(proc.pid))
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(0.5)
+    except OSError:
+        pass
+    proc.kill()
+    proc.join(5)
+    try:
+        with open(path) as f:
+            return f.read().strip() or "(none written)"
+    except OSError:
+        return "(none written)"
+
+
 def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers: int = 2,
         timeout: float = 20.0, chunk: int = 64, target: Any = None,
         raw: bool = False) -> Result:
@@ -211,10 +235,12 @@ def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers
     procs: List[Any] = [None] * workers
     conns: List[Any] = [None] * workers
     busy: List[Any] = [None] * workers
+    stacks = tempfile.mkdtemp(prefix="sweep-stacks-")
 
     def start(slot: int) -> None:
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(child, progress, started, slot, target, raw),
+        p = ctx.Process(target=_worker,
+                        args=(child, progress, started, slot, target, raw, stacks),
                         daemon=True)
         p.start()
         child.close()
@@ -282,9 +308,9 @@ def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers
                     proc.join(1)
                     lost(slot, "crash", f"worker died, exit code {proc.exitcode}")
                 elif started[slot] and time.monotonic() - started[slot] > timeout:
-                    proc.kill()
-                    proc.join(5)
-                    lost(slot, "hang", f"one input ran over {timeout} s")
+                    took = time.monotonic() - started[slot]
+                    lost(slot, "hang", f"one input ran {took:.1f} s (limit {timeout} s); "
+                                       f"worker stack:\n{_stack_of(proc, stacks)}")
     finally:
         for slot in range(workers):
             try:
@@ -297,9 +323,43 @@ def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers
                 if p.is_alive():
                     p.kill()
                     p.join()
+        shutil.rmtree(stacks, ignore_errors=True)
     result.decodes = sum(result.counts.values())
     result.seconds = time.monotonic() - t0
     return result
+
+
+def mutations(data: bytes, values: Sequence[str], sets: bool = True, cuts: bool = True,
+              shard: Tuple[int, int] = (0, 1)) -> List[Mutation]:
+    """The sweep's edits of ``data``: value changes, then truncations; with a shard
+    (K, N), only every N-th chunk of 64 from chunk K."""
+    muts = [m for m in all_mutations(data, values) if m[0] == "set"] if sets else []
+    if cuts:
+        muts += [("cut", c, 0) for c in range(len(data))]
+    k, n = shard
+    return [m for i, m in enumerate(muts) if (i // 64) % n == k]
+
+
+def sweep_files(files: Sequence[Tuple[str, str]], values: Sequence[str], sets: bool,
+                cuts: bool, shard: Tuple[int, int], out: str, workers: int,
+                timeout: float) -> Result:
+    """Sweep each (name, path) in turn, printing a line per file; the summed result."""
+    total = Result()
+    t0 = time.monotonic()
+    for name, path in files:
+        with open(path, "rb") as f:
+            data = f.read()
+        r = run([(name, data, mutations(data, values, sets, cuts, shard))], out, workers,
+                timeout)
+        print(f"{name:28s} {len(data):6d} bytes: {r.summary()}", flush=True)
+        for fnd in r.findings:
+            print("  " + str(fnd).replace("\n", "\n    "), flush=True)
+        total.inputs += r.inputs
+        total.decodes += r.decodes
+        total.counts.update(r.counts)
+        total.findings += r.findings
+    total.seconds = time.monotonic() - t0
+    return total
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -321,25 +381,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if wanted - {n for n, _ in files}:
         ap.error(f"unknown files: {sorted(wanted - {n for n, _ in files})}")
     k, n = (int(x) for x in args.shard.split("/"))
-    total = Result()
-    t0 = time.monotonic()
-    for name, path in files:
-        with open(path, "rb") as f:
-            data = f.read()
-        muts = [] if args.cuts_only else [m for m in all_mutations(data, values)
-                                          if m[0] == "set"]
-        if not args.no_cuts:
-            muts += [("cut", c, 0) for c in range(len(data))]
-        muts = [m for i, m in enumerate(muts) if (i // 64) % n == k]
-        r = run([(name, data, muts)], args.out, args.workers, args.timeout)
-        print(f"{name:28s} {len(data):6d} bytes: {r.summary()}", flush=True)
-        for fnd in r.findings:
-            print("  " + str(fnd).replace("\n", "\n    "), flush=True)
-        total.inputs += r.inputs
-        total.decodes += r.decodes
-        total.counts.update(r.counts)
-        total.findings += r.findings
-    total.seconds = time.monotonic() - t0
+    total = sweep_files(files, values, not args.cuts_only, not args.no_cuts, (k, n),
+                        args.out, args.workers, args.timeout)
     codes = Counter()
     for (_, kind, code), c in total.counts.items():
         if kind == "format_error":
