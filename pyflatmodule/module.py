@@ -350,25 +350,37 @@ def _walk_declared(image: Image, i: int, prefix: str,
                    decls: Dict[str, Tuple[Set[str], Set[str]]],
                    out: Dict[str, Tensor], budget: List[int]) -> None:
     # nn.Module.state_dict order: parameters, then buffers (each in slot order),
-    # then each submodule's entries.
+    # then each submodule's entries; depth-first without recursion.
     types = image.object_types()
-    _spend(budget, image, i, int(image.rows()[i][3]))
-    params, buffers, children = _entries(image, i, decls[types[image.rows()[i][5]].name])
-    for name, value in params + buffers:
-        out[prefix + name] = value
-    for name, j in children:
-        if types[image.rows()[j][5]].name in decls:
-            _walk_declared(image, j, f"{prefix}{name}.", decls, out, budget)
+    rows = image.rows()
+    stack = [(i, prefix)]
+    while stack:
+        i, prefix = stack.pop()
+        _spend(budget, image, i, int(rows[i][3]))
+        params, buffers, children = _entries(image, i, decls[types[rows[i][5]].name])
+        for name, value in params + buffers:
+            out[prefix + name] = value
+        stack.extend((j, f"{prefix}{name}.") for name, j in reversed(children)
+                     if types[rows[j][5]].name in decls)
 
 
 def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:
-    if obj.kind != "class_with_field":
-        _spend(budget, obj._image, obj.index, 0)
-        return
-    _spend(budget, obj._image, obj.index, int(obj._image.rows()[obj.index][3]))
-    for name, value in obj._tensors_and_objects():
-        if _is_tensor(value):
-            out[prefix + name] = value
-        elif isinstance(value, Object):
-            _walk_fields(value, f"{prefix}{name}.", out, budget)
+    # Attributes in slot order, each object's entries where it sits among them;
+    # depth-first without recursion (a stack of the objects' attribute iterators).
+    def attributes(obj: Object, prefix: str) -> Iterator[Tuple[str, Any]]:
+        if obj.kind != "class_with_field":
+            _spend(budget, obj._image, obj.index, 0)
+            return iter(())
+        _spend(budget, obj._image, obj.index, int(obj._image.rows()[obj.index][3]))
+        return ((prefix + name, value) for name, value in obj._tensors_and_objects())
 
+    stack = [attributes(obj, prefix)]
+    while stack:
+        for path, value in stack[-1]:
+            if _is_tensor(value):
+                out[path] = value
+            elif isinstance(value, Object):
+                stack.append(attributes(value, path + "."))
+                break
+        else:
+            stack.pop()

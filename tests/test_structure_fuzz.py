@@ -585,6 +585,22 @@ def test_deep_chain_with_a_raised_depth_budget(tmp_path) -> None:
         assert "RecursionError" not in detail, f"verify={verify}: {detail}"
 
 
+def test_deep_object_chain_with_a_raised_depth_budget() -> None:
+    """max_depth raised above Python's recursion limit: state_dict() of a 1500-deep
+    object chain (each level holding a tensor and the next) lists every level
+    (found: RecursionError)."""
+    levels = 1500
+    ivs = [NoneV(), Tensor([2, 3])]
+    for _ in range(levels):
+        ivs.append(Obj(0, [1, len(ivs) - 1]))
+    ivs[2] = Obj(0, [1])
+    data = _module(ivs, ["w", "child"], storage_data=[c.STORAGE0.tobytes()],
+                   storage_data_size=1)
+    for verify in (True, False):
+        sd = pfm.load(data, verify=verify, max_depth=levels + 10).state_dict()
+        assert list(sd) == ["child." * k + "w" for k in range(levels)]
+
+
 def test_deep_object_chain_within_the_depth_budget(tmp_path) -> None:
     """190 objects each holding the next (and a tensor): state_dict() walks it whole;
     310 levels hit the depth budget."""
