@@ -77,3 +77,37 @@ def test_open_and_metadata_touch_no_tensor_page(tmp_path):
     rows = weight.shape[0]
     assert float(weight[rows // 2, 0]) == float(rows // 2 * 1024)
     assert resident_pages(storage) > 0
+
+
+def mapped_kib(path: str) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                inside = len(head) >= 6 and head[5] == path
+            elif inside and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_open_maps_no_tensor_payload_into_rss(tmp_path):
+    """Reading the storage header faults in the page-cache folio around it, and a
+    kernel with large folios (a file just written has them) maps all of it: up to
+    2 MiB of payload in RSS before any weight is read. Open drops those mappings."""
+    path = str(tmp_path / "storages.ff")
+    m = c.valid_module()
+    m["ivalues"][5] = c.Tensor([1024, 1024], storage=7)
+    payloads = [np.full(1 << 20, k, dtype=np.float32).tobytes() for k in range(8)]
+    m["storage_data"] = payloads         # headers of storages 1..7 lie amid payloads
+    m["storage_data_size"] = len(payloads)
+    with open(path, "wb") as f:          # written just now: in the page cache
+        f.write(c.build(m, storage_align=32))
+    m = pfm.load(path)
+    weight = m.state_dict()["weight"]
+    m.info()
+    assert mapped_kib(path) <= 256
+    assert float(weight[512, 0]) == 7.0
+    assert mapped_kib(path) > 0
