@@ -149,13 +149,60 @@ def _gather(image: Image, indices: np.ndarray, width: int, dtype: str) -> List[A
     return values
 
 
-def decode_all(image: Image, stop: int) -> List[Any]:
-    """Decode ivalues ``0..stop-1`` in one forward pass.
+def _strings(image: Image, where: np.ndarray, out: List[Any]) -> None:
+    """Decode the String ivalues ``where`` into ``out``; the C index proved every
+    extent, so only the UTF-8 can fail (then the error names the first bad one)."""
+    view = image.view
+    rows = image.index[where]
+    try:
+        for i, a, n in zip(where.tolist(), rows["a"].tolist(), rows["n"].tolist()):
+            out[i] = str(view[a:a + n], "utf-8")
+    except UnicodeDecodeError:
+        for i, a, n in zip(where.tolist(), rows["a"].tolist(), rows["n"].tolist()):
+            out[i] = image.text(a, n, _where(i, STRING) + ".data")
 
-    Every reference points to an earlier ivalue, so each container finds its items
-    already decoded; scalars are read for the whole table at once. Values shared by
-    several containers are one object, as in torch.
+
+def _references(image: Image, containers: np.ndarray) -> List[int]:
+    """Every ivalue index that the List, Tuple and Dict ivalues ``containers`` name,
+    read in one go: each one's items (a Dict's keys, then its values), in order.
+    Read once, then checked to point backwards (a caller's writable buffer may have
+    changed since the index was built); a bad reference is reported by ``refs``."""
+    rows = image.index[containers]
+    is_dict = rows["type"] == DICT
+    ends = np.cumsum(1 + is_dict)
+    segment_pos = np.repeat(rows["a"].astype(np.int64), 1 + is_dict)
+    segment_pos[ends[is_dict] - 1] = rows["b"][is_dict]
+    counts = np.repeat(rows["n"].astype(np.int64), 1 + is_dict)
+    owners = np.repeat(np.repeat(containers, 1 + is_dict), counts)
+    first = np.cumsum(counts) - counts
+    positions = np.repeat(segment_pos - 4 * first, counts) + 4 * np.arange(len(owners))
+    if len(positions) and not (positions % 4).any():
+        refs = image._flat(np.dtype("<u4"))[positions // 4]
+    else:
+        whole = np.frombuffer(image.view, np.uint8)
+        refs = whole[positions[:, None] + np.arange(4)].view("<u4").reshape(-1)
+    if (refs >= owners).any():
+        k = int(np.argmax(refs >= owners))
+        bad = int(owners[k])
+        t, _, a, n, b, _, _, _ = image.rows()[bad]
+        keys = a <= int(positions[k]) < a + 4 * n
+        field = ".items" if t != DICT else ".keys" if keys else ".values"
+        start = a if keys else b
+        raise FormatError("forward_reference", "ivalue reference does not point to an "
+                          "earlier value", int(positions[k]),
+                          f"{_where(bad, t)}{field}[{(int(positions[k]) - start) // 4}]")
+    return refs.tolist()  # type: ignore[no-any-return]
+
+
+def decode_all(image: Image, stop: int) -> List[Any]:
+    """Decode ivalues ``0..stop-1`` in bulk.
+
+    Scalars, strings, tensors and proxies are made kind by kind; then containers
+    (and enums) in file order: every reference points to an earlier ivalue, so each
+    finds its items already decoded. Values shared by several containers are one
+    object, as in torch.
     """
+    from .functions import Function
     types = image.index["type"][:stop]
     out: List[Any] = [None] * stop
     for kind, width, dtype in ((INT, 8, "<i8"), (DOUBLE, 8, "<f8"), (BOOL, 1, "u1"),
@@ -165,26 +212,43 @@ def decode_all(image: Image, stop: int) -> List[Any]:
             for i, v in zip(where.tolist(), _gather(image, where, width, dtype)):
                 out[i] = (v[0] != 0 if kind == BOOL else complex(*v) if kind == COMPLEX
                           else v[0])
-    rows = image.rows()
-    simple = (NONE, INT, DOUBLE, BOOL, COMPLEX)
-    for i in np.flatnonzero(~np.isin(types, simple)).tolist():
-        t, _, a, n, b, m, _, _ = rows[i]
-        if t == LIST:
-            out[i] = [out[j] for j in image.refs(i, a, n, _where(i, t) + ".items")]
-        elif t == TUPLE:
-            out[i] = tuple([out[j] for j in image.refs(i, a, n, _where(i, t) + ".items")])
+    _strings(image, np.flatnonzero(types == STRING), out)
+    where = np.flatnonzero(types == TENSOR)
+    tensor = image.tensor
+    for i, m in zip(where.tolist(), image.index["m"][where].tolist()):
+        out[i] = tensor(m)
+    for kind, factory in ((OBJECT, Object), (FUNCTION, Function)):
+        for i in np.flatnonzero(types == kind).tolist():
+            out[i] = image.proxy(i, factory)
+    done = (NONE, INT, DOUBLE, BOOL, COMPLEX, STRING, TENSOR, OBJECT, FUNCTION, LIST,
+            TUPLE, DICT, ENUM)
+    for i in np.flatnonzero(~np.isin(types, done)).tolist():
+        out[i] = decode(image, i, {})
+    ordered = np.flatnonzero(np.isin(types, (LIST, TUPLE, DICT, ENUM)))
+    if not len(ordered):
+        return out
+    containers = ordered[types[ordered] != ENUM]
+    refs = _references(image, containers) if len(containers) else []
+    rows = image.index[ordered]
+    k = 0
+    get = out.__getitem__
+    for i, t, a, n, m in zip(ordered.tolist(), rows["type"].tolist(), rows["a"].tolist(),
+                             rows["n"].tolist(), rows["m"].tolist()):
+        if t == TUPLE:
+            out[i] = tuple(map(get, refs[k:k + n]))
+        elif t == LIST:
+            out[i] = list(map(get, refs[k:k + n]))
         elif t == DICT:
-            keys = [out[j] for j in image.refs(i, a, n, _where(i, t) + ".keys")]
             try:
-                out[i] = dict(zip(keys, [out[j] for j in
-                                         image.refs(i, b, n, _where(i, t) + ".values")]))
+                out[i] = dict(zip(map(get, refs[k:k + n]), map(get, refs[k + n:k + 2 * n])))
             except TypeError:
                 raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
                                   a, _where(i, t) + ".keys") from None
-        elif t == ENUM:
-            out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
+            k += n
         else:
-            out[i] = decode(image, i, {})
+            out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
+            continue
+        k += n
     return out
 
 

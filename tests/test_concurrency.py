@@ -496,3 +496,38 @@ def test_inplace_object_attr_self_reference_in_state_dict() -> None:
     cycle (found: RecursionError)."""
     m, buf = _edited_after_load(8, 2, 0, 8)
     _graceful(m.state_dict, len(buf))
+
+
+@pytest.mark.parametrize("kind", ["List", "Dict"])
+def test_reference_turned_forward_after_load_is_a_format_error(kind: str) -> None:
+    """A container's item rewritten in place to name a later ivalue: the bulk decode
+    (``list(m.ivalues)``) and the one-value decode both refuse it, naming the item."""
+    import ptmf_craft as c
+    module = c.valid_module()
+    base = len(module["ivalues"])
+    module["ivalues"] += [c.Int(100 + k) for k in range(6)]
+    ints = list(range(base, base + 6))
+    if kind == "List":
+        module["ivalues"].append(c.List(ints[:4]))
+        vector, expected = ints[:4], [100, 101, 102, 103]
+    else:
+        module["ivalues"].append(c.Dict_(ints[:3], ints[3:]))
+        vector, expected = ints[3:], {100: 103, 101: 104, 102: 105}
+    n = len(module["ivalues"])
+    buf = bytearray(c.build(module))
+    # The (values) vector as stored: a uint32 count, then the uint32 indices.
+    stored = struct.pack(f"<{len(vector) + 1}I", len(vector), *vector)
+    assert buf.count(stored) == 1
+    at = buf.index(stored) + 8                                  # its second item
+    m = pfm.load(buf)
+    assert m.ivalues[n - 1] == expected
+    buf[at:at + 4] = struct.pack("<I", n + 5)
+    for decode in (lambda: list(m.ivalues), lambda: m.ivalues[n - 1]):
+        with pytest.raises(pfm.FormatError) as e:
+            decode()
+        assert e.value.code == "forward_reference"
+        assert e.value.path.startswith(f"ivalues[{n - 1}].val<{kind}>")
+    field = ".items[1]" if kind == "List" else ".values[1]"
+    with pytest.raises(pfm.FormatError) as e:
+        list(m.ivalues)
+    assert (e.value.path, e.value.offset) == (f"ivalues[{n - 1}].val<{kind}>{field}", at)
