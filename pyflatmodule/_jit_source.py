@@ -8,11 +8,11 @@ the slots ``GET_ATTR``/``SET_ATTR`` instructions number).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping
+from typing import Dict, Iterator, List, Mapping
 
 __all__ = ["ClassDecl", "parse_classes"]
 
-_CLASS = re.compile(r"class ([^\s(:]+)")
+_CLASS = re.compile(r"class ([^\s(:]+)[^\n]*")
 _QUOTED = re.compile(r'"([^"\\]*)"')
 _LIST = re.compile(r"^  (__parameters__|__buffers__)\s*=\s*(\[.*?\])\s*$")
 _ATTR = re.compile(r"^  ([A-Za-z_]\w*) : (.+)$")
@@ -40,30 +40,51 @@ def _literal_names(text: str) -> List[str]:
 def parse_classes(sources: Mapping[str, str]) -> Dict[str, ClassDecl]:
     """Qualified class name to its declaration, for every class in the sources.
 
-    One pass over the lines, each matched by anchored patterns: linear in the text.
+    Class headers are found with ``str.find``; only the declaration lines after each
+    header (up to its first method) are read in Python: linear in the text, and
+    method bodies, most of it, cost no Python work.
     """
     out: Dict[str, ClassDecl] = {}
     for file_name, text in sources.items():
-        decl = None
-        for line in text.splitlines():
-            if line.startswith("class "):
-                match = _CLASS.match(line)
-                decl = None
-                if match and line.rstrip().endswith(":"):
-                    decl = ClassDecl()
-                    out[f"{file_name}.{match.group(1)}"] = decl
-            elif decl is not None:
+        for header in _headers(text):
+            if not header.group(0).rstrip().endswith(":"):
+                continue
+            decl = out[f"{file_name}.{header.group(1)}"] = ClassDecl()
+            pos = header.end() + 1
+            while pos < len(text):
+                end = text.find("\n", pos)
+                end = len(text) if end < 0 else end
+                line, pos = text[pos:end], end + 1
                 if not line.startswith("  ") or line.startswith("  def "):
-                    decl = None   # the declarations come before the first method
-                    continue
-                listed = _LIST.match(line)
-                if listed:
-                    names = _literal_names(listed.group(2))
-                    (decl.parameters if listed.group(1) == "__parameters__"
-                     else decl.buffers).extend(names)
-                    decl.is_module = True
-                    continue
-                attr = _ATTR.match(line) or _ANNOTATION.match(line)
-                if attr and not attr.group(2).startswith("Final["):
-                    decl.attributes.append(attr.group(1))
+                    break   # the declarations come before the first method
+                _declaration(decl, line.rstrip("\r"))
     return out
+
+
+def _headers(text: str) -> Iterator["re.Match[str]"]:
+    """Every line that starts with ``class NAME``."""
+    start = 0 if text.startswith("class ") else _next_line(text, "class ", 0)
+    while start >= 0:
+        header = _CLASS.match(text, start)
+        if header:
+            yield header
+        start = _next_line(text, "class ", start)
+
+
+def _next_line(text: str, prefix: str, pos: int) -> int:
+    """Where the first line after ``pos`` that starts with ``prefix`` starts, or -1."""
+    found = text.find("\n" + prefix, pos)
+    return found + 1 if found >= 0 else -1
+
+
+def _declaration(decl: ClassDecl, line: str) -> None:
+    listed = _LIST.match(line)
+    if listed:
+        names = _literal_names(listed.group(2))
+        (decl.parameters if listed.group(1) == "__parameters__"
+         else decl.buffers).extend(names)
+        decl.is_module = True
+        return
+    attr = _ATTR.match(line) or _ANNOTATION.match(line)
+    if attr and not attr.group(2).startswith("Final["):
+        decl.attributes.append(attr.group(1))
