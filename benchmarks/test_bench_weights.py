@@ -64,7 +64,8 @@ def test_state_dict_pyflatmodule(benchmark, models, name):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_state_dict_pyflatmodule_again(benchmark, models, name):
-    """Later state_dict() calls on the same module."""
+    """Later state_dict() calls on the same module (the walk's result is kept when the
+    bytes cannot change: each call copies a dict)."""
     model = models(name)
     n = models.facts(name)["state_dict"]
     m = pfm.load(model.path)

@@ -103,6 +103,11 @@ class Image:
         # Arrays over a caller's writable buffer go through a read-only view, so
         # nobody can turn their writeable flag back on.
         self.view = source.obj if view.readonly else view.toreadonly()
+        #: Whether nobody can change the bytes through the source (a read-only
+        #: mapping, bytes): what is derived from them may then be kept.
+        self.immutable = view.readonly
+        #: Module.state_dict()'s result, kept when ``immutable``.
+        self.state_dict: Optional[Dict[str, Any]] = None
         self.size = len(source)
         self.cbuf = ffi.from_buffer("uint8_t[]", source.obj)
         self._rows: Optional[List[Tuple[int, ...]]] = None

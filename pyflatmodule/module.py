@@ -254,8 +254,22 @@ class Module:
         exactly as torch does; without them every tensor attribute reachable through
         field objects is listed by its attribute path. A file written by
         ``torch._C._save_parameters`` gives the dictionary it saved.
+
+        The walk runs once per module when the bytes cannot change (a path, ``bytes``):
+        later calls return a new dict of the same arrays.
         """
         image = self._img()
+        if image.state_dict is not None:
+            return dict(image.state_dict)
+        out = self._walk_state_dict(image)
+        if image.immutable:
+            # The walk's result depends only on bytes nobody can change: kept, and
+            # each call gets its own dict.
+            image.state_dict = out
+            return dict(out)
+        return out
+
+    def _walk_state_dict(self, image: Image) -> Dict[str, Tensor]:
         root = self.root
         out: Dict[str, Tensor] = {}
         # Shared objects are walked once per path, as torch does; the walk is paid in

@@ -36,6 +36,22 @@ def test_state_dict_matches_torch(model_name):
         assert_state_dict(_part(doc, "state_dict"), arrays, m.state_dict())
 
 
+@pytest.mark.parametrize("source", ["path", "bytearray"])
+def test_state_dict_again_is_a_new_dict_of_the_same_arrays(model_name, source):
+    doc, arrays = load_expectation(model_name, "oracle")
+    path = model_path(model_name)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    with pfm.load(path if source == "path" else data) as m:
+        first = m.state_dict()
+        first.clear()                    # the caller's dict is the caller's
+        again = m.state_dict()
+        assert_state_dict(_part(doc, "state_dict"), arrays, again)
+        third = m.state_dict()
+        assert third is not again and list(third) == list(again)
+        assert all(third[k] is v for k, v in again.items())
+
+
 def test_attributes_match_torch(model_name):
     doc, arrays = load_expectation(model_name, "oracle")
     with pfm.load(model_path(model_name)) as m:
