@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import struct
 import weakref
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -115,8 +115,9 @@ class Image:
         self._flats: Dict[np.dtype, np.ndarray] = {}
         self._tensors: Dict[int, Any] = {}
         self._storages: Optional[List[np.ndarray]] = None
-        # Weak, so proxies (which hold the image) never form a cycle with it.
-        self._proxies: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+        # Weak, so proxies (which hold the image) never form a cycle with it. Plain
+        # references, not a WeakValueDictionary: a dead one costs a slot until reused.
+        self._proxies: Dict[int, "weakref.ref[Any]"] = {}
         self._object_types: Optional[List[ObjectType]] = None
         self._slots: Dict[int, Dict[str, int]] = {}
         self._classes: Optional[Dict[str, ClassDecl]] = None
@@ -214,17 +215,52 @@ class Image:
         """Tensor record ``t`` as an ndarray or a QuantizedTensor, made once."""
         value = self._tensors.get(t)
         if value is None:
-            value = self._tensors[t] = self._make_tensor(t)
+            value = self._tensors.setdefault(t, self._make_tensor(t))
         return value
 
-    def _make_tensor(self, t: int) -> Any:
+    def tensors(self, ts: Sequence[int]) -> List[Any]:
+        """Tensor records ``ts`` as ``tensor`` gives them, the common ones made in bulk:
+        contiguous, unquantized, unpacked, aligned views are slices of the buffer seen
+        as their dtype, located for all records at once."""
+        made = self._tensors
+        out = [made.get(t) for t in ts]
+        todo = np.array([t for t, v in zip(ts, out) if v is None], np.int64)
+        if not len(todo):
+            return out
+        _, dims, _ = self._records()
+        rec = self.tensor_index[todo]
+        st = rec["scalar_type"]
+        common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
+                  & ~np.isin(st, list(_tensors.PACKED)))
+        positions = self.storage_index["pos"].astype(np.int64)
+        for scalar_type in np.unique(st[common]).tolist():
+            dtype = _tensors.numpy_dtype(scalar_type)
+            pick = np.flatnonzero(common & (st == scalar_type))
+            start = (positions[rec["storage"][pick]]
+                     + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
+            pick, start = pick[start % dtype.itemsize == 0], start[start % dtype.itemsize == 0]
+            flat = self._flat(dtype)
+            for t, first, numel, ndim, d in zip(todo[pick].tolist(),
+                                                (start // dtype.itemsize).tolist(),
+                                                rec["numel"][pick].tolist(),
+                                                rec["ndim"][pick].tolist(),
+                                                rec["dims"][pick].tolist()):
+                array = flat[first:first + numel]
+                made.setdefault(t, array if ndim == 1 else array.reshape(dims[d:d + ndim]))
+        return [made[t] if t in made else self.tensor(t) for t in ts]
+
+    def _records(self) -> Tuple[List[Tuple[Any, ...]], List[int], List[int]]:
+        """Tensor records, dims and storage positions as Python lists, made once."""
         cache = self._tensor_cache
         if cache is None:
             # Built whole, then published in one assignment: threads may race here.
             cache = self._tensor_cache = (self.tensor_index[list(_TENSOR_FIELDS)].tolist(),
                                           self.dims.tolist(),
                                           self.storage_index["pos"].tolist())
-        records, dims, storage_pos = cache
+        return cache
+
+    def _make_tensor(self, t: int) -> Any:
+        records, dims, storage_pos = self._records()
         st, storage_index, offset, ndim, d, qscheme, numel, contiguous = records[t][:8]
         sizes = dims[d:d + ndim]
         if contiguous and numel and st not in _tensors.PACKED:
@@ -277,10 +313,20 @@ class Image:
 
     def proxy(self, i: int, factory: Any) -> Any:
         """The one proxy object for ivalue ``i`` (an Object or Function)."""
-        p = self._proxies.get(i)
-        if p is None:
-            p = self._proxies[i] = factory(self, i)
-        return p
+        return self.proxies([i], factory)[0]
+
+    def proxies(self, indices: Sequence[int], factory: Any) -> List[Any]:
+        """The one proxy object for each ivalue of ``indices``, made where missing."""
+        refs = self._proxies
+        out = []
+        for i in indices:
+            ref = refs.get(i)
+            p = None if ref is None else ref()
+            if p is None:
+                p = factory(self, i)
+                refs[i] = weakref.ref(p)
+            out.append(p)
+        return out
 
     # ------------------------------------------------------------ tables
 

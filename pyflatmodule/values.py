@@ -214,12 +214,12 @@ def decode_all(image: Image, stop: int) -> List[Any]:
                           else v[0])
     _strings(image, np.flatnonzero(types == STRING), out)
     where = np.flatnonzero(types == TENSOR)
-    tensor = image.tensor
-    for i, m in zip(where.tolist(), image.index["m"][where].tolist()):
-        out[i] = tensor(m)
+    for i, value in zip(where.tolist(), image.tensors(image.index["m"][where].tolist())):
+        out[i] = value
     for kind, factory in ((OBJECT, Object), (FUNCTION, Function)):
-        for i in np.flatnonzero(types == kind).tolist():
-            out[i] = image.proxy(i, factory)
+        indices: List[int] = np.flatnonzero(types == kind).tolist()
+        for i, value in zip(indices, image.proxies(indices, factory)):
+            out[i] = value
     done = (NONE, INT, DOUBLE, BOOL, COMPLEX, STRING, TENSOR, OBJECT, FUNCTION, LIST,
             TUPLE, DICT, ENUM)
     for i in np.flatnonzero(~np.isin(types, done)).tolist():

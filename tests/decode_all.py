@@ -63,6 +63,16 @@ def touch(value: Any) -> None:
                 touch(v)
 
 
+def peak_rss_kib() -> int:
+    """This process's peak RSS since it started its program (VmHWM; ``ru_maxrss``
+    also counts the parent's peak when the child was vforked from it)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def full_decode(m: pfm.Module) -> None:
     """Read every part of a module through the public API."""
     for i in range(len(m.ivalues)):

@@ -532,12 +532,12 @@ _CHILD = textwrap.dedent("""
         limit = int(f.read().split()[0]) * resource.getpagesize() + (3 << 30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import pyflatmodule as pfm
-    from test_bad_input import full_decode
+    from decode_all import full_decode, peak_rss_kib
     try:
         full_decode(pfm.load(open({file!r}, "rb").read()))
     except pfm.FormatError as e:
         print("FormatError", e.code)
-    print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print("maxrss_kib", peak_rss_kib())
 """)
 
 

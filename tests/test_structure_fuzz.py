@@ -449,12 +449,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 BUDGET_CODES = {"depth_budget", "table_budget", "element_budget"}
 
 _CHILD = textwrap.dedent("""
-    import json, resource, sys, time
+    import json, sys, time
     sys.path[:0] = {paths!r}
     import pyflatmodule as pfm
     from sweep import limit_address_space
     limit_address_space(4 << 30)
-    from decode_all import outcome
+    from decode_all import outcome, peak_rss_kib
     data = open({file!r}, "rb").read()
     runs = []
     for verify in (True, False):
@@ -478,8 +478,7 @@ _CHILD = textwrap.dedent("""
         else:
             kind, detail = outcome(data, verify, **{kw!r})
         runs.append([kind, detail[-3000:], time.perf_counter() - start])
-    print("RESULT" + json.dumps({{"runs": runs, "maxrss_mib":
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}}))
+    print("RESULT" + json.dumps({{"runs": runs, "maxrss_mib": peak_rss_kib() // 1024}}))
 """)
 
 
