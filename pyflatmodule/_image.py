@@ -113,6 +113,7 @@ class Image:
         self._rows: Optional[List[Tuple[int, ...]]] = None
         self._tensor_cache: Optional[Tuple[List[Tuple[Any, ...]], List[int], List[int]]] = None
         self._flats: Dict[np.dtype, np.ndarray] = {}
+        self._dims: Optional[List[int]] = None
         self._tensors: Dict[int, Any] = {}
         self._storages: Optional[List[np.ndarray]] = None
         # Weak, so proxies (which hold the image) never form a cycle with it. Plain
@@ -227,7 +228,6 @@ class Image:
         todo = np.array([t for t, v in zip(ts, out) if v is None], np.int64)
         if not len(todo):
             return out
-        _, dims, _ = self._records()
         rec = self.tensor_index[todo]
         st = rec["scalar_type"]
         common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
@@ -240,6 +240,7 @@ class Image:
                      + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
             pick, start = pick[start % dtype.itemsize == 0], start[start % dtype.itemsize == 0]
             flat = self._flat(dtype)
+            dims = self._dim_list()
             for t, first, numel, ndim, d in zip(todo[pick].tolist(),
                                                 (start // dtype.itemsize).tolist(),
                                                 rec["numel"][pick].tolist(),
@@ -255,9 +256,15 @@ class Image:
         if cache is None:
             # Built whole, then published in one assignment: threads may race here.
             cache = self._tensor_cache = (self.tensor_index[list(_TENSOR_FIELDS)].tolist(),
-                                          self.dims.tolist(),
+                                          self._dim_list(),
                                           self.storage_index["pos"].tolist())
         return cache
+
+    def _dim_list(self) -> List[int]:
+        """Every tensor's sizes and strides as one Python list, made once."""
+        if self._dims is None:
+            self._dims = self.dims.tolist()
+        return self._dims
 
     def _make_tensor(self, t: int) -> Any:
         records, dims, storage_pos = self._records()

@@ -14,9 +14,13 @@ __all__ = ["ClassDecl", "parse_classes"]
 
 _CLASS = re.compile(r"class ([^\s(:]+)[^\n]*")
 _QUOTED = re.compile(r'"([^"\\]*)"')
-_LIST = re.compile(r"^  (__parameters__|__buffers__)\s*=\s*(\[.*?\])\s*$")
-_ATTR = re.compile(r"^  ([A-Za-z_]\w*) : (.+)$")
-_ANNOTATION = re.compile(r'^  __annotations__\["([^"]*)"\] = (.+)$')
+# One declaration line: a parameter or buffer list, an annotation or an attribute.
+_SPACE = r"[^\S\n]*"
+_DECLARATION = re.compile(
+    rf"^  (?:(__parameters__|__buffers__){_SPACE}={_SPACE}(\[[^\n]*?\]){_SPACE}"
+    r'|__annotations__\["([^"\n]*)"\] = ([^\n]+)'
+    r"|([A-Za-z_]\w*) : ([^\n]+))$", re.MULTILINE)
+_BLOCK_END = re.compile(r"\n(?!  )|\n  def ")
 
 
 class ClassDecl:
@@ -40,9 +44,9 @@ def _literal_names(text: str) -> List[str]:
 def parse_classes(sources: Mapping[str, str]) -> Dict[str, ClassDecl]:
     """Qualified class name to its declaration, for every class in the sources.
 
-    Class headers are found with ``str.find``; only the declaration lines after each
-    header (up to its first method) are read in Python: linear in the text, and
-    method bodies, most of it, cost no Python work.
+    Class headers are found with ``str.find``, each class's declaration block (the
+    lines up to its first method) with one regex search, and the declarations in it
+    with one regex scan: linear in the text, and no Python work per line.
     """
     out: Dict[str, ClassDecl] = {}
     for file_name, text in sources.items():
@@ -50,14 +54,19 @@ def parse_classes(sources: Mapping[str, str]) -> Dict[str, ClassDecl]:
             if not header.group(0).rstrip().endswith(":"):
                 continue
             decl = out[f"{file_name}.{header.group(1)}"] = ClassDecl()
-            pos = header.end() + 1
-            while pos < len(text):
-                end = text.find("\n", pos)
-                end = len(text) if end < 0 else end
-                line, pos = text[pos:end], end + 1
-                if not line.startswith("  ") or line.startswith("  def "):
-                    break   # the declarations come before the first method
-                _declaration(decl, line.rstrip("\r"))
+            end = _BLOCK_END.search(text, header.end())
+            for found in _DECLARATION.finditer(text, header.end(),
+                                               len(text) if end is None else end.start()):
+                listed, names, annotated, annotation, attr, kind = found.groups()
+                if listed:
+                    (decl.parameters if listed == "__parameters__"
+                     else decl.buffers).extend(_literal_names(names))
+                    decl.is_module = True
+                elif annotated is not None:
+                    if not annotation.startswith("Final["):
+                        decl.attributes.append(annotated)
+                elif not kind.startswith("Final["):
+                    decl.attributes.append(attr)
     return out
 
 
@@ -75,16 +84,3 @@ def _next_line(text: str, prefix: str, pos: int) -> int:
     """Where the first line after ``pos`` that starts with ``prefix`` starts, or -1."""
     found = text.find("\n" + prefix, pos)
     return found + 1 if found >= 0 else -1
-
-
-def _declaration(decl: ClassDecl, line: str) -> None:
-    listed = _LIST.match(line)
-    if listed:
-        names = _literal_names(listed.group(2))
-        (decl.parameters if listed.group(1) == "__parameters__"
-         else decl.buffers).extend(names)
-        decl.is_module = True
-        return
-    attr = _ATTR.match(line) or _ANNOTATION.match(line)
-    if attr and not attr.group(2).startswith("Final["):
-        decl.attributes.append(attr.group(1))

@@ -12,7 +12,7 @@ from ._types import contained_type_names
 from .errors import FormatError
 from .functions import Function
 from .tensors import QuantizedTensor
-from .values import Object, decode, decode_all
+from .values import Object, decode, decode_all, references
 
 __all__ = ["Module", "VerifyReport", "load", "verify"]
 
@@ -271,7 +271,6 @@ class Module:
 
     def _walk_state_dict(self, image: Image) -> Dict[str, Tensor]:
         root = self.root
-        out: Dict[str, Tensor] = {}
         # Shared objects are walked once per path, as torch does; the walk is paid in
         # attributes visited and stops at a few times what a tree of this file holds.
         budget = [_WALK_FLOOR + 4 * len(self.ivalues)]
@@ -283,9 +282,13 @@ class Module:
         declarations = {name: (set(decl.parameters), set(decl.buffers))
                         for name, decl in image.classes().items() if decl.is_module}
         if root.type_name in declarations:
-            _walk_declared(image, root.index, "", declarations, out, budget)
-        else:
-            _walk_fields(root, "", out, budget)
+            # Field objects' tensors are found as record numbers, then made in bulk.
+            found = _walk_declared(image, root.index, declarations, budget)
+            records = [k for k, v in found.items() if isinstance(v, int)]
+            found.update(zip(records, image.tensors([found[k] for k in records])))
+            return found
+        out: Dict[str, Tensor] = {}
+        _walk_fields(root, "", out, budget)
         return out
 
     # -------------------------------------------------------------- info
@@ -329,53 +332,48 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, (np.ndarray, QuantizedTensor))
 
 
-def _entries(image: Image, i: int, wanted: Tuple[Set[str], Set[str]]
-             ) -> Tuple[List[Tuple[str, Any]], List[Tuple[str, Any]], List[Tuple[str, int]]]:
-    """(parameters, buffers, object attributes) of object ``i``, each in slot order.
-
-    Field objects are read straight from the index, their slots planned once per type;
-    set-state objects through their replayed attributes.
-    """
-    rows = image.rows()
-    _, _, a, n, _, m, _, _ = rows[i]
-    params, buffers = wanted
-    if image.object_types()[m].kind != "class_with_field":
-        items = image.proxy(i, Object)._tensors_and_objects()
-        tensors = [(k, v) for k, v in items if _is_tensor(v)]
-        return ([(k, v) for k, v in tensors if k in params],
-                [(k, v) for k, v in tensors if k in buffers],
-                [(k, v.index) for k, v in items if isinstance(v, Object)])
-    names = image.object_types()[m].attr_names[:n]
-    attrs = image.refs(i, a, n, f"ivalues[{i}].val<Object>.attrs")
-    found: List[List[Tuple[str, Any]]] = [[], [], []]
-    for name, j in zip(names, attrs):
-        kind = rows[j][0]
-        if kind == TENSOR:
-            if name in params:
-                found[0].append((name, image.tensor(rows[j][5])))
-            elif name in buffers:
-                found[1].append((name, image.tensor(rows[j][5])))
-        elif kind == OBJECT:
-            found[2].append((name, j))
-    return found[0], found[1], found[2]
-
-
-def _walk_declared(image: Image, i: int, prefix: str,
-                   decls: Dict[str, Tuple[Set[str], Set[str]]],
-                   out: Dict[str, Tensor], budget: List[int]) -> None:
-    # nn.Module.state_dict order: parameters, then buffers (each in slot order),
-    # then each submodule's entries; depth-first without recursion.
+def _walk_declared(image: Image, root: int, decls: Dict[str, Tuple[Set[str], Set[str]]],
+                   budget: List[int]) -> Dict[str, Any]:
+    """nn.Module.state_dict order: parameters, then buffers (each in slot order), then
+    each submodule's entries; depth-first without recursion. Field objects' tensors
+    come out as record numbers (ints), their attribute references read in bulk;
+    set-state objects give their replayed attributes."""
     types = image.object_types()
     rows = image.rows()
-    stack = [(i, prefix)]
+    objects = np.flatnonzero(image.index["type"] == OBJECT)
+    refs = references(image, objects)
+    counts = image.index["n"][objects].astype(np.int64)
+    start_of = dict(zip(objects.tolist(), (np.cumsum(counts) - counts).tolist()))
+    out: Dict[str, Any] = {}
+    stack = [(root, "")]
     while stack:
         i, prefix = stack.pop()
-        _spend(budget, image, i, int(rows[i][3]))
-        params, buffers, children = _entries(image, i, decls[types[rows[i][5]].name])
-        for name, value in params + buffers:
+        n, m = rows[i][3], rows[i][5]
+        _spend(budget, image, i, n)
+        params, buffers = decls[types[m].name]
+        found: List[List[Tuple[str, Any]]] = [[], [], []]
+        if types[m].kind == "class_with_field":
+            start = start_of[i]
+            for name, j in zip(types[m].attr_names[:n], refs[start:start + n]):
+                kind = rows[j][0]
+                if kind == TENSOR:
+                    if name in params:
+                        found[0].append((name, rows[j][5]))
+                    elif name in buffers:
+                        found[1].append((name, rows[j][5]))
+                elif kind == OBJECT:
+                    found[2].append((name, j))
+        else:
+            for name, value in image.proxy(i, Object)._tensors_and_objects():
+                if isinstance(value, Object):
+                    found[2].append((name, value.index))
+                elif name in params or name in buffers:
+                    found[0 if name in params else 1].append((name, value))
+        for name, value in found[0] + found[1]:
             out[prefix + name] = value
-        stack.extend((j, f"{prefix}{name}.") for name, j in reversed(children)
+        stack.extend((j, f"{prefix}{name}.") for name, j in reversed(found[2])
                      if types[rows[j][5]].name in decls)
+    return out
 
 
 def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:

@@ -162,9 +162,10 @@ def _strings(image: Image, where: np.ndarray, out: List[Any]) -> None:
             out[i] = image.text(a, n, _where(i, STRING) + ".data")
 
 
-def _references(image: Image, containers: np.ndarray) -> List[int]:
-    """Every ivalue index that the List, Tuple and Dict ivalues ``containers`` name,
-    read in one go: each one's items (a Dict's keys, then its values), in order.
+def references(image: Image, containers: np.ndarray) -> List[int]:
+    """Every ivalue index that the List, Tuple, Dict and Object ivalues ``containers``
+    name, read in one go: each one's items (a Dict's keys, then its values; an
+    Object's attributes), in order.
     Read once, then checked to point backwards (a caller's writable buffer may have
     changed since the index was built); a bad reference is reported by ``refs``."""
     rows = image.index[containers]
@@ -186,7 +187,8 @@ def _references(image: Image, containers: np.ndarray) -> List[int]:
         bad = int(owners[k])
         t, _, a, n, b, _, _, _ = image.rows()[bad]
         keys = a <= int(positions[k]) < a + 4 * n
-        field = ".items" if t != DICT else ".keys" if keys else ".values"
+        field = (".attrs" if t == OBJECT else ".items" if t != DICT
+                 else ".keys" if keys else ".values")
         start = a if keys else b
         raise FormatError("forward_reference", "ivalue reference does not point to an "
                           "earlier value", int(positions[k]),
@@ -228,7 +230,7 @@ def decode_all(image: Image, stop: int) -> List[Any]:
     if not len(ordered):
         return out
     containers = ordered[types[ordered] != ENUM]
-    refs = _references(image, containers) if len(containers) else []
+    refs = references(image, containers) if len(containers) else []
     rows = image.index[ordered]
     k = 0
     get = out.__getitem__
