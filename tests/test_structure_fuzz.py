@@ -584,17 +584,22 @@ def test_deep_chain_with_a_raised_depth_budget(tmp_path) -> None:
         assert "RecursionError" not in detail, f"verify={verify}: {detail}"
 
 
+def _object_chain(levels: int) -> bytes:
+    """``levels`` objects each holding a tensor ``w`` and the next as ``child``."""
+    ivs = [NoneV(), Tensor([2, 3])]
+    for _ in range(levels):
+        ivs.append(Obj(0, [1, len(ivs) - 1]))
+    ivs[2] = Obj(0, [1])
+    return _module(ivs, ["w", "child"], storage_data=[c.STORAGE0.tobytes()],
+                   storage_data_size=1)
+
+
 def test_deep_object_chain_with_a_raised_depth_budget() -> None:
     """max_depth raised above Python's recursion limit: state_dict() of a 1500-deep
     object chain (each level holding a tensor and the next) lists every level
     (found: RecursionError)."""
     levels = 1500
-    ivs = [NoneV(), Tensor([2, 3])]
-    for _ in range(levels):
-        ivs.append(Obj(0, [1, len(ivs) - 1]))
-    ivs[2] = Obj(0, [1])
-    data = _module(ivs, ["w", "child"], storage_data=[c.STORAGE0.tobytes()],
-                   storage_data_size=1)
+    data = _object_chain(levels)
     for verify in (True, False):
         sd = pfm.load(data, verify=verify, max_depth=levels + 10).state_dict()
         assert list(sd) == ["child." * k + "w" for k in range(levels)]
@@ -604,13 +609,7 @@ def test_deep_object_chain_within_the_depth_budget(tmp_path) -> None:
     """190 objects each holding the next (and a tensor): state_dict() walks it whole;
     310 levels hit the depth budget."""
     for levels, expect in ((190, "ok"), (310, "depth_budget")):
-        ivs = [NoneV(), Tensor([2, 3])]
-        for _ in range(levels):
-            ivs.append(Obj(0, [1, len(ivs) - 1]))
-        ivs[2] = Obj(0, [1])
-        data = _module(ivs, ["w", "child"], storage_data=[c.STORAGE0.tobytes()],
-                       storage_data_size=1)
-        result = decode_in_child(data, tmp_path, timeout=60)
+        result = decode_in_child(_object_chain(levels), tmp_path, timeout=60)
         assert [r[0] if r[0] == "ok" else r[1] for r in result["runs"]] == [expect] * 2
         assert_bounded(result, seconds=10, rss_mib=400)
 
