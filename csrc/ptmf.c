@@ -7,10 +7,13 @@
  * adds what reading does not need: FlatBuffers' alignment rules, NUL
  * terminators, and the tables the index never looks at.
  */
+#define _POSIX_C_SOURCE 200809L   /* pread */
 #include "ptmf.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------ schema */
 
@@ -75,6 +78,10 @@ typedef struct ctx {
     segment path[PATH_MAX_SEGMENTS];
     int depth;               /* path segments in use, may exceed the array */
     ptmf_error *err;
+    /* A copy of buf[win_pos, win_pos + win_len) read with pread: table reads
+     * inside it come from here and touch no page of the mapping. */
+    const uint8_t *win;
+    uint64_t win_pos, win_len;
 } ctx;
 
 typedef struct tbl {
@@ -193,6 +200,15 @@ static int in_bounds(const ctx *c, uint64_t pos, uint64_t size) {
     return pos <= c->len && size <= c->len - pos;
 }
 
+/* The `size` bytes at `pos` (already bounds-checked): from the read-ahead window
+ * when it holds all of them, else from the buffer. */
+static const uint8_t *bytes_at(const ctx *c, uint64_t pos, uint64_t size) {
+    if (c->win_len && pos >= c->win_pos && size <= c->win_len
+        && pos - c->win_pos <= c->win_len - size)
+        return c->win + (pos - c->win_pos);
+    return c->buf + pos;
+}
+
 static int need(ctx *c, uint64_t pos, uint64_t size, unsigned align) {
     if (!in_bounds(c, pos, size)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
     if (c->verify && align > 1 && pos % align != 0) return fail(c, PTMF_E_MISALIGNED, pos);
@@ -223,7 +239,7 @@ static int count_elements(ctx *c, uint64_t n, uint64_t where) {
 static int deref(ctx *c, uint64_t at, uint64_t *target) {
     uint64_t t;
     TRY(need(c, at, 4, 4));
-    t = at + ld32(c->buf + at);
+    t = at + ld32(bytes_at(c, at, 4));
     if (t >= c->len) return fail(c, PTMF_E_OUT_OF_BOUNDS, at);
     *target = t;
     return PTMF_OK;
@@ -237,7 +253,7 @@ static int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     TRY(need(c, pos, 4, 4));
     if (c->tables >= c->max_tables) return fail(c, PTMF_E_TABLE_BUDGET, pos);
     c->tables++;
-    soff = ld32(c->buf + pos);
+    soff = ld32(bytes_at(c, pos, 4));
     vt = (int64_t)pos - (int64_t)as_i32(soff);
     if (vt < 0 || !in_bounds(c, (uint64_t)vt, 4)) {
         /* Torch writes files over 2 GiB whose soffsets wrapped; modulo 2^32
@@ -251,8 +267,8 @@ static int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     t->pos = pos;
     t->vt = (uint64_t)vt;
     if (c->verify && t->vt % 2 != 0) return fail(c, PTMF_E_MISALIGNED, t->vt);
-    t->vt_size = ld16(c->buf + t->vt);
-    t->size = ld16(c->buf + t->vt + 2);
+    t->vt_size = ld16(bytes_at(c, t->vt, 2));
+    t->size = ld16(bytes_at(c, t->vt + 2, 2));
     if (t->vt_size < 4 || t->vt_size % 2 != 0 || !in_bounds(c, t->vt, t->vt_size))
         return fail(c, PTMF_E_BAD_VTABLE, t->vt);
     if (t->size < 4 || !in_bounds(c, pos, t->size)) return fail(c, PTMF_E_BAD_VTABLE, t->vt);
@@ -265,7 +281,7 @@ static int tbl_field(ctx *c, const tbl *t, unsigned id, unsigned size, uint64_t 
     uint16_t off;
     *at = 0;
     if (slot + 2 > t->vt_size) return PTMF_OK;
-    off = ld16(c->buf + t->vt + slot);
+    off = ld16(bytes_at(c, t->vt + slot, 2));
     if (off == 0) return PTMF_OK;
     if (off < 4 || (uint64_t)off + size > t->size) return fail(c, PTMF_E_BAD_VTABLE, t->vt + slot);
     *at = t->pos + off;
@@ -323,7 +339,7 @@ static int fld_table(ctx *c, const tbl *t, unsigned id, tbl *sub, int *present) 
 static int vec_at(ctx *c, uint64_t pos, unsigned esize, unsigned align, vec *v) {
     uint32_t n;
     TRY(need(c, pos, 4, 4));
-    n = ld32(c->buf + pos);
+    n = ld32(bytes_at(c, pos, 4));
     if (!in_bounds(c, pos + 4, (uint64_t)n * esize)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
     if (c->verify && align > 1 && (pos + 4) % align != 0) return fail(c, PTMF_E_MISALIGNED, pos + 4);
     v->data = pos + 4;
@@ -433,21 +449,39 @@ int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
     return PTMF_OK;
 }
 
+/* Files with at least this many bytes per storage read each storage's header
+ * (table and vector length, just before its payload) with pread: faulting it in
+ * through the mapping would map the page-cache folio around it, which the kernel
+ * maps whole when large (up to 2 MiB of payload per storage in RSS). */
+#define PREAD_BYTES_PER_STORAGE (64u << 10)
+
 int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
-                        ptmf_summary *s, ptmf_storage *out, ptmf_error *err) {
+                        ptmf_summary *s, ptmf_storage *out, int fd, ptmf_error *err) {
     ctx c;
     vec all = {s->storages, s->n_storages};
+    uint8_t window[64];
     uint32_t i;
     ctx_init(&c, buf, len, opt, s, err);
+    if (s->n_storages == 0 || (uint64_t)len / s->n_storages < PREAD_BYTES_PER_STORAGE)
+        fd = -1;
     for (i = 0; i < s->n_storages; i++) {
         tbl t;
         vec data;
+        uint64_t target;
         push(&c, "storage_data", i);
-        TRY(vec_table(&c, &all, i, &t));
+        TRY(vec_ref(&c, &all, i, &target));
+        if (fd >= 0) {
+            ssize_t got = pread(fd, window, sizeof window, (off_t)target);
+            c.win = window;
+            c.win_pos = target;
+            c.win_len = got > 0 ? (uint64_t)got : 0;
+        }
+        TRY(tbl_open(&c, target, &t));
         push(&c, ".data", NO_INDEX);
         TRY(fld_vec(&c, &t, 0, 1, 1, &data));
         pop(&c);
         pop(&c);
+        c.win_len = 0;
         out[i].pos = data.data;
         out[i].size = data.count;
     }

@@ -166,9 +166,11 @@ void ptmf_default_options(ptmf_options *opt);
 /* Header and root Module table. */
 int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
               ptmf_summary *s, ptmf_error *err);
-/* storages[s->n_storages] */
+/* storages[s->n_storages]. fd: the file buf maps, or -1; with it, files with
+ * large storages have each storage header read with pread, not through buf. */
 int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
-                        ptmf_summary *s, ptmf_storage *storages, ptmf_error *err);
+                        ptmf_summary *s, ptmf_storage *storages, int fd,
+                        ptmf_error *err);
 /* out[s->n_ivalues]; sets s->n_tensors and s->n_dims. */
 int ptmf_index_ivalues(const uint8_t *buf, size_t len, const ptmf_options *opt,
                        ptmf_summary *s, ptmf_ivalue *out, ptmf_error *err);

@@ -126,10 +126,14 @@ class Image:
         err = new_error()
         opt = options.to_c()
         s = self.summary = ffi.new("ptmf_summary *")
-        check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
-        self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
-        c_storages = _c_array("ptmf_storage", self.storage_index)
-        check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages, err), err)
+        try:
+            check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
+            self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
+            c_storages = _c_array("ptmf_storage", self.storage_index)
+            check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages,
+                                          source.fd, err), err)
+        finally:
+            source.release_fd()
         apply_advice(source, options.advise, self.storage_index["pos"],
                      self.storage_index["size"])
         self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)

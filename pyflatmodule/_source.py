@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import Any, BinaryIO, List, Optional, Union
+from typing import Any, BinaryIO, Optional, Union
 
 import numpy as np
 
@@ -23,11 +23,11 @@ __all__ = ["ADVICE", "Source", "SourceLike", "apply_advice", "open_source"]
 class Source:
     """One buffer holding a whole file, with what is known about where it came from."""
 
-    __slots__ = ("obj", "name", "mapped", "stat", "path", "populated")
+    __slots__ = ("obj", "name", "mapped", "stat", "path", "fd")
 
     def __init__(self, obj: Any, name: str, mapped: bool,
                  stat: Optional[os.stat_result] = None, path: Optional[str] = None,
-                 populated: bool = False) -> None:
+                 fd: int = -1) -> None:
         if isinstance(obj, memoryview) and (obj.ndim != 1 or obj.itemsize != 1):
             obj = obj.cast("B")
         # The object itself, not a memoryview of it, is what every consumer
@@ -37,7 +37,14 @@ class Source:
         self.mapped = mapped
         self.stat = stat
         self.path = path
-        self.populated = populated
+        #: A descriptor of the mapped file while the index is built (then -1).
+        self.fd = fd
+
+    def release_fd(self) -> None:
+        """Close the descriptor kept for building the index."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def changed(self) -> Optional[str]:
         """What happened to the file since it was opened, or None if nothing did.
@@ -64,9 +71,6 @@ class Source:
         return len(self.obj) if not isinstance(self.obj, memoryview) else self.obj.nbytes
 
 
-#: The largest page-cache folio (a PMD, 2 MiB on x86-64 and arm64 with 4 KiB pages).
-_FOLIO = 2 << 20
-
 ADVICE = {"normal": "MADV_NORMAL", "sequential": "MADV_SEQUENTIAL", "random": "MADV_RANDOM",
           "willneed": "MADV_WILLNEED"}
 
@@ -84,13 +88,19 @@ def _map_fd(fd: int, name: str, populate: bool) -> Source:
         return Source(b"", name, False, st)
     if populate and hasattr(mmap, "MAP_POPULATE"):
         mm = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
-        return Source(mm, name, True, st, populated=True)
+        return Source(mm, name, True, st)
     mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     # Before anything is read: metadata faults must not read ahead into tensor
     # data (readahead windows reach megabytes). Storage ranges get normal
     # readahead back once the index knows where they are.
     _madvise(mm, "MADV_RANDOM")
-    return Source(mm, name, True, st)
+    # The index reads storage headers with pread (see ptmf_index_storages); without
+    # a descriptor to spare it reads them through the mapping.
+    try:
+        spare = os.dup(fd)
+    except OSError:
+        spare = -1
+    return Source(mm, name, True, st, fd=spare)
 
 
 def apply_advice(source: Source, advise: Optional[str], positions: np.ndarray,
@@ -99,12 +109,6 @@ def apply_advice(source: Source, advise: Optional[str], positions: np.ndarray,
 
     ``advise=None`` keeps metadata pages on MADV_RANDOM and gives the pages inside
     tensor payloads normal readahead; otherwise the whole mapping gets the advice.
-
-    Reading a storage's header (just before its payload) faults in the page-cache
-    folio holding it, and the kernel maps a large folio whole: up to 2 MiB of tensor
-    payload per storage counted in RSS before any weight is read. With the default
-    advice the payload span's mappings are dropped again (MADV_DONTNEED; the page
-    cache keeps the pages, and the next read maps them back).
     """
     if not source.mapped:
         return
@@ -116,22 +120,18 @@ def apply_advice(source: Source, advise: Optional[str], positions: np.ndarray,
     big = sizes >= page          # smaller payloads hold no whole page
     if not big.any():
         return
-    order = np.argsort(positions[big], kind="stable")
-    merged: List[List[int]] = []
-    for pos, size in zip(positions[big][order].tolist(), sizes[big][order].tolist()):
-        if merged and pos - merged[-1][1] < page:
-            merged[-1][1] = max(merged[-1][1], pos + size)
-        else:
-            merged.append([pos, pos + size])
-    for start, end in merged:
+    starts = positions[big].astype(np.int64)
+    order = np.argsort(starts, kind="stable")
+    starts = starts[order]
+    ends = np.maximum.accumulate(starts + sizes[big][order].astype(np.int64))
+    # A payload less than a page after everything before it ends continues the run.
+    breaks = (np.flatnonzero(starts[1:] - ends[:-1] >= page) + 1).tolist()
+    for start, end in zip(starts[[0] + breaks].tolist(),
+                          ends[[b - 1 for b in breaks] + [len(starts) - 1]].tolist()):
         start = -(-start // page) * page
         end = end // page * page
         if end > start:
             _madvise(mm, "MADV_NORMAL", start, end - start)
-    if not source.populated and merged[-1][1] - merged[0][0] >= 2 * _FOLIO:
-        low = max(0, (merged[0][0] - 1) // _FOLIO * _FOLIO)
-        high = min(len(mm), -(-merged[-1][1] // _FOLIO) * _FOLIO)
-        _madvise(mm, "MADV_DONTNEED", low, high - low)
 
 
 def open_source(source: SourceLike, copy: bool = False, populate: bool = False) -> Source:

@@ -254,7 +254,8 @@ def damaged_desc(draw: Any) -> Dict[str, Any]:
             elif field == "constants":
                 f["constants"] = [1, b]
             elif field == "default":
-                f["schema"]["arguments"][1]["default_value"] = b
+                # (an earlier "schema" step may have left one argument)
+                f["schema"]["arguments"][-1]["default_value"] = b
             elif field == "instructions":
                 f["instructions"] = draw(st.lists(st.tuples(
                     I8_ALL, st.integers(0, 2**16 - 1), st.sampled_from(I32_BOUNDS)),
