@@ -141,9 +141,17 @@ def _targets(res: Results) -> List[str]:
         _check(rows, f"RSS growth per ivalue: {name} / meta_2k <= 1.25 (linear)", r,
                r is not None and r <= 1.25)
     for name in ("meta_2k", "linear_256m", "transformer"):
+        # torch's state_dict() walks a module whose tensors its load already made:
+        # compared with pyflatmodule's first call (which makes the arrays) and with
+        # later calls (which copy the walk's kept result).
         r = res.ratio(f"state_dict: {name}", "torch_jit")
-        _check(rows, f"state_dict per tensor {name}: torch / pyflatmodule > 1", r,
-               r is not None and r > 1)
+        _check(rows, f"state_dict per tensor {name}, first call: torch / pyflatmodule > 1",
+               r, r is not None and r > 1)
+        a = res.median(f"state_dict: {name}", "torch_jit")
+        b = res.median(f"state_dict: {name}", "pyflatmodule_again")
+        r = None if a is None or not b else a / b
+        _check(rows, f"state_dict per tensor {name}, later calls: torch / pyflatmodule > 1",
+               r, r is not None and r > 1)
     for group in [x for x in res.groups() if x.startswith(("index all: ", "decode all: "))]:
         r = res.ratio(group, "python_walker")
         _check(rows, f"{group}: python walker / pyflatmodule per ivalue >= 10", r,

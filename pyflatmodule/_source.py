@@ -71,6 +71,9 @@ class Source:
         return len(self.obj) if not isinstance(self.obj, memoryview) else self.obj.nbytes
 
 
+#: Payloads closer than this share one run of readahead advice.
+_RUN_GAP = 64 << 10
+
 ADVICE = {"normal": "MADV_NORMAL", "sequential": "MADV_SEQUENTIAL", "random": "MADV_RANDOM",
           "willneed": "MADV_WILLNEED"}
 
@@ -124,8 +127,9 @@ def apply_advice(source: Source, advise: Optional[str], positions: np.ndarray,
     order = np.argsort(starts, kind="stable")
     starts = starts[order]
     ends = np.maximum.accumulate(starts + sizes[big][order].astype(np.int64))
-    # A payload less than a page after everything before it ends continues the run.
-    breaks = (np.flatnonzero(starts[1:] - ends[:-1] >= page) + 1).tolist()
+    # A payload less than 64 KiB after everything before it ends continues the run:
+    # the gap holds storage headers and small payloads, so one madvise covers them.
+    breaks = (np.flatnonzero(starts[1:] - ends[:-1] >= _RUN_GAP) + 1).tolist()
     for start, end in zip(starts[[0] + breaks].tolist(),
                           ends[[b - 1 for b in breaks] + [len(starts) - 1]].tolist()):
         start = -(-start // page) * page
