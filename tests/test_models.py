@@ -38,18 +38,19 @@ def test_state_dict_matches_torch(model_name):
 
 @pytest.mark.parametrize("source", ["path", "bytearray"])
 def test_state_dict_again_is_a_new_dict_of_the_same_arrays(model_name, source):
-    doc, arrays = load_expectation(model_name, "oracle")
+    """Later calls give the caller a dict of their own, with the same entries (the
+    entries themselves are compared with torch's in test_state_dict_matches_torch)."""
     path = model_path(model_name)
     with open(path, "rb") as f:
         data = bytearray(f.read())
     with pfm.load(path if source == "path" else data) as m:
         first = m.state_dict()
+        entries = list(first.items())
         first.clear()                    # the caller's dict is the caller's
         again = m.state_dict()
-        assert_state_dict(_part(doc, "state_dict"), arrays, again)
-        third = m.state_dict()
-        assert third is not again and list(third) == list(again)
-        assert all(third[k] is v for k, v in again.items())
+        assert [k for k, _ in entries] == list(again)
+        assert all(again[k] is v for k, v in entries)
+        assert m.state_dict() is not again
 
 
 def test_attributes_match_torch(model_name):
