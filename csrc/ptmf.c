@@ -1275,16 +1275,122 @@ VECTOR_READER(ptmf_read_arg, read_arg)
 VECTOR_READER(ptmf_read_extra_file, read_extra_file)
 VECTOR_READER(ptmf_read_object_type, read_object_type)
 
-int ptmf_read_string(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
-                     uint32_t i, uint64_t *out, uint32_t *size, ptmf_error *err) {
+int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
+                      uint64_t *pos, uint32_t *size, ptmf_error *err) {
     ctx c;
     vec v = {data, count}, s;
-    uint64_t target;
+    uint32_t i;
     ctx_init(&c, buf, len, NULL, NULL, err);
     if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, PTMF_E_OUT_OF_BOUNDS, data);
-    TRY(vec_ref(&c, &v, i, &target));
-    TRY(str_at(&c, target, &s));
-    *out = s.data;
-    *size = s.count;
+    for (i = 0; i < count; i++) {
+        uint64_t target;
+        push(&c, "", i);
+        TRY(vec_ref(&c, &v, i, &target));
+        TRY(str_at(&c, target, &s));
+        pop(&c);
+        pos[i] = s.data;
+        size[i] = s.count;
+    }
+    return PTMF_OK;
+}
+
+/* ---------------------------------------------------------- module walk */
+
+/* Appends a step; the caller sized `steps` for every attribute the budget admits. */
+static int walk_emit(ctx *c, ptmf_walk_step *steps, uint64_t max_steps, uint64_t *n,
+                     ptmf_walk_step step, uint64_t where) {
+    if (*n >= max_steps) return fail(c, PTMF_E_ELEMENT_BUDGET, where);
+    steps[(*n)++] = step;
+    return PTMF_OK;
+}
+
+/* The attributes of field object `i` that the walk takes, in state_dict order:
+ * parameters and buffers as steps, then submodules onto `stack`, so that they come
+ * off it in slot order. */
+static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types *types,
+                       uint32_t i, uint32_t self, ptmf_walk_step *steps,
+                       uint64_t max_steps, uint64_t *n, ptmf_walk_step *stack,
+                       uint64_t *sp) {
+    const ptmf_ivalue *r = &ivalues[i];
+    uint32_t t = r->m, count = r->n, slot, pass;
+    uint64_t first_child = *sp, last;
+    if (t >= types->n_types) return fail(c, PTMF_E_BAD_TYPE_INDEX, r->pos);
+    if (types->slot_count[t] > types->n_names
+        || types->slot_base[t] > types->n_names - types->slot_count[t])
+        return fail(c, PTMF_E_BAD_ARGUMENT, r->pos);
+    if (count > types->slot_count[t]) count = types->slot_count[t];
+    if (!in_bounds(c, r->a, (uint64_t)r->n * 4)) return fail(c, PTMF_E_OUT_OF_BOUNDS, r->a);
+    for (pass = 1; pass <= 3; pass++) {
+        for (slot = 0; slot < count; slot++) {
+            uint64_t where = r->a + 4 * (uint64_t)slot;
+            uint32_t j = ld32(c->buf + where), name = types->slot_base[t] + slot;
+            const ptmf_ivalue *target;
+            ptmf_walk_step step;
+            if (j >= i) {
+                push(c, ".val<Object>.attrs", slot);
+                return fail(c, PTMF_E_FORWARD_REFERENCE, where);
+            }
+            target = &ivalues[j];
+            step.parent = self;
+            step.name = name;
+            if (pass < 3) {
+                if (target->type != UT_TENSOR || types->role[name] != pass) continue;
+                step.target = target->m;
+                step.kind = pass;
+                TRY(walk_emit(c, steps, max_steps, n, step, where));
+            } else {
+                if (target->type != UT_OBJECT) continue;
+                if (target->m >= types->n_types) return fail(c, PTMF_E_BAD_TYPE_INDEX, target->pos);
+                if (!types->module[target->m]) continue;
+                step.target = j;
+                step.kind = types->module[target->m] == 1 ? PTMF_WALK_MODULE
+                                                          : PTMF_WALK_OTHER_MODULE;
+                TRY(walk_emit(c, stack, max_steps, sp, step, where));
+            }
+        }
+    }
+    /* Reversed, so that the submodules come off the stack in slot order. */
+    for (last = *sp; first_child + 1 < last; first_child++, last--) {
+        ptmf_walk_step tmp = stack[first_child];
+        stack[first_child] = stack[last - 1];
+        stack[last - 1] = tmp;
+    }
+    return PTMF_OK;
+}
+
+int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues,
+                      uint32_t n_ivalues, const ptmf_walk_types *types, uint32_t root,
+                      ptmf_walk_step *steps, ptmf_walk_step *stack, uint64_t max_steps,
+                      uint64_t *budget, uint64_t *n_steps, ptmf_error *err) {
+    ctx c;
+    uint64_t n = 0, sp = 0;
+    ptmf_walk_step first;
+    ctx_init(&c, buf, len, NULL, NULL, err);
+    *n_steps = 0;
+    if (max_steps > UINT32_MAX) max_steps = UINT32_MAX;   /* steps are numbered in 32 bits */
+    if (root >= n_ivalues || ivalues[root].type != UT_OBJECT || max_steps == 0)
+        return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+    first.parent = UINT32_MAX;
+    first.name = UINT32_MAX;
+    first.target = root;
+    first.kind = PTMF_WALK_MODULE;
+    stack[sp++] = first;
+    while (sp) {
+        ptmf_walk_step step = stack[--sp];
+        const ptmf_ivalue *r = &ivalues[step.target];
+        uint64_t self = n;
+        push(&c, "ivalues", step.target);
+        TRY(walk_emit(&c, steps, max_steps, &n, step, r->pos));
+        if (step.kind != PTMF_WALK_MODULE) {
+            pop(&c);
+            continue;
+        }
+        if (*budget < 1 + (uint64_t)r->n) return fail(&c, PTMF_E_ELEMENT_BUDGET, r->pos);
+        *budget -= 1 + (uint64_t)r->n;
+        TRY(walk_object(&c, ivalues, types, step.target, (uint32_t)self, steps, max_steps,
+                        &n, stack, &sp));
+        pop(&c);
+    }
+    *n_steps = n;
     return PTMF_OK;
 }

@@ -195,9 +195,41 @@ int ptmf_read_extra_file(const uint8_t *buf, size_t len, uint64_t vec, uint32_t 
                          uint32_t i, ptmf_record *out, ptmf_error *err);
 int ptmf_read_object_type(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
                           uint32_t i, ptmf_record *out, ptmf_error *err);
-/* i-th string of a vector of strings. */
-int ptmf_read_string(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
-                     uint32_t i, uint64_t *data, uint32_t *size, ptmf_error *err);
+/* Every string of a vector of strings: pos[count], size[count]. */
+int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
+                      uint64_t *pos, uint32_t *size, ptmf_error *err);
+
+/* What nn.Module.state_dict() walks, per object type and attribute name. Names are
+ * numbered type by type: type t's slot s is name slot_base[t] + s (s < slot_count[t]). */
+typedef struct ptmf_walk_types {
+    uint32_t n_types;
+    uint32_t n_names;
+    const uint8_t *module;        /* [n_types] 0: not a module, 1: a field object the
+                                   * walk enters, 2: a module the caller walks itself */
+    const uint32_t *slot_base;    /* [n_types] */
+    const uint32_t *slot_count;   /* [n_types] */
+    const uint8_t *role;          /* [n_names] 1 parameter, 2 buffer, 0 neither */
+} ptmf_walk_types;
+
+enum { PTMF_WALK_PARAMETER = 1, PTMF_WALK_BUFFER = 2, PTMF_WALK_MODULE = 3,
+       PTMF_WALK_OTHER_MODULE = 4 };
+
+/* One entry of a module walk, in state_dict order: a module (its steps follow,
+ * then its submodules') or one of its tensors. */
+typedef struct ptmf_walk_step {
+    uint32_t parent;   /* step of the owning module; UINT32_MAX for the root */
+    uint32_t name;     /* name number of the attribute (UINT32_MAX for the root) */
+    uint32_t target;   /* tensor record (parameter, buffer) or ivalue (modules) */
+    uint32_t kind;     /* PTMF_WALK_* */
+} ptmf_walk_step;
+
+/* Walks the field-object modules from `root` (depth first, shared modules once per
+ * path). Each module entered costs 1 + its attributes from *budget. steps[] and
+ * stack[] hold max_steps entries each; *n_steps is set to the steps written. */
+int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues,
+                      uint32_t n_ivalues, const ptmf_walk_types *types, uint32_t root,
+                      ptmf_walk_step *steps, ptmf_walk_step *stack, uint64_t max_steps,
+                      uint64_t *budget, uint64_t *n_steps, ptmf_error *err);
 
 /* --- cdef end --- */
 

@@ -6,10 +6,11 @@ the index and the buffer; it never walks a vtable again.
 """
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 import weakref
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -22,6 +23,8 @@ from .errors import FormatError
 __all__ = ["Image", "ObjectType", "Options"]
 
 KIND_NAMES = {1: "class_with_field", 2: "custom_class", 3: "class_with_setstate"}
+#: Why a state_dict walk stopped early.
+WALK_TOO_LARGE = "object graph is too large to walk (objects shared many times over)"
 
 
 class ObjectType(NamedTuple):
@@ -57,6 +60,7 @@ def struct_dtype(cname: str) -> np.dtype:
 IVALUE_DTYPE = struct_dtype("ptmf_ivalue")
 STORAGE_DTYPE = struct_dtype("ptmf_storage")
 TENSOR_DTYPE = struct_dtype("ptmf_tensor")
+WALK_STEP_DTYPE = struct_dtype("ptmf_walk_step")
 _IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
 _TENSOR_FIELDS = ("scalar_type", "storage", "storage_offset", "ndim", "dims", "qscheme",
                   "numel", "contiguous", "scale", "zero_point", "scales", "zero_points",
@@ -155,7 +159,7 @@ class Image:
     def rows(self) -> List[Tuple[int, ...]]:
         """Per ivalue: (type, pos, a, n, b, m, c, k), as Python ints."""
         if self._rows is None:
-            self._rows = self.index[list(_IVALUE_FIELDS)].tolist()
+            self._rows = list(zip(*[self.index[f].tolist() for f in _IVALUE_FIELDS]))
         return self._rows
 
     def text(self, pos: int, size: int, where: str) -> str:
@@ -180,16 +184,19 @@ class Image:
         return out
 
     def read_strings(self, vec: int, count: int, where: str) -> List[str]:
-        """Every element of a vector of strings."""
+        """Every element of a vector of strings, located in one C call."""
         err = new_error()
-        data = ffi.new("uint64_t *")
-        size = ffi.new("uint32_t *")
-        out = []
-        for i in range(count):
-            check(lib.ptmf_read_string(self.cbuf, self.size, vec, count, i, data, size, err),
-                  err, where)
-            out.append(self.text(data[0], size[0], f"{where}[{i}]"))
-        return out
+        pos = np.empty(count, np.uint64)
+        size = np.empty(count, np.uint32)
+        check(lib.ptmf_read_strings(self.cbuf, self.size, vec, count,
+                                    _c_array("uint64_t", pos), _c_array("uint32_t", size),
+                                    err), err, where)
+        view = self.view
+        spans = list(zip(pos.tolist(), size.tolist()))
+        try:
+            return [str(view[p:p + n], "utf-8") for p, n in spans]
+        except UnicodeDecodeError:
+            return [self.text(p, n, f"{where}[{i}]") for i, (p, n) in enumerate(spans)]
 
     def array(self, dtype: Any, count: int, offset: int) -> np.ndarray:
         """A read-only array over the buffer (``view`` is always read-only)."""
@@ -226,33 +233,46 @@ class Image:
     def tensors(self, ts: Sequence[int]) -> List[Any]:
         """Tensor records ``ts`` as ``tensor`` gives them, the common ones made in bulk:
         contiguous, unquantized, unpacked, aligned views are slices of the buffer seen
-        as their dtype, located for all records at once."""
-        made = self._tensors
-        out = [made.get(t) for t in ts]
-        todo = np.array([t for t, v in zip(ts, out) if v is None], np.int64)
-        if not len(todo):
-            return out
-        rec = self.tensor_index[todo]
+        as their dtype, located and shaped for all records at once."""
+        get = self._tensors.get
+        todo = np.unique(np.array([t for t in ts if get(t) is None], np.int64))
+        if len(todo):
+            self._make_common(todo)
+        return [v if v is not None else self.tensor(t) for t, v in zip(ts, map(get, ts))]
+
+    def _make_common(self, todo: np.ndarray) -> None:
+        index = self.tensor_index
+        rec = {f: index[f][todo] for f in ("scalar_type", "storage", "storage_offset", "ndim",
+                                           "dims", "qscheme", "numel", "contiguous")}
         st = rec["scalar_type"]
         common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
                   & ~np.isin(st, list(_tensors.PACKED)))
         positions = self.storage_index["pos"].astype(np.int64)
+        setdefault = self._tensors.setdefault
         for scalar_type in np.unique(st[common]).tolist():
             dtype = _tensors.numpy_dtype(scalar_type)
             pick = np.flatnonzero(common & (st == scalar_type))
             start = (positions[rec["storage"][pick]]
                      + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
-            pick, start = pick[start % dtype.itemsize == 0], start[start % dtype.itemsize == 0]
+            pick = pick[start % dtype.itemsize == 0]
+            first = start[start % dtype.itemsize == 0] // dtype.itemsize
+            end = first + rec["numel"][pick].astype(np.int64)
             flat = self._flat(dtype)
-            dims = self._dim_list()
-            for t, first, numel, ndim, d in zip(todo[pick].tolist(),
-                                                (start // dtype.itemsize).tolist(),
-                                                rec["numel"][pick].tolist(),
-                                                rec["ndim"][pick].tolist(),
-                                                rec["dims"][pick].tolist()):
-                array = flat[first:first + numel]
-                made.setdefault(t, array if ndim == 1 else array.reshape(dims[d:d + ndim]))
-        return [made[t] if t in made else self.tensor(t) for t in ts]
+            ndims = rec["ndim"][pick]
+            for ndim in np.unique(ndims).tolist():
+                sel = ndims == ndim
+                spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
+                if ndim == 1:
+                    for t, a, b in spans:
+                        setdefault(t, flat[a:b])
+                    continue
+                dims = rec["dims"][pick[sel]].astype(np.int64)
+                # One tuple per tensor, made by zip: reshape parses a tuple fastest.
+                shapes: Iterable[Tuple[int, ...]] = (
+                    zip(*self.dims[dims[:, None] + np.arange(ndim)].T.tolist()) if ndim
+                    else itertools.repeat(()))
+                for (t, a, b), shape in zip(spans, shapes):
+                    setdefault(t, flat[a:b].reshape(shape))
 
     def _records(self) -> Tuple[List[Tuple[Any, ...]], List[int], List[int]]:
         """Tensor records, dims and storage positions as Python lists, made once."""
@@ -394,6 +414,27 @@ class Image:
         if self._classes is None:
             self._classes = parse_classes(self.jit_sources())
         return self._classes
+
+    def walk_modules(self, root: int, types: Any, budget: List[int]) -> np.ndarray:
+        """The steps of the C module walk from field object ``root`` (see
+        ``ptmf_walk_modules``); ``budget[0]`` pays for it."""
+        max_steps = max(budget[0], 0) + 1   # a step per attribute paid for, and the root
+        steps = np.empty(max_steps, WALK_STEP_DTYPE)
+        stack = np.empty(max_steps, WALK_STEP_DTYPE)
+        left = ffi.new("uint64_t *", max(budget[0], 0))
+        n = ffi.new("uint64_t *")
+        err = new_error()
+        status = lib.ptmf_walk_modules(self.cbuf, self.size, _c_array("ptmf_ivalue", self.index),
+                                       len(self.index), types, root,
+                                       _c_array("ptmf_walk_step", steps),
+                                       _c_array("ptmf_walk_step", stack), max_steps, left, n,
+                                       err)
+        budget[0] = int(left[0])
+        if status == lib.PTMF_E_ELEMENT_BUDGET:
+            raise FormatError("element_budget", WALK_TOO_LARGE, int(err.offset),
+                              ffi.string(err.path).decode("utf-8", "replace"))
+        check(status, err)
+        return steps[:int(n[0])]
 
     def restored_attributes(self, i: int, restore: Any) -> Dict[str, Any]:
         """Attributes of set-state object ``i``, computed once by ``restore(image, i)``."""

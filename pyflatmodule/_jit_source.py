@@ -8,7 +8,7 @@ the slots ``GET_ATTR``/``SET_ATTR`` instructions number).
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, List, Mapping
+from typing import Dict, Iterator, List, Mapping, Optional
 
 __all__ = ["ClassDecl", "parse_classes"]
 
@@ -24,16 +24,45 @@ _BLOCK_END = re.compile(r"\n(?!  )|\n  def ")
 
 
 class ClassDecl:
-    """One class body: parameter and buffer names, attribute names in slot order, and
-    whether it is a module (it declares ``__parameters__``/``__buffers__``)."""
+    """One class body: parameter and buffer names, whether it is a module (it declares
+    ``__parameters__``/``__buffers__``), and its attribute names in slot order (parsed
+    when first asked for: a state_dict() needs only the lists)."""
 
-    __slots__ = ("parameters", "buffers", "attributes", "is_module")
+    __slots__ = ("parameters", "buffers", "is_module", "_text", "_start", "_end",
+                 "_attributes")
 
-    def __init__(self) -> None:
+    def __init__(self, text: str, start: int, end: int) -> None:
         self.parameters: List[str] = []
         self.buffers: List[str] = []
-        self.attributes: List[str] = []
         self.is_module = False
+        self._text, self._start, self._end = text, start, end
+        self._attributes: Optional[List[str]] = None
+        # The lists are lines starting "  __parameters__"/"  __buffers__": found with
+        # str.find, each line then matched.
+        for listed in ("__parameters__", "__buffers__"):
+            at = text.find("\n  " + listed, start - 1, end)
+            while at >= 0:
+                found = _DECLARATION.match(text, at + 1, end)
+                if found and found.group(1):
+                    (self.parameters if listed == "__parameters__"
+                     else self.buffers).extend(_literal_names(found.group(2)))
+                    self.is_module = True
+                at = text.find("\n  " + listed, at + 1, end)
+
+    @property
+    def attributes(self) -> List[str]:
+        """Declared attribute names in slot order (``Final`` constants excluded)."""
+        if self._attributes is None:
+            names = []
+            for found in _DECLARATION.finditer(self._text, self._start, self._end):
+                _, _, annotated, annotation, attr, kind = found.groups()
+                if annotated is not None:
+                    if not annotation.startswith("Final["):
+                        names.append(annotated)
+                elif attr is not None and not kind.startswith("Final["):
+                    names.append(attr)
+            self._attributes = names
+        return self._attributes
 
 
 def _literal_names(text: str) -> List[str]:
@@ -46,27 +75,17 @@ def parse_classes(sources: Mapping[str, str]) -> Dict[str, ClassDecl]:
 
     Class headers are found with ``str.find``, each class's declaration block (the
     lines up to its first method) with one regex search, and the declarations in it
-    with one regex scan: linear in the text, and no Python work per line.
+    with ``str.find`` (the lists) or one regex scan (the attributes, on demand):
+    linear in the text, and no Python work per line.
     """
     out: Dict[str, ClassDecl] = {}
     for file_name, text in sources.items():
         for header in _headers(text):
             if not header.group(0).rstrip().endswith(":"):
                 continue
-            decl = out[f"{file_name}.{header.group(1)}"] = ClassDecl()
             end = _BLOCK_END.search(text, header.end())
-            for found in _DECLARATION.finditer(text, header.end(),
-                                               len(text) if end is None else end.start()):
-                listed, names, annotated, annotation, attr, kind = found.groups()
-                if listed:
-                    (decl.parameters if listed == "__parameters__"
-                     else decl.buffers).extend(_literal_names(names))
-                    decl.is_module = True
-                elif annotated is not None:
-                    if not annotation.startswith("Final["):
-                        decl.attributes.append(annotated)
-                elif not kind.startswith("Final["):
-                    decl.attributes.append(attr)
+            out[f"{file_name}.{header.group(1)}"] = ClassDecl(
+                text, header.end(), len(text) if end is None else end.start())
     return out
 
 

@@ -6,7 +6,8 @@ from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
 
 import numpy as np
 
-from ._image import FUNCTION, OBJECT, TENSOR, Image, ObjectType, Options
+from ._image import FUNCTION, OBJECT, TENSOR, WALK_TOO_LARGE, Image, ObjectType, Options
+from ._native import ffi, lib
 from ._source import ADVICE, SourceLike, open_source
 from ._types import contained_type_names
 from .errors import FormatError
@@ -217,11 +218,12 @@ class Module:
     def root(self) -> Object:
         """The root module object."""
         image = self._img()
-        value = image.value(int(image.summary.state_obj))
-        if not isinstance(value, Object):
+        i = int(image.summary.state_obj)
+        if image.index["type"][i] != OBJECT:
             raise FormatError("kind_mismatch", "state_obj is not an Object",
                               int(image.summary.root), "state_obj")
-        return value
+        root: Object = image.proxy(i, Object)
+        return root
 
     @property
     def ivalues(self) -> IValues:
@@ -323,8 +325,7 @@ _WALK_FLOOR = 65_536
 def _spend(budget: List[int], image: Image, i: int, attributes: int) -> None:
     budget[0] -= 1 + attributes
     if budget[0] < 0:
-        raise FormatError("element_budget", "object graph is too large to walk "
-                          "(objects shared many times over)", image.rows()[i][1],
+        raise FormatError("element_budget", WALK_TOO_LARGE, image.rows()[i][1],
                           f"ivalues[{i}]")
 
 
@@ -335,45 +336,102 @@ def _is_tensor(value: Any) -> bool:
 def _walk_declared(image: Image, root: int, decls: Dict[str, Tuple[Set[str], Set[str]]],
                    budget: List[int]) -> Dict[str, Any]:
     """nn.Module.state_dict order: parameters, then buffers (each in slot order), then
-    each submodule's entries; depth-first without recursion. Field objects' tensors
-    come out as record numbers (ints), their attribute references read in bulk;
-    set-state objects give their replayed attributes."""
-    types = image.object_types()
-    rows = image.rows()
-    objects = np.flatnonzero(image.index["type"] == OBJECT)
-    refs = references(image, objects)
-    counts = image.index["n"][objects].astype(np.int64)
-    start_of = dict(zip(objects.tolist(), (np.cumsum(counts) - counts).tolist()))
+    each submodule's entries; depth-first without recursion (a stack of the modules'
+    entry generators, each writing its tensors to the result and yielding the
+    submodules it leaves to the next). Field objects' tensors come out as record
+    numbers (ints)."""
+    walk = _ModuleWalk(image, decls)
     out: Dict[str, Any] = {}
-    stack = [(root, "")]
+    stack = [walk.entries(root, "", out, budget)]
     while stack:
-        i, prefix = stack.pop()
-        n, m = rows[i][3], rows[i][5]
-        _spend(budget, image, i, n)
-        params, buffers = decls[types[m].name]
-        found: List[List[Tuple[str, Any]]] = [[], [], []]
-        if types[m].kind == "class_with_field":
-            start = start_of[i]
-            for name, j in zip(types[m].attr_names[:n], refs[start:start + n]):
-                kind = rows[j][0]
-                if kind == TENSOR:
-                    if name in params:
-                        found[0].append((name, rows[j][5]))
-                    elif name in buffers:
-                        found[1].append((name, rows[j][5]))
-                elif kind == OBJECT:
-                    found[2].append((name, j))
+        for j, prefix in stack[-1]:
+            stack.append(walk.entries(j, prefix, out, budget))
+            break
         else:
-            for name, value in image.proxy(i, Object)._tensors_and_objects():
-                if isinstance(value, Object):
-                    found[2].append((name, value.index))
-                elif name in params or name in buffers:
-                    found[0 if name in params else 1].append((name, value))
-        for name, value in found[0] + found[1]:
-            out[prefix + name] = value
-        stack.extend((j, f"{prefix}{name}.") for name, j in reversed(found[2])
-                     if types[rows[j][5]].name in decls)
+            stack.pop()
     return out
+
+
+class _ModuleWalk:
+    """One file's declared modules, as the C walk reads them: per object type, whether
+    it is a module (and of which kind) and each attribute name's role."""
+
+    def __init__(self, image: Image, decls: Dict[str, Tuple[Set[str], Set[str]]]) -> None:
+        self.image = image
+        self.decls = decls
+        types = image.object_types()
+        self.names: List[str] = []
+        module = np.zeros(len(types), np.uint8)
+        base = np.zeros(len(types), np.uint32)
+        count = np.zeros(len(types), np.uint32)
+        role = bytearray()
+        for t, ty in enumerate(types):
+            base[t], count[t] = len(self.names), len(ty.attr_names)
+            self.names.extend(ty.attr_names)
+            decl = decls.get(ty.name)
+            if decl is None:
+                role.extend(bytes(len(ty.attr_names)))
+                continue
+            params, buffers = decl
+            module[t] = 1 if ty.kind == "class_with_field" else 2
+            role.extend(lib.PTMF_WALK_PARAMETER if n in params
+                        else lib.PTMF_WALK_BUFFER if n in buffers else 0
+                        for n in ty.attr_names)
+        #: Per object type: 0 not a module, 1 entered by the C walk, 2 walked here.
+        self.module = module.tolist()
+        arrays = {field: ffi.from_buffer(ctype, a) for field, ctype, a in
+                  (("module", "uint8_t[]", module), ("slot_base", "uint32_t[]", base),
+                   ("slot_count", "uint32_t[]", count), ("role", "uint8_t[]", role))}
+        self.c_types = ffi.new("ptmf_walk_types *", dict(
+            arrays, n_types=len(types), n_names=len(self.names)))
+        self._keep = arrays   # the struct points into these
+
+    def entries(self, i: int, prefix: str, out: Dict[str, Any],
+                budget: List[int]) -> Iterator[Tuple[int, str]]:
+        """Module ``i``'s entries under ``prefix``: its tensors go to ``out`` in order;
+        each submodule this walk does not enter is yielded, where it sits, as
+        (ivalue, its prefix)."""
+        if self.module[int(self.image.index["m"][i])] == 1:
+            return self._field_entries(i, prefix, out, budget)
+        return self._other_entries(i, prefix, out, budget)
+
+    def _field_entries(self, i: int, prefix: str, out: Dict[str, Any],
+                       budget: List[int]) -> Iterator[Tuple[int, str]]:
+        steps = self.image.walk_modules(i, self.c_types, budget)
+        names = self.names
+        parents, name_ids, targets, kinds = (steps[f].tolist() for f in
+                                             ("parent", "name", "target", "kind"))
+        # Modules come before their steps: one pass gives every module its prefix.
+        prefixes = [prefix] * len(kinds)
+        for e in np.flatnonzero(steps["kind"][1:] >= lib.PTMF_WALK_MODULE).tolist():
+            prefixes[e + 1] = prefixes[parents[e + 1]] + names[name_ids[e + 1]] + "."
+        # The tensors between the modules this walk leaves to the caller, in bulk.
+        last = 1
+        for e in np.flatnonzero(steps["kind"] == lib.PTMF_WALK_OTHER_MODULE).tolist() + [
+                len(kinds)]:
+            out.update((prefixes[p] + names[n], t) for p, n, t, k in
+                       zip(parents[last:e], name_ids[last:e], targets[last:e], kinds[last:e])
+                       if k < lib.PTMF_WALK_MODULE)
+            if e < len(kinds):
+                yield targets[e], prefixes[e]
+            last = e + 1
+
+    def _other_entries(self, i: int, prefix: str, out: Dict[str, Any],
+                       budget: List[int]) -> Iterator[Tuple[int, str]]:
+        """A module that is not a field object (a set-state one): its attributes are
+        those its ``__setstate__`` sets."""
+        image = self.image
+        _spend(budget, image, i, int(image.index["n"][i]))
+        params, buffers = self.decls[image.object_types()[int(image.index["m"][i])].name]
+        attributes = image.proxy(i, Object)._tensors_and_objects()
+        tensors = [(name, value) for name, value in attributes
+                   if not isinstance(value, Object)]
+        out.update((prefix + name, value) for name, value in tensors if name in params)
+        out.update((prefix + name, value) for name, value in tensors
+                   if name not in params and name in buffers)
+        for name, value in attributes:
+            if isinstance(value, Object) and self.module[int(image.index["m"][value.index])]:
+                yield value.index, f"{prefix}{name}."
 
 
 def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
-                     UNION_NAMES, Image)
+                     UNION_NAMES, Image, ObjectType)
 from ._setstate import replay
 from .tensors import QuantizedTensor
 from .errors import FormatError
@@ -277,15 +277,19 @@ class Object:
         """This object's position in the file's ivalue table."""
         return self._index
 
+    def _type(self) -> ObjectType:
+        # Read from the index directly: a lone lookup need not build rows().
+        return self._image.object_types()[int(self._image.index["m"][self._index])]
+
     @property
     def type_name(self) -> str:
         """Qualified class name, e.g. ``"__torch__.torch.nn.modules.linear.Linear"``."""
-        return self._image.object_types()[self._row()[5]].name
+        return self._type().name
 
     @property
     def kind(self) -> str:
         """``"class_with_field"``, ``"custom_class"`` or ``"class_with_setstate"``."""
-        return self._image.object_types()[self._row()[5]].kind
+        return self._type().kind
 
     @property
     def attributes(self) -> "AttributeMap":

@@ -394,7 +394,8 @@ def test_every_drop_and_collect_order(kind: str) -> None:
 
 #: Files for the in-place sweep (small, varied); edits per file
 INPLACE_FILES = ["mlp_jit.ff", "quantized.ff", "setstate.ff", "methods.ff", "ivalues.ff",
-                 "layouts.ff", "enum_constant.ff", "dynamic_quant_linear.ff"]
+                 "layouts.ff", "enum_constant.ff", "dynamic_quant_linear.ff",
+                 "setstate_inside.ff"]
 U32_VALUES = [0, 1, 4, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFC]
 
 
@@ -496,6 +497,25 @@ def test_inplace_object_attr_self_reference_in_state_dict() -> None:
     cycle (found: RecursionError)."""
     m, buf = _edited_after_load(8, 2, 0, 8)
     _graceful(m.state_dict, len(buf))
+
+
+def test_inplace_module_attr_turned_forward_in_the_declared_walk() -> None:
+    """A real file from a bytearray; after load, the root module's attrs[0] is pointed
+    at the root itself: state_dict() (the walk torch's declarations drive, done in C)
+    refuses it, naming the attribute and where it is stored."""
+    import ptmf_craft as c
+    data = _read("mlp_jit.ff")
+    buf = bytearray(data)
+    m = pfm.load(buf)
+    root = m.root.index
+    table = c.deref(data, c.ivalue_slot(data, root))
+    payload = c.deref(data, c.field_pos(data, table, 1))
+    attrs = c.deref(data, c.field_pos(data, payload, 2))   # Object.attrs
+    struct.pack_into("<I", buf, attrs + 4, root)
+    with pytest.raises(pfm.FormatError) as e:
+        m.state_dict()
+    assert (e.value.code, e.value.offset, e.value.path) == (
+        "forward_reference", attrs + 4, f"ivalues[{root}].val<Object>.attrs[0]")
 
 
 @pytest.mark.parametrize("kind", ["List", "Dict"])

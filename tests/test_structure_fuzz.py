@@ -24,6 +24,7 @@ import textwrap
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import ptmf_craft as c
@@ -552,27 +553,54 @@ def test_nested_sharing_of_a_billion_logical_elements(tmp_path) -> None:
     assert_bounded(decode_in_child(data, tmp_path, timeout=60), seconds=10, rss_mib=400)
 
 
-def _object_dag(levels: int, fan: int = 8) -> bytes:
+def _declared(classes: Dict[str, Any]) -> Dict[str, Dict[str, str]]:
+    """jit_sources declaring each ``__torch__.NAME`` a module with these (parameters,
+    attribute names) (as torch prints a class body): state_dict() then takes the walk
+    torch's declarations drive."""
+    def body(name: str, params: Any, attrs: Any) -> str:
+        listed = "".join(f'"{p}", ' for p in params)
+        return (f"class {name}(Module):\n  __parameters__ = [{listed}]\n"
+                f"  __buffers__ = []\n" + "".join(f"  {a} : Tensor\n" for a in attrs))
+    return {"jit_sources": {"__torch__": "".join(body(n, p, a)
+                                                 for n, (p, a) in classes.items())}}
+
+
+def _object_dag(levels: int, fan: int = 8, declared: bool = False) -> bytes:
     """Objects each holding the one below ``fan`` times, a tensor at the bottom:
     ``fan**levels`` attribute paths over ``levels + 1`` objects (about 1 kB)."""
     ivs = [NoneV(), Tensor([2, 3]), Obj(0, [1])]
     for _ in range(levels):
         ivs.append(Obj(1, [len(ivs) - 1] * fan))
+    names = [f"a{i}" for i in range(fan)]
+    sources = _declared({"Leaf": (["w"], ["w"]), "Node": ([], names)}) if declared else {}
     return build({"ivalues": ivs, "state_obj": len(ivs) - 1,
                   "storage_data": [c.STORAGE0.tobytes()], "storage_data_size": 1,
                   "object_types": [
                       {"type_name": "__torch__.Leaf", "type": 1, "attr_names": ["w"]},
-                      {"type_name": "__torch__.Node", "type": 1,
-                       "attr_names": [f"a{i}" for i in range(fan)]}]})
+                      {"type_name": "__torch__.Node", "type": 1, "attr_names": names}],
+                  **sources})
 
 
-def test_object_graph_shared_many_times_in_state_dict(tmp_path) -> None:
+@pytest.mark.parametrize("declared", [False, True], ids=["fields", "declared"])
+def test_object_graph_shared_many_times_in_state_dict(tmp_path, declared: bool) -> None:
     """A 1 kB file whose objects share each other 8-fold over 10 levels (8^10 paths):
     state_dict() must end in time proportional to the file, or stop early with a
     FormatError that names the budget and carries an offset and a path (found: ~20-60 s
-    of walking, then an error without offset or path)."""
-    data = _object_dag(10)
-    assert_bounded(decode_in_child(data, tmp_path, timeout=120), seconds=10, rss_mib=600)
+    of walking, then an error without offset or path). Both walks: every attribute's
+    (no sources), and the one the classes' declarations drive."""
+    data = _object_dag(10, declared=declared)
+    result = decode_in_child(data, tmp_path, timeout=120)
+    assert_bounded(result, seconds=10, rss_mib=600)
+    assert [tuple(r[:2]) for r in result["runs"]] == [("format_error", "element_budget")] * 2
+
+
+def test_object_graph_shared_within_the_budget_lists_every_path() -> None:
+    """The same DAG, 3 levels: 8^3 paths to one tensor, each listed, in slot order."""
+    expected = [f"a{x}.a{y}.a{z}.w" for x in range(8) for y in range(8) for z in range(8)]
+    for declared in (False, True):
+        sd = pfm.load(_object_dag(3, declared=declared)).state_dict()
+        assert list(sd) == expected
+        assert len({id(v) for v in sd.values()}) == 1
 
 
 def test_deep_chain_with_a_raised_depth_budget(tmp_path) -> None:
@@ -585,22 +613,24 @@ def test_deep_chain_with_a_raised_depth_budget(tmp_path) -> None:
         assert "RecursionError" not in detail, f"verify={verify}: {detail}"
 
 
-def _object_chain(levels: int) -> bytes:
+def _object_chain(levels: int, declared: bool = False) -> bytes:
     """``levels`` objects each holding a tensor ``w`` and the next as ``child``."""
     ivs = [NoneV(), Tensor([2, 3])]
     for _ in range(levels):
         ivs.append(Obj(0, [1, len(ivs) - 1]))
     ivs[2] = Obj(0, [1])
+    sources = _declared({"M": (["w"], ["w", "child"])}) if declared else {}
     return _module(ivs, ["w", "child"], storage_data=[c.STORAGE0.tobytes()],
-                   storage_data_size=1)
+                   storage_data_size=1, **sources)
 
 
-def test_deep_object_chain_with_a_raised_depth_budget() -> None:
+@pytest.mark.parametrize("declared", [False, True], ids=["fields", "declared"])
+def test_deep_object_chain_with_a_raised_depth_budget(declared: bool) -> None:
     """max_depth raised above Python's recursion limit: state_dict() of a 1500-deep
     object chain (each level holding a tensor and the next) lists every level
     (found: RecursionError)."""
     levels = 1500
-    data = _object_chain(levels)
+    data = _object_chain(levels, declared)
     for verify in (True, False):
         sd = pfm.load(data, verify=verify, max_depth=levels + 10).state_dict()
         assert list(sd) == ["child." * k + "w" for k in range(levels)]

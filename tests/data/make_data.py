@@ -219,6 +219,21 @@ class SetState(nn.Module):
         return x * self.w + self.a
 
 
+class SetStateInside(nn.Module):
+    """A set-state module between field modules: state_dict() lists the buffer, then
+    each submodule's entries, the set-state one's in its place."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([2.0]))
+        self.first = nn.Linear(3, 3)
+        self.inner = SetState()
+        self.last = nn.Linear(3, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.last(self.inner(self.first(x))) * self.scale
+
+
 class Methods(nn.Module):
     def __init__(self):
         super().__init__()
@@ -559,6 +574,16 @@ def build_setstate(path):
     return r
 
 
+def build_setstate_inside(path):
+    mod = SetStateInside()
+    sm = torch.jit.script(mod)
+    w = save_jit(sm, path)
+    r = Result("setstate_inside.ff", w, methods=["forward"], qualified_names=_qualified(sm),
+               covers="CLASS_WITH_SETSTATE module between field modules")
+    r.values["state_dict"] = {k: v.detach() for k, v in mod.state_dict().items()}
+    return r
+
+
 def build_dynamic_quant(path):
     torch.backends.quantized.engine = "fbgemm" if "fbgemm" in \
         torch.backends.quantized.supported_engines else torch.backends.quantized.engine
@@ -705,6 +730,7 @@ BUILDERS = [
     ("layouts.ff", build_layouts),
     ("quantized.ff", build_quantized),
     ("setstate.ff", build_setstate),
+    ("setstate_inside.ff", build_setstate_inside),
     ("dynamic_quant_linear.ff", build_dynamic_quant),
     ("methods.ff", build_methods),
     ("extra_files.ff", build_extra),
