@@ -62,6 +62,8 @@ STORAGE_DTYPE = struct_dtype("ptmf_storage")
 TENSOR_DTYPE = struct_dtype("ptmf_tensor")
 WALK_STEP_DTYPE = struct_dtype("ptmf_walk_step")
 _IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
+#: Same-shape tensors it takes to make them as rows of one strided view.
+_SPACED_MIN = 32
 _TENSOR_FIELDS = ("scalar_type", "storage", "storage_offset", "ndim", "dims", "qscheme",
                   "numel", "contiguous", "scale", "zero_point", "scales", "zero_points",
                   "axis", "pos", "ivalue")
@@ -260,7 +262,11 @@ class Image:
             flat = self._flat(dtype)
             ndims = rec["ndim"][pick]
             for ndim in np.unique(ndims).tolist():
-                sel = ndims == ndim
+                sel = np.flatnonzero(ndims == ndim)
+                if ndim and len(sel) >= _SPACED_MIN:
+                    shapes_ = self.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
+                                        + np.arange(ndim)]
+                    sel = sel[self._make_spaced(flat, todo[pick[sel]], first[sel], shapes_)]
                 spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
                 if ndim == 1:
                     for t, a, b in spans:
@@ -273,6 +279,39 @@ class Image:
                     else itertools.repeat(()))
                 for (t, a, b), shape in zip(spans, shapes):
                     setdefault(t, flat[a:b].reshape(shape))
+
+    def _make_spaced(self, flat: np.ndarray, ts: np.ndarray, firsts: np.ndarray,
+                     shapes: np.ndarray) -> np.ndarray:
+        """Make, as rows of one strided view, each group of at least ``_SPACED_MIN``
+        tensors of one shape whose starts are evenly spaced (a model's repeated
+        layers); returns the mask of those left to make one by one. Every row lies
+        in the span from the group's first start to its last tensor's end, which the
+        C index proved inside the buffer."""
+        left = np.ones(len(ts), bool)
+        # Sorted by shape, then start: each run of one shape is a candidate group.
+        order = np.lexsort([firsts, *shapes.T[::-1]])
+        shapes, firsts = shapes[order], firsts[order]
+        bounds = np.flatnonzero((shapes[1:] != shapes[:-1]).any(axis=1)) + 1
+        setdefault = self._tensors.setdefault
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
+            if b - a < _SPACED_MIN:
+                continue
+            members, starts = order[a:b], firsts[a:b]
+            step = int(starts[1] - starts[0])
+            if step <= 0 or (np.diff(starts) != step).any():
+                continue
+            shape = tuple(shapes[a].tolist())
+            strides = [flat.itemsize]
+            for size in shape[:0:-1]:
+                strides.insert(0, strides[0] * size)
+            first, last_end = int(starts[0]), int(starts[-1]) + int(np.prod(shape))
+            rows = np.lib.stride_tricks.as_strided(
+                flat[first:last_end], (len(members),) + shape,
+                (step * flat.itemsize, *strides), writeable=False)
+            for t, row in zip(ts[members].tolist(), rows):
+                setdefault(t, row)
+            left[members] = False
+        return left
 
     def _records(self) -> Tuple[List[Tuple[Any, ...]], List[int], List[int]]:
         """Tensor records, dims and storage positions as Python lists, made once."""
@@ -347,16 +386,15 @@ class Image:
         return self.proxies([i], factory)[0]
 
     def proxies(self, indices: Sequence[int], factory: Any) -> List[Any]:
-        """The one proxy object for each ivalue of ``indices``, made where missing."""
+        """The one proxy object for each ivalue of ``indices``, the missing ones made
+        in bulk."""
         refs = self._proxies
-        out = []
-        for i in indices:
-            ref = refs.get(i)
-            p = None if ref is None else ref()
-            if p is None:
-                p = factory(self, i)
-                refs[i] = weakref.ref(p)
-            out.append(p)
+        out = [None if (ref := refs.get(i)) is None else ref() for i in indices]
+        todo = [i for i, p in zip(indices, out) if p is None]
+        if todo:
+            made = dict(zip(todo, map(factory, itertools.repeat(self), todo)))
+            refs.update(zip(made, map(weakref.ref, made.values())))
+            out = [made[i] if p is None else p for i, p in zip(indices, out)]
         return out
 
     # ------------------------------------------------------------ tables

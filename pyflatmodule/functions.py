@@ -85,7 +85,7 @@ class Function:
         self._index = index
         f = ffi.new("ptmf_function *")
         err = new_error()
-        pos = image.rows()[index][1]
+        pos = int(image.index["pos"][index])
         check(lib.ptmf_read_function(image.cbuf, image.size, pos, f, err), err,
               self._where())
         self._f = f

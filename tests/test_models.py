@@ -59,6 +59,36 @@ def test_attributes_match_torch(model_name):
         assert_value(_part(doc, "attributes"), arrays, m.root, "root")
 
 
+def _address(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
+
+
+@pytest.mark.parametrize("spaced_min", [2, 1 << 30], ids=["strided_rows", "slices"])
+def test_tensors_made_in_bulk(model_name, spaced_min, monkeypatch):
+    """Tensors made in bulk (slices per dtype and rank, or evenly spaced same-shape
+    groups as the rows of one strided view: forced down to pairs here, so every file
+    takes that path where its layout allows) are the views the one-record path makes,
+    and the state_dict made of them is torch's."""
+    from pyflatmodule import _image
+    monkeypatch.setattr(_image, "_SPACED_MIN", spaced_min)
+    path = model_path(model_name)
+    with pfm.load(path) as m, pfm.load(path) as ref:
+        images = (m._img(), ref._img())
+        n = len(images[0].tensor_index)
+        bulk = images[0].tensors(range(n))
+        starts = [np.frombuffer(image.view, np.uint8).ctypes.data for image in images]
+        for t, a in enumerate(bulk):
+            b = images[1].tensor(t)
+            if not isinstance(a, np.ndarray):
+                assert type(a) is type(b)
+                continue
+            assert (a.dtype, a.shape, a.strides, a.flags.writeable) == (
+                b.dtype, b.shape, b.strides, False), f"tensor record {t}"
+            assert a.size == 0 or _address(a) - starts[0] == _address(b) - starts[1]
+        doc, arrays = load_expectation(model_name, "oracle")
+        assert_state_dict(_part(doc, "state_dict"), arrays, m.state_dict())
+
+
 def test_extra_files_are_what_was_written(model_name):
     doc, _ = load_expectation(model_name, "inputs")
     with pfm.load(model_path(model_name)) as m:
