@@ -236,11 +236,15 @@ class Image:
         """Tensor records ``ts`` as ``tensor`` gives them, the common ones made in bulk:
         contiguous, unquantized, unpacked, aligned views are slices of the buffer seen
         as their dtype, located and shaped for all records at once."""
-        get = self._tensors.get
-        todo = np.unique(np.array([t for t in ts if get(t) is None], np.int64))
+        made = self._tensors
+        todo = np.unique(np.fromiter(ts, np.int64) if not made
+                         else np.array([t for t in ts if t not in made], np.int64))
         if len(todo):
             self._make_common(todo)
-        return [v if v is not None else self.tensor(t) for t, v in zip(ts, map(get, ts))]
+        try:
+            return list(map(made.__getitem__, ts))
+        except KeyError:   # some are not of the common kind: made one by one
+            return [made[t] if t in made else self.tensor(t) for t in ts]
 
     def _make_common(self, todo: np.ndarray) -> None:
         index = self.tensor_index

@@ -13,7 +13,7 @@ from ._types import contained_type_names
 from .errors import FormatError
 from .functions import Function
 from .tensors import QuantizedTensor
-from .values import Object, decode, decode_all, references
+from .values import Object, decode, decode_all
 
 __all__ = ["Module", "VerifyReport", "load", "verify"]
 

@@ -1,11 +1,13 @@
 """Decoded values: the IValue decoder, objects, devices and enum values."""
 from __future__ import annotations
 
+import itertools
+import operator
 import struct
 import sys
 
 import numpy as np
-from typing import Any, Dict, Iterator, List, Mapping, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
@@ -162,18 +164,19 @@ def _strings(image: Image, where: np.ndarray, out: List[Any]) -> None:
             out[i] = image.text(a, n, _where(i, STRING) + ".data")
 
 
-def references(image: Image, containers: np.ndarray) -> List[int]:
+def references(image: Image, containers: np.ndarray) -> np.ndarray:
     """Every ivalue index that the List, Tuple, Dict and Object ivalues ``containers``
     name, read in one go: each one's items (a Dict's keys, then its values; an
     Object's attributes), in order.
     Read once, then checked to point backwards (a caller's writable buffer may have
     changed since the index was built); a bad reference is reported by ``refs``."""
-    rows = image.index[containers]
-    is_dict = rows["type"] == DICT
+    # Column by column: a fancy index of the padded records copies field by field.
+    index = image.index
+    is_dict = index["type"][containers] == DICT
     ends = np.cumsum(1 + is_dict)
-    segment_pos = np.repeat(rows["a"].astype(np.int64), 1 + is_dict)
-    segment_pos[ends[is_dict] - 1] = rows["b"][is_dict]
-    counts = np.repeat(rows["n"].astype(np.int64), 1 + is_dict)
+    segment_pos = np.repeat(index["a"][containers].astype(np.int64), 1 + is_dict)
+    segment_pos[ends[is_dict] - 1] = index["b"][containers][is_dict]
+    counts = np.repeat(index["n"][containers].astype(np.int64), 1 + is_dict)
     owners = np.repeat(np.repeat(containers, 1 + is_dict), counts)
     first = np.cumsum(counts) - counts
     positions = np.repeat(segment_pos - 4 * first, counts) + 4 * np.arange(len(owners))
@@ -193,7 +196,7 @@ def references(image: Image, containers: np.ndarray) -> List[int]:
         raise FormatError("forward_reference", "ivalue reference does not point to an "
                           "earlier value", int(positions[k]),
                           f"{_where(bad, t)}{field}[{(int(positions[k]) - start) // 4}]")
-    return refs.tolist()  # type: ignore[no-any-return]
+    return refs.astype(np.int64)
 
 
 def decode_all(image: Image, stop: int) -> List[Any]:
@@ -227,31 +230,87 @@ def decode_all(image: Image, stop: int) -> List[Any]:
     for i in np.flatnonzero(~np.isin(types, done)).tolist():
         out[i] = decode(image, i, {})
     ordered = np.flatnonzero(np.isin(types, (LIST, TUPLE, DICT, ENUM)))
-    if not len(ordered):
-        return out
-    containers = ordered[types[ordered] != ENUM]
-    refs = references(image, containers) if len(containers) else []
-    rows = image.index[ordered]
-    k = 0
+    if len(ordered):
+        _containers(image, ordered, out)
+    return out
+
+
+#: Lists or tuples of one length at one depth it takes to build them column-wise.
+_COLUMNS_MIN = 8
+
+
+def _containers(image: Image, ordered: np.ndarray, out: List[Any]) -> None:
+    """Build the List, Tuple, Dict and Enum ivalues ``ordered`` into ``out``, whose
+    other values are decoded.
+
+    Level by level of nesting depth (the C index's): a value's items are all
+    shallower, so each level finds them built. Within a level, lists and tuples of
+    one length are built column by column (an ``itemgetter`` per item position, then
+    ``zip``); the rest one by one. The depths are checked against the references as
+    read now (a caller's writable buffer may have changed since the index was built);
+    where they disagree, everything is built one by one in file order, which needs
+    only that references point backwards.
+    """
+    # Column by column: a fancy index of the padded records copies field by field.
+    cols = {f: image.index[f][ordered] for f in ("type", "a", "n", "m", "depth")}
+    t, n, depth = cols["type"], cols["n"].astype(np.int64), cols["depth"]
+    width = np.where(t == DICT, 2 * n, np.where(t == ENUM, 0, n))
+    first = np.cumsum(width) - width
+    refs = references(image, ordered[t != ENUM])
+    if (image.index["depth"][refs] >= np.repeat(depth, width)).any():
+        _one_by_one(image, ordered, cols, first, width, refs, out)
+        return
+    for level in np.unique(depth).tolist():
+        at = np.flatnonzero(depth == level)
+        sequences = at[(t[at] == LIST) | (t[at] == TUPLE)]
+        key = t[sequences].astype(np.int64) << 32 | n[sequences]
+        groups, group_of, sizes = np.unique(key, return_inverse=True, return_counts=True)
+        group_of = group_of.reshape(-1)
+        for g in np.flatnonzero(sizes >= _COLUMNS_MIN).tolist():
+            members = sequences[group_of == g]
+            kind, size = int(groups[g]) >> 32, int(groups[g]) & 0xFFFFFFFF
+            columns = [_pick(out, refs[first[members] + j].tolist()) for j in range(size)]
+            built: Iterator[Any] = zip(*columns) if size else itertools.repeat(())
+            if kind == LIST:
+                built = map(list, built)
+            for i, value in zip(ordered[members].tolist(), built):
+                out[i] = value
+        rest = np.setdiff1d(at, sequences[sizes[group_of] >= _COLUMNS_MIN],
+                            assume_unique=True)
+        _one_by_one(image, ordered[rest], {f: c[rest] for f, c in cols.items()},
+                    first[rest], width[rest], refs, out)
+
+
+def _pick(out: List[Any], indices: List[int]) -> Sequence[Any]:
+    """``[out[i] for i in indices]``, at C speed."""
+    if len(indices) == 1:
+        return [out[indices[0]]]
+    return operator.itemgetter(*indices)(out)  # type: ignore[no-any-return]
+
+
+def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
+                first: np.ndarray, width: np.ndarray, refs: np.ndarray,
+                out: List[Any]) -> None:
+    """Build each of ``ordered`` in turn (columns ``cols``); an item's references are
+    ``refs[first:first + width]``."""
+    # Only these values' references, as Python ints.
+    start = np.cumsum(width) - width
+    own = refs[np.repeat(first - start, width) + np.arange(int(width.sum()))].tolist()
     get = out.__getitem__
-    for i, t, a, n, m in zip(ordered.tolist(), rows["type"].tolist(), rows["a"].tolist(),
-                             rows["n"].tolist(), rows["m"].tolist()):
+    for i, t, a, n, m, k in zip(ordered.tolist(), cols["type"].tolist(), cols["a"].tolist(),
+                                cols["n"].tolist(), cols["m"].tolist(), start.tolist()):
         if t == TUPLE:
-            out[i] = tuple(map(get, refs[k:k + n]))
+            out[i] = tuple(map(get, own[k:k + n]))
         elif t == LIST:
-            out[i] = list(map(get, refs[k:k + n]))
+            out[i] = list(map(get, own[k:k + n]))
         elif t == DICT:
             try:
-                out[i] = dict(zip(map(get, refs[k:k + n]), map(get, refs[k + n:k + 2 * n])))
+                out[i] = dict(zip(map(get, own[k:k + n]), map(get, own[k + n:k + 2 * n])))
             except TypeError:
                 raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
                                   a, _where(i, t) + ".keys") from None
-            k += n
         else:
             out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
-            continue
-        k += n
-    return out
 
 
 class Object:

@@ -75,6 +75,7 @@ def peak_rss_kib() -> int:
 
 def full_decode(m: pfm.Module) -> None:
     """Read every part of a module through the public API."""
+    assert len(list(m.ivalues)) == len(m.ivalues)   # the bulk decoder
     for i in range(len(m.ivalues)):
         touch(m.ivalues[i])
         m.ivalues.type_name(i)

@@ -551,3 +551,24 @@ def test_reference_turned_forward_after_load_is_a_format_error(kind: str) -> Non
     with pytest.raises(pfm.FormatError) as e:
         list(m.ivalues)
     assert (e.value.path, e.value.offset) == (f"ivalues[{n - 1}].val<{kind}>{field}", at)
+
+
+def test_reference_to_a_deeper_value_written_after_load() -> None:
+    """A tuple's item rewritten in place to name an earlier but more deeply nested
+    tuple: the nesting depths the index measured no longer hold, so the bulk decode
+    (which builds containers level by level of depth) builds in file order instead,
+    and both decodes give what the bytes now say."""
+    import ptmf_craft as c
+    module = c.valid_module()
+    base = len(module["ivalues"])
+    module["ivalues"] += [c.Int(7), c.Tuple([base]), c.Tuple([base + 1]),
+                          c.Tuple([base, base])]
+    buf = bytearray(c.build(module))
+    stored = struct.pack("<3I", 2, base, base)    # the last tuple's count and items
+    assert buf.count(stored) == 1
+    m = pfm.load(buf)
+    assert list(m.ivalues)[base:] == [7, (7,), ((7,),), (7, 7)]
+    at = buf.index(stored) + 4                     # its first item
+    buf[at:at + 4] = struct.pack("<I", base + 2)
+    assert list(m.ivalues)[base + 3] == (((7,),), 7)
+    assert m.ivalues[base + 3] == (((7,),), 7)
