@@ -489,6 +489,42 @@ int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
     return PTMF_OK;
 }
 
+static uint32_t add_run(uint64_t start, uint64_t end, uint64_t page, uint64_t *runs,
+                        uint32_t k) {
+    start = start / page * page + (start % page ? page : 0);
+    end = end / page * page;
+    if (end <= start) return k;
+    runs[2 * (uint64_t)k] = start;
+    runs[2 * (uint64_t)k + 1] = end;
+    return k + 1;
+}
+
+uint32_t ptmf_payload_runs(const ptmf_storage *storages, const uint32_t *order, uint32_t n,
+                           uint64_t page, uint64_t gap, uint64_t *runs) {
+    uint64_t start = 0, end = 0;
+    uint32_t i, k = 0;
+    int open_run = 0;
+    if (page == 0) return 0;
+    for (i = 0; i < n; i++) {
+        const ptmf_storage *st;
+        if (order[i] >= n) continue;
+        st = &storages[order[i]];
+        if (st->size < page || st->pos > UINT64_MAX - page - st->size) continue;
+        if (open_run && st->pos >= end && st->pos - end >= gap) {
+            k = add_run(start, end, page, runs, k);
+            open_run = 0;
+        }
+        if (!open_run) {
+            start = st->pos;
+            end = st->pos + st->size;
+            open_run = 1;
+        } else if (st->pos + st->size > end) {
+            end = st->pos + st->size;
+        }
+    }
+    return open_run ? add_run(start, end, page, runs, k) : k;
+}
+
 /* ---------------------------------------------------------------- tensors */
 
 typedef struct tensor_sink {

@@ -7,6 +7,7 @@ the index and the buffer; it never walks a vtable again.
 from __future__ import annotations
 
 import itertools
+import mmap
 import re
 import struct
 import weakref
@@ -17,7 +18,7 @@ import numpy as np
 from . import tensors as _tensors
 from ._jit_source import ClassDecl, parse_classes
 from ._native import check, ffi, lib, new_error
-from ._source import Source, apply_advice
+from ._source import RUN_GAP, Source, apply_advice
 from .errors import FormatError
 
 __all__ = ["Image", "ObjectType", "Options"]
@@ -140,8 +141,10 @@ class Image:
                                           source.fd, err), err)
         finally:
             source.release_fd()
-        apply_advice(source, options.advise, self.storage_index["pos"],
-                     self.storage_index["size"])
+        if source.mapped and options.advise is None:
+            apply_advice(source, None, self._payload_runs(c_storages))
+        else:
+            apply_advice(source, options.advise, [])
         self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
         c_index = _c_array("ptmf_ivalue", self.index)
         check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)
@@ -155,6 +158,15 @@ class Image:
         check(status, err)
         if options.verify:
             check(lib.ptmf_verify_rest(self.cbuf, self.size, opt, s, c_index, err), err)
+
+    def _payload_runs(self, c_storages: Any) -> List[Tuple[int, int]]:
+        """Page-aligned ranges of tensor payload, merged across small gaps."""
+        n = len(self.storage_index)
+        order = np.argsort(self.storage_index["pos"], kind="stable").astype(np.uint32)
+        runs = np.empty(2 * n, np.uint64)
+        k = lib.ptmf_payload_runs(c_storages, _c_array("uint32_t", order), n, mmap.PAGESIZE,
+                                  RUN_GAP, _c_array("uint64_t", runs))
+        return list(zip(runs[0:2 * k:2].tolist(), runs[1:2 * k:2].tolist()))
 
     # ------------------------------------------------------------ raw reads
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import Any, BinaryIO, Optional, Union
+from typing import Any, BinaryIO, Optional, Sequence, Tuple, Union
 
-import numpy as np
 
 from .errors import FormatError
 
@@ -71,8 +70,9 @@ class Source:
         return len(self.obj) if not isinstance(self.obj, memoryview) else self.obj.nbytes
 
 
-#: Payloads closer than this share one run of readahead advice.
-_RUN_GAP = 64 << 10
+#: Payloads less than this apart share one readahead run: the gap holds storage
+#: headers and small payloads, so one madvise covers them.
+RUN_GAP = 64 << 10
 
 ADVICE = {"normal": "MADV_NORMAL", "sequential": "MADV_SEQUENTIAL", "random": "MADV_RANDOM",
           "willneed": "MADV_WILLNEED"}
@@ -106,36 +106,21 @@ def _map_fd(fd: int, name: str, populate: bool) -> Source:
     return Source(mm, name, True, st, fd=spare)
 
 
-def apply_advice(source: Source, advise: Optional[str], positions: np.ndarray,
-                 sizes: np.ndarray) -> None:
+def apply_advice(source: Source, advise: Optional[str],
+                 payload_runs: Sequence[Tuple[int, int]]) -> None:
     """Set the mapping's access pattern once the index is built.
 
-    ``advise=None`` keeps metadata pages on MADV_RANDOM and gives the pages inside
-    tensor payloads normal readahead; otherwise the whole mapping gets the advice.
+    ``advise=None`` keeps metadata pages on MADV_RANDOM and gives ``payload_runs``
+    (page-aligned ranges of tensor payload) normal readahead; otherwise the whole
+    mapping gets the advice.
     """
     if not source.mapped:
         return
-    mm = source.obj
     if advise is not None:
-        _madvise(mm, ADVICE[advise])
+        _madvise(source.obj, ADVICE[advise])
         return
-    page = mmap.PAGESIZE
-    big = sizes >= page          # smaller payloads hold no whole page
-    if not big.any():
-        return
-    starts = positions[big].astype(np.int64)
-    order = np.argsort(starts, kind="stable")
-    starts = starts[order]
-    ends = np.maximum.accumulate(starts + sizes[big][order].astype(np.int64))
-    # A payload less than 64 KiB after everything before it ends continues the run:
-    # the gap holds storage headers and small payloads, so one madvise covers them.
-    breaks = (np.flatnonzero(starts[1:] - ends[:-1] >= _RUN_GAP) + 1).tolist()
-    for start, end in zip(starts[[0] + breaks].tolist(),
-                          ends[[b - 1 for b in breaks] + [len(starts) - 1]].tolist()):
-        start = -(-start // page) * page
-        end = end // page * page
-        if end > start:
-            _madvise(mm, "MADV_NORMAL", start, end - start)
+    for start, end in payload_runs:
+        _madvise(source.obj, "MADV_NORMAL", start, end - start)
 
 
 def open_source(source: SourceLike, copy: bool = False, populate: bool = False) -> Source:

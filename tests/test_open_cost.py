@@ -111,3 +111,37 @@ def test_open_maps_no_tensor_payload_into_rss(tmp_path):
     assert mapped_kib(path) <= 256
     assert float(weight[512, 0]) == 7.0
     assert mapped_kib(path) > 0
+
+
+def _runs_by_the_rule(layout, page, gap):
+    """Readahead runs as the rule states them: payloads of a page or more, by
+    position; a payload starting ``gap`` or more past the end of the run so far
+    starts a new run; each run trimmed to whole pages (and dropped if none)."""
+    runs = []
+    for pos, size in sorted((p, s) for p, s in layout if s >= page):
+        if runs and pos - runs[-1][1] < gap:
+            runs[-1][1] = max(runs[-1][1], pos + size)
+        else:
+            runs.append([pos, pos + size])
+    trimmed = [(-(-a // page) * page, b // page * page) for a, b in runs]
+    return [(a, b) for a, b in trimmed if b > a]
+
+
+def test_readahead_runs_follow_the_rule():
+    """The C core's payload runs (ptmf_payload_runs, through Image) equal the rule
+    above on 3,000 random storage layouts (overlaps, gaps on both sides of 64 KiB,
+    sizes around a page)."""
+    from pyflatmodule._image import STORAGE_DTYPE, Image, _c_array
+    from pyflatmodule._source import RUN_GAP
+    rng = np.random.default_rng(7)
+    page = mmap.PAGESIZE
+    for _ in range(3000):
+        n = int(rng.integers(0, 40))
+        storages = np.empty(n, STORAGE_DTYPE)
+        storages["pos"] = rng.integers(0, 1 << 22, n)
+        storages["size"] = rng.choice([0, 100, page - 1, page, page + 904, RUN_GAP - 1,
+                                       RUN_GAP, 300_000], n)
+        image = Image.__new__(Image)   # only the storage index is needed
+        image.storage_index = storages
+        expected = _runs_by_the_rule(storages[["pos", "size"]].tolist(), page, RUN_GAP)
+        assert image._payload_runs(_c_array("ptmf_storage", storages)) == expected
