@@ -63,6 +63,9 @@ STORAGE_DTYPE = struct_dtype("ptmf_storage")
 TENSOR_DTYPE = struct_dtype("ptmf_tensor")
 WALK_STEP_DTYPE = struct_dtype("ptmf_walk_step")
 _IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
+#: Scalar types whose values are packed several to a byte, as a lookup table.
+_PACKED_TYPES = np.zeros(256, bool)
+_PACKED_TYPES[list(_tensors.PACKED)] = True
 #: Same-shape tensors it takes to make them as rows of one strided view.
 _SPACED_MIN = 32
 _TENSOR_FIELDS = ("scalar_type", "storage", "storage_offset", "ndim", "dims", "qscheme",
@@ -264,7 +267,7 @@ class Image:
                                            "dims", "qscheme", "numel", "contiguous")}
         st = rec["scalar_type"]
         common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
-                  & ~np.isin(st, list(_tensors.PACKED)))
+                  & ~_PACKED_TYPES[st.astype(np.uint8)])
         positions = self.storage_index["pos"].astype(np.int64)
         setdefault = self._tensors.setdefault
         for scalar_type in np.unique(st[common]).tolist():

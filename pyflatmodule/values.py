@@ -225,15 +225,25 @@ def decode_all(image: Image, stop: int) -> List[Any]:
         indices: List[int] = np.flatnonzero(types == kind).tolist()
         for i, value in zip(indices, image.proxies(indices, factory)):
             out[i] = value
-    done = (NONE, INT, DOUBLE, BOOL, COMPLEX, STRING, TENSOR, OBJECT, FUNCTION, LIST,
-            TUPLE, DICT, ENUM)
-    for i in np.flatnonzero(~np.isin(types, done)).tolist():
+    for i in np.flatnonzero(~_BULK_KINDS[types]).tolist():
         out[i] = decode(image, i, {})
-    ordered = np.flatnonzero(np.isin(types, (LIST, TUPLE, DICT, ENUM)))
+    ordered = np.flatnonzero(_CONTAINER_KINDS[types])
     if len(ordered):
         _containers(image, ordered, out)
     return out
 
+
+def _kind_table(*kinds: int) -> np.ndarray:
+    """A lookup table over union type numbers: True for ``kinds``."""
+    table = np.zeros(256, bool)
+    table[list(kinds)] = True
+    return table
+
+
+#: The union types decode_all makes in bulk, and the containers among them.
+_BULK_KINDS = _kind_table(NONE, INT, DOUBLE, BOOL, COMPLEX, STRING, TENSOR, OBJECT,
+                          FUNCTION, LIST, TUPLE, DICT, ENUM)
+_CONTAINER_KINDS = _kind_table(LIST, TUPLE, DICT, ENUM)
 
 #: Lists or tuples of one length at one depth it takes to build them column-wise.
 _COLUMNS_MIN = 8
