@@ -283,9 +283,9 @@ class Image:
             for ndim in np.unique(ndims).tolist():
                 sel = np.flatnonzero(ndims == ndim)
                 if ndim and len(sel) >= _SPACED_MIN:
-                    shapes_ = self.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
-                                        + np.arange(ndim)]
-                    sel = sel[self._make_spaced(flat, todo[pick[sel]], first[sel], shapes_)]
+                    shape_rows = self.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
+                                           + np.arange(ndim)]
+                    sel = sel[self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)]
                 spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
                 if ndim == 1:
                     for t, a, b in spans:
