@@ -10,6 +10,7 @@ import itertools
 import mmap
 import re
 import struct
+import threading
 import weakref
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -81,6 +82,11 @@ class Options:
     def __init__(self, verify: bool = True, strict: bool = False, max_depth: int = 200,
                  max_tables: int = 0, max_elements: int = 0,
                  advise: Optional[str] = None) -> None:
+        for name, value, top in (("max_depth", max_depth, 2**32 - 1),
+                                 ("max_tables", max_tables, 2**64 - 1),
+                                 ("max_elements", max_elements, 2**64 - 1)):
+            if not 0 <= value <= top:
+                raise ValueError(f"{name} must be between 0 and {top}, not {value}")
         self.advise = advise
         self.verify = verify
         self.strict = strict
@@ -129,6 +135,7 @@ class Image:
         # Weak, so proxies (which hold the image) never form a cycle with it. Plain
         # references, not a WeakValueDictionary: a dead one costs a slot until reused.
         self._proxies: Dict[int, "weakref.ref[Any]"] = {}
+        self._proxy_lock = threading.Lock()
         self._object_types: Optional[List[ObjectType]] = None
         self._slots: Dict[int, Dict[str, int]] = {}
         self._classes: Optional[Dict[str, ClassDecl]] = None
@@ -406,13 +413,19 @@ class Image:
 
     def proxies(self, indices: Sequence[int], factory: Any) -> List[Any]:
         """The one proxy object for each ivalue of ``indices``, the missing ones made
-        in bulk."""
+        in bulk and published under a lock: threads racing here get the same ones."""
         refs = self._proxies
         out = [None if (ref := refs.get(i)) is None else ref() for i in indices]
         todo = [i for i, p in zip(indices, out) if p is None]
         if todo:
             made = dict(zip(todo, map(factory, itertools.repeat(self), todo)))
-            refs.update(zip(made, map(weakref.ref, made.values())))
+            with self._proxy_lock:
+                for i, p in made.items():
+                    known = None if (ref := refs.get(i)) is None else ref()
+                    if known is None:
+                        refs[i] = weakref.ref(p)
+                    else:
+                        made[i] = known
             out = [made[i] if p is None else p for i, p in zip(indices, out)]
         return out
 

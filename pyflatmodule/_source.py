@@ -6,9 +6,11 @@ as they exist; nothing closes the mapping while any view is alive.
 """
 from __future__ import annotations
 
+import errno
 import io
 import mmap
 import os
+import stat
 from typing import Any, BinaryIO, Optional, Sequence, Tuple, Union
 
 
@@ -84,26 +86,38 @@ def _madvise(mm: mmap.mmap, name: str, start: int = 0, length: int = 0) -> None:
         mm.madvise(flag, start, length or len(mm) - start)
 
 
-def _map_fd(fd: int, name: str, populate: bool) -> Source:
-    st = os.fstat(fd)
-    if st.st_size == 0:
-        # mmap refuses empty files; an empty buffer gets the verifier's error.
-        return Source(b"", name, False, st)
-    if populate and hasattr(mmap, "MAP_POPULATE"):
-        mm = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
-        return Source(mm, name, True, st)
-    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    # Before anything is read: metadata faults must not read ahead into tensor
-    # data (readahead windows reach megabytes). Storage ranges get normal
-    # readahead back once the index knows where they are.
-    _madvise(mm, "MADV_RANDOM")
-    # The index reads storage headers with pread (see ptmf_index_storages); without
-    # a descriptor to spare it reads them through the mapping.
+def _map_fd(fd: int, name: str, populate: bool, owned: bool = False) -> Source:
+    """Map the file open as ``fd``. An ``owned`` descriptor is closed here or handed
+    to the Source; a caller's is left open (the Source gets a duplicate)."""
     try:
-        spare = os.dup(fd)
-    except OSError:
-        spare = -1
-    return Source(mm, name, True, st, fd=spare)
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):   # os.open opens directories too
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+        if st.st_size == 0:
+            # mmap refuses empty files; an empty buffer gets the verifier's error.
+            return Source(b"", name, False, st)
+        if populate and hasattr(mmap, "MAP_POPULATE"):
+            mm = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                           prot=mmap.PROT_READ)
+            return Source(mm, name, True, st)
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        # Before anything is read: metadata faults must not read ahead into tensor
+        # data (readahead windows reach megabytes). Storage ranges get normal
+        # readahead back once the index knows where they are.
+        _madvise(mm, "MADV_RANDOM")
+        # The index reads storage headers with pread (see ptmf_index_storages); without
+        # a descriptor to spare it reads them through the mapping.
+        if owned:
+            spare, fd = fd, -1
+        else:
+            try:
+                spare = os.dup(fd)
+            except OSError:
+                spare = -1
+        return Source(mm, name, True, st, fd=spare)
+    finally:
+        if owned and fd >= 0:
+            os.close(fd)
 
 
 def apply_advice(source: Source, advise: Optional[str],
@@ -127,12 +141,14 @@ def open_source(source: SourceLike, copy: bool = False, populate: bool = False) 
     """Make a Source from any of the inputs ``load`` accepts."""
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
-        with open(name, "rb") as f:
-            if copy:
+        path = os.path.abspath(name)
+        if copy:
+            with open(name, "rb") as f:
                 out = Source(f.read(), name, False, os.fstat(f.fileno()))
-            else:
-                out = _map_fd(f.fileno(), name, populate)
-        out.path = os.path.abspath(name)
+        else:
+            out = _map_fd(os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), name,
+                          populate, owned=True)
+        out.path = path
         return out
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         if copy:

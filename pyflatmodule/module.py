@@ -71,14 +71,23 @@ def load(source: SourceLike, *, verify: bool = True, copy: bool = False, strict:
     if advise is not None and advise not in ADVICE:
         raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, not {advise!r}")
     options = Options(verify, strict, max_depth, max_tables, max_elements, advise)
-    return Module(Image(open_source(source, copy, populate), options))
+    return Module(_open_image(source, options, copy, populate))
+
+
+def _open_image(source: SourceLike, options: Options, copy: bool = False,
+                populate: bool = False) -> Image:
+    opened = open_source(source, copy, populate)
+    try:
+        return Image(opened, options)
+    finally:
+        opened.release_fd()   # the descriptor kept for the index, whatever happened
 
 
 def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
            max_tables: int = 0, max_elements: int = 0) -> VerifyReport:
     """Check a whole file and return a short report; raise FormatError if it is bad."""
     options = Options(True, strict, max_depth, max_tables, max_elements)
-    image = Image(open_source(source), options)
+    image = _open_image(source, options)
     s = image.summary
     types = image.index["type"]
     return VerifyReport(image.size, int(s.bytecode_version), int(s.n_ivalues),

@@ -102,3 +102,29 @@ def test_proxies_are_shared_and_keep_the_file():
     assert root is m.root
     m.close()
     assert root.type_name.startswith("__torch__")
+
+
+def _open_descriptors() -> int:
+    import os
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_no_descriptor_is_left_open_by_a_load(tmp_path):
+    """Loads that succeed, fail on the file's bytes, are refused an out-of-range
+    option, or are given a directory all leave the process's descriptors as they
+    were (found: an option overflowing its C type left one open)."""
+    bad = tmp_path / "bad.ptl"
+    bad.write_bytes(b"\0" * 64)
+    path = model_path("mlp_jit.ff")
+    attempts = [lambda: pfm.load(path), lambda: pfm.verify(path),
+                lambda: pfm.load(bad), lambda: pfm.load(path, max_depth=-1),
+                lambda: pfm.load(path, max_elements=2**70), lambda: pfm.load(tmp_path)]
+    before = _open_descriptors()
+    for attempt in attempts * 3:
+        try:
+            attempt()
+        except (pfm.FormatError, ValueError, IsADirectoryError):
+            pass
+    gc.collect()
+    assert _open_descriptors() == before

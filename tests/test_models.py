@@ -89,6 +89,33 @@ def test_tensors_made_in_bulk(model_name, spaced_min, monkeypatch):
         assert_state_dict(_part(doc, "state_dict"), arrays, m.state_dict())
 
 
+@pytest.mark.parametrize("parity", [0, 1])
+def test_state_dict_with_modules_walked_in_python(model_name, parity, monkeypatch):
+    """Every other declared field-object module handed to the Python side of the walk
+    (as set-state modules are), whose field submodules go back to the C walk under
+    their prefix: the same state_dict, torch's."""
+    from pyflatmodule import module as walk
+    init = walk._ModuleWalk.__init__
+
+    def every_other_in_python(self, image, decls):
+        init(self, image, decls)
+        for t, kind in enumerate(self.module):
+            if kind == 1 and t % 2 == parity:
+                self.module[t] = self._keep["module"][t] = 2
+
+    with pfm.load(model_path(model_name)) as m:
+        expected = m.state_dict()
+    monkeypatch.setattr(walk._ModuleWalk, "__init__", every_other_in_python)
+    with pfm.load(model_path(model_name)) as m:
+        sd = m.state_dict()
+        assert list(sd) == list(expected)
+        assert all((sd[k].dtype, sd[k].shape, sd[k].tobytes())
+                   == (expected[k].dtype, expected[k].shape, expected[k].tobytes())
+                   for k in sd if isinstance(sd[k], np.ndarray))
+        doc, arrays = load_expectation(model_name, "oracle")
+        assert_state_dict(_part(doc, "state_dict"), arrays, sd)
+
+
 def test_extra_files_are_what_was_written(model_name):
     doc, _ = load_expectation(model_name, "inputs")
     with pfm.load(model_path(model_name)) as m:
