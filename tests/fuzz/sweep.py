@@ -307,10 +307,14 @@ def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers
                 elif not proc.is_alive():
                     proc.join(1)
                     lost(slot, "crash", f"worker died, exit code {proc.exitcode}")
-                elif started[slot] and time.monotonic() - started[slot] > timeout:
-                    took = time.monotonic() - started[slot]
-                    lost(slot, "hang", f"one input ran {took:.1f} s (limit {timeout} s); "
-                                       f"worker stack:\n{_stack_of(proc, stacks)}")
+                else:
+                    # One read: the worker zeroes its slot when it ends a chunk, so
+                    # reading twice could see a start time and then 0.0.
+                    since = started[slot]
+                    took = time.monotonic() - since
+                    if since and took > timeout:
+                        lost(slot, "hang", f"one input ran {took:.1f} s (limit {timeout} "
+                                           f"s); worker stack:\n{_stack_of(proc, stacks)}")
     finally:
         for slot in range(workers):
             try:
