@@ -109,6 +109,12 @@ def _c_array(cname: str, array: np.ndarray) -> Any:
     return ffi.from_buffer(cname + "[]", array, require_writable=True)
 
 
+def columns(table: np.ndarray, fields: Sequence[str], rows: np.ndarray) -> Dict[str, np.ndarray]:
+    """``fields`` of the records ``rows`` of ``table``, one array per field: a fancy
+    index of the padded records themselves would copy them field by field, slower."""
+    return {f: table[f][rows] for f in fields}
+
+
 class Image:
     """One PTMF buffer, verified and indexed."""
 
@@ -269,9 +275,8 @@ class Image:
             return [made[t] if t in made else self.tensor(t) for t in ts]
 
     def _make_common(self, todo: np.ndarray) -> None:
-        index = self.tensor_index
-        rec = {f: index[f][todo] for f in ("scalar_type", "storage", "storage_offset", "ndim",
-                                           "dims", "qscheme", "numel", "contiguous")}
+        rec = columns(self.tensor_index, ("scalar_type", "storage", "storage_offset", "ndim",
+                                          "dims", "qscheme", "numel", "contiguous"), todo)
         st = rec["scalar_type"]
         common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
                   & ~_PACKED_TYPES[st.astype(np.uint8)])
@@ -282,27 +287,28 @@ class Image:
             pick = np.flatnonzero(common & (st == scalar_type))
             start = (positions[rec["storage"][pick]]
                      + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
-            pick = pick[start % dtype.itemsize == 0]
-            first = start[start % dtype.itemsize == 0] // dtype.itemsize
+            aligned = start % dtype.itemsize == 0
+            pick = pick[aligned]
+            first = start[aligned] // dtype.itemsize
             end = first + rec["numel"][pick].astype(np.int64)
             flat = self._flat(dtype)
             ndims = rec["ndim"][pick]
             for ndim in np.unique(ndims).tolist():
                 sel = np.flatnonzero(ndims == ndim)
+                # One row of sizes per tensor.
+                shape_rows = self.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
+                                       + np.arange(ndim)]
                 if ndim and len(sel) >= _SPACED_MIN:
-                    shape_rows = self.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
-                                           + np.arange(ndim)]
-                    sel = sel[self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)]
+                    left = self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)
+                    sel, shape_rows = sel[left], shape_rows[left]
                 spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
                 if ndim == 1:
                     for t, a, b in spans:
                         setdefault(t, flat[a:b])
                     continue
-                dims = rec["dims"][pick[sel]].astype(np.int64)
                 # One tuple per tensor, made by zip: reshape parses a tuple fastest.
                 shapes: Iterable[Tuple[int, ...]] = (
-                    zip(*self.dims[dims[:, None] + np.arange(ndim)].T.tolist()) if ndim
-                    else itertools.repeat(()))
+                    zip(*shape_rows.T.tolist()) if ndim else itertools.repeat(()))
                 for (t, a, b), shape in zip(spans, shapes):
                     setdefault(t, flat[a:b].reshape(shape))
 

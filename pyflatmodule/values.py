@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
-                     UNION_NAMES, Image, ObjectType)
+                     UNION_NAMES, Image, ObjectType, columns)
 from ._setstate import replay
 from .tensors import QuantizedTensor
 from .errors import FormatError
@@ -170,13 +170,12 @@ def references(image: Image, containers: np.ndarray) -> np.ndarray:
     Object's attributes), in order.
     Read once, then checked to point backwards (a caller's writable buffer may have
     changed since the index was built); a bad reference is reported by ``refs``."""
-    # Column by column: a fancy index of the padded records copies field by field.
-    index = image.index
-    is_dict = index["type"][containers] == DICT
+    cols = columns(image.index, ("type", "a", "b", "n"), containers)
+    is_dict = cols["type"] == DICT
     ends = np.cumsum(1 + is_dict)
-    segment_pos = np.repeat(index["a"][containers].astype(np.int64), 1 + is_dict)
-    segment_pos[ends[is_dict] - 1] = index["b"][containers][is_dict]
-    counts = np.repeat(index["n"][containers].astype(np.int64), 1 + is_dict)
+    segment_pos = np.repeat(cols["a"].astype(np.int64), 1 + is_dict)
+    segment_pos[ends[is_dict] - 1] = cols["b"][is_dict]
+    counts = np.repeat(cols["n"].astype(np.int64), 1 + is_dict)
     owners = np.repeat(np.repeat(containers, 1 + is_dict), counts)
     first = np.cumsum(counts) - counts
     positions = np.repeat(segment_pos - 4 * first, counts) + 4 * np.arange(len(owners))
@@ -261,8 +260,7 @@ def _containers(image: Image, ordered: np.ndarray, out: List[Any]) -> None:
     where they disagree, everything is built one by one in file order, which needs
     only that references point backwards.
     """
-    # Column by column: a fancy index of the padded records copies field by field.
-    cols = {f: image.index[f][ordered] for f in ("type", "a", "n", "m", "depth")}
+    cols = columns(image.index, ("type", "a", "n", "m", "depth"), ordered)
     t, n, depth = cols["type"], cols["n"].astype(np.int64), cols["depth"]
     width = np.where(t == DICT, 2 * n, np.where(t == ENUM, 0, n))
     first = np.cumsum(width) - width
@@ -279,8 +277,8 @@ def _containers(image: Image, ordered: np.ndarray, out: List[Any]) -> None:
         for g in np.flatnonzero(sizes >= _COLUMNS_MIN).tolist():
             members = sequences[group_of == g]
             kind, size = int(groups[g]) >> 32, int(groups[g]) & 0xFFFFFFFF
-            columns = [_pick(out, refs[first[members] + j].tolist()) for j in range(size)]
-            built: Iterator[Any] = zip(*columns) if size else itertools.repeat(())
+            items = [_pick(out, refs[first[members] + j].tolist()) for j in range(size)]
+            built: Iterator[Any] = zip(*items) if size else itertools.repeat(())
             if kind == LIST:
                 built = map(list, built)
             for i, value in zip(ordered[members].tolist(), built):
