@@ -50,7 +50,7 @@ def test_strided_sweep_of_every_model_file(tmp_path) -> None:
 @pytest.mark.full_sweep
 def test_full_sweep_of_every_model_file(tmp_path) -> None:
     """Every single-byte edit and every truncation of every model file (deselected
-    unless ``--full-sweep`` is given: about 16 minutes on 2 cores)."""
+    unless ``--full-sweep`` is given: about 30 minutes on 2 cores)."""
     result = sweep.sweep_files(FILES, sweep.VALUES, True, True, (0, 1), str(tmp_path),
                                workers=min(2, os.cpu_count() or 1), timeout=30)
     print(f"full sweep over {len(FILES)} files: {result.summary()}")
