@@ -146,3 +146,21 @@ def test_harness_reports_crash_hang_and_exception_with_the_input(tmp_path, targe
         assert f.file in str(f)
     # every other input ran, in a new worker after a crash or hang
     assert result.decodes == 2 * (3 if kind != "exception" else 4)
+
+
+class _EndsChunkOnRead:
+    """A worker's start-time slot whose worker ends its chunk (zeroes the slot) right
+    after the first read."""
+
+    def __init__(self, start: float) -> None:
+        self.values = [start]
+
+    def __getitem__(self, slot: int) -> float:
+        return self.values.pop() if self.values else 0.0
+
+
+def test_a_chunk_ending_while_the_parent_looks_is_not_a_hang() -> None:
+    # A full sweep in CI once reported a 33,170 s hang this way: the start time, then
+    # monotonic() - 0.0.
+    assert 0.9 < sweep.running_for(_EndsChunkOnRead(time.monotonic() - 1.0), 0) < 30
+    assert sweep.running_for(_EndsChunkOnRead(0.0), 0) == 0.0

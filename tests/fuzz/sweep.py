@@ -165,6 +165,14 @@ def _worker(conn: Any, progress: Any, started: Any, slot: int, target: Any,
         conn.send((counts, findings))
 
 
+def running_for(started: Any, slot: int) -> float:
+    """Seconds the worker in ``slot`` has spent on its current input; 0.0 between
+    chunks. ``started[slot]`` is read once: the worker zeroes it when it ends a chunk,
+    so a second read could see 0.0 after a start time (a false hang of hours)."""
+    since = started[slot]
+    return time.monotonic() - since if since else 0.0
+
+
 class Finding:
     """One input that broke the promise."""
 
@@ -308,11 +316,8 @@ def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers
                     proc.join(1)
                     lost(slot, "crash", f"worker died, exit code {proc.exitcode}")
                 else:
-                    # One read: the worker zeroes its slot when it ends a chunk, so
-                    # reading twice could see a start time and then 0.0.
-                    since = started[slot]
-                    took = time.monotonic() - since
-                    if since and took > timeout:
+                    took = running_for(started, slot)
+                    if took > timeout:
                         lost(slot, "hang", f"one input ran {took:.1f} s (limit {timeout} "
                                            f"s); worker stack:\n{_stack_of(proc, stacks)}")
     finally:
