@@ -149,14 +149,12 @@ class Image:
         err = new_error()
         opt = options.to_c()
         s = self.summary = ffi.new("ptmf_summary *")
-        try:
-            check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
-            self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
-            c_storages = _c_array("ptmf_storage", self.storage_index)
-            check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages,
-                                          source.fd, err), err)
-        finally:
-            source.release_fd()
+        check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
+        self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
+        c_storages = _c_array("ptmf_storage", self.storage_index)
+        # source.fd: whoever opened the source releases it (module._open_image).
+        check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages,
+                                      source.fd, err), err)
         if source.mapped and options.advise is None:
             apply_advice(source, None, self._payload_runs(c_storages))
         else:
