@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tarfile
 from email.parser import Parser
-from typing import List, Set
+from typing import List, Set, Tuple
 
 import pytest
 
@@ -22,15 +22,16 @@ _SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".pytest_cache", ".hypothe
               ".benchmarks", ".mypy_cache"}
 
 
-def source_files() -> List[str]:
-    """The project's files: git's list in a checkout, else (an unpacked sdist) every
-    file under the tree but caches, virtual environments and build products."""
+def source_files() -> Tuple[List[str], bool]:
+    """(the project's files, whether git listed them): git's list in a checkout (its
+    index: a new file counts once added), else (an unpacked sdist) every file under
+    the tree but caches, virtual environments and build products."""
     try:
         out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], capture_output=True,
                              check=True, timeout=60).stdout.decode()
         files = [f for f in out.split("\0") if f and os.path.isfile(os.path.join(ROOT, f))]
         if files:
-            return files
+            return files, True
     except (OSError, subprocess.CalledProcessError):
         pass
     found = []
@@ -39,14 +40,23 @@ def source_files() -> List[str]:
                    and not os.path.exists(os.path.join(top, d, "pyvenv.cfg"))]
         found += [os.path.relpath(os.path.join(top, n), ROOT) for n in names
                   if not n.endswith((".so", ".o", ".pyc"))]
-    return found
+    return found, False
+
+
+def shipped_files() -> Set[str]:
+    """What the sdist must hold: the project's files but its dot-files (.ci/,
+    .gitignore); outside a checkout, where a build may have written sources into the
+    package, the top-level files and csrc/, tests/ and benchmarks/."""
+    files, from_git = source_files()
+    return {f for f in files if not f.startswith(".") and (
+        from_git or "/" not in f or f.split("/", 1)[0] in ("csrc", "tests", "benchmarks"))}
 
 
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory) -> tarfile.TarFile:
     base = tmp_path_factory.mktemp("sdist")
     src = base / "src"
-    for name in source_files():
+    for name in source_files()[0]:
         target = src / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(os.path.join(ROOT, name), target)
@@ -74,9 +84,8 @@ def test_sdist_holds_what_the_build_needs(sdist):
 
 def test_sdist_holds_every_project_file_and_no_build_product(sdist):
     names = _members(sdist)
-    files = source_files()
-    assert any(f.startswith("csrc/") for f in files)
-    wanted = {f for f in files if not f.startswith(".")}   # .ci/, .gitignore stay out
+    wanted = shipped_files()
+    assert any(f.startswith("csrc/") for f in wanted)
     assert set() == wanted - names
     for folder in ("csrc/", "tests/", "benchmarks/"):
         assert any(n.startswith(folder) for n in names), folder
