@@ -3,8 +3,23 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from ._ptmf import ffi, lib
 from .errors import FormatError
+
+try:
+    from ._ptmf import ffi, lib
+except ModuleNotFoundError as _exc:
+    if _exc.name != __name__.rpartition(".")[0] + "._ptmf":
+        raise
+    # Typically `python -m pyflatmodule` (or `import pyflatmodule`) started in a source
+    # checkout: the current directory comes first on sys.path, so the uncompiled
+    # package there hides the installed one.
+    import os as _os
+    raise ImportError(
+        "pyflatmodule's compiled core (pyflatmodule._ptmf) is not built in "
+        f"{_os.path.dirname(_os.path.abspath(__file__))}: that is an uncompiled source "
+        "tree, found before the installed package because Python looks in the current "
+        "directory first. Run from another directory, or build in place there with "
+        "`python setup.py build_ext --inplace` (or `pip install -e .`).") from None
 
 __all__ = ["ffi", "lib", "check", "raise_error", "new_error"]
 
