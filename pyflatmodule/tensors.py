@@ -74,16 +74,24 @@ def view(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int
     """
     dtype = numpy_dtype(scalar_type)
     shape = tuple(sizes)
-    if 0 in shape:
-        empty = np.empty(shape, dtype)
-        empty.flags.writeable = False
-        return empty
     per_byte = PACKED.get(scalar_type)
     if per_byte is not None:
+        if 0 in shape:
+            return _read_only(np.empty(shape, dtype))
         return _packed(storage, per_byte, offset, shape, strides)
     size = dtype.itemsize
+    byte_strides = tuple(s * size for s in strides)
+    if 0 in shape:
+        # Nothing to read, but the strides are the file's (torch's), as for any view.
+        return _read_only(np.lib.stride_tricks.as_strided(np.empty(0, dtype), shape,
+                                                          byte_strides))
     return np.ndarray(shape, dtype, buffer=storage, offset=offset * size,
-                      strides=tuple(s * size for s in strides))
+                      strides=byte_strides)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
 
 
 def _contiguous_strides(shape: Tuple[int, ...]) -> List[int]:
@@ -112,7 +120,9 @@ def _packed(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, .
             strides: Sequence[int]) -> np.ndarray:
     numel = int(np.prod(shape))
     nbytes = -(-numel // per_byte)
-    if list(strides) == _contiguous_strides(shape) and offset % per_byte == 0:
+    # Strides of size-1 dimensions never move: the layout is row-major without them.
+    if (all(s == c for s, c, n in zip(strides, _contiguous_strides(shape), shape) if n != 1)
+            and offset % per_byte == 0):
         start = offset // per_byte
         return storage[start:start + nbytes]
     st = 16 if per_byte == 2 else 17
