@@ -14,6 +14,7 @@ from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST
                      UNION_NAMES, Image, ObjectType, columns)
 from ._setstate import replay
 from .tensors import QuantizedTensor
+from ._native import format_error, lib
 from .errors import FormatError
 
 __all__ = ["Device", "EnumValue", "Object", "decode"]
@@ -89,8 +90,7 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
         return memo[i]
     if depth > image.max_depth or depth > sys.getrecursionlimit() // 4:
         # Python's own stack bounds recursion too: each level costs a few frames.
-        raise FormatError("depth_budget", "value nesting exceeds the depth budget",
-                          image.rows()[i][1], f"ivalues[{i}]")
+        raise format_error(lib.PTMF_E_DEPTH_BUDGET, image.rows()[i][1], f"ivalues[{i}]")
     t, pos, a, n, b, m, c, k = image.rows()[i]
     view = image.view
     if t == NONE:
@@ -192,9 +192,8 @@ def references(image: Image, containers: np.ndarray) -> np.ndarray:
         field = (".attrs" if t == OBJECT else ".items" if t != DICT
                  else ".keys" if keys else ".values")
         start = a if keys else b
-        raise FormatError("forward_reference", "ivalue reference does not point to an "
-                          "earlier value", int(positions[k]),
-                          f"{_where(bad, t)}{field}[{(int(positions[k]) - start) // 4}]")
+        raise format_error(lib.PTMF_E_FORWARD_REFERENCE, int(positions[k]),
+                           f"{_where(bad, t)}{field}[{(int(positions[k]) - start) // 4}]")
     return refs.astype(np.int64)
 
 
