@@ -15,7 +15,6 @@ from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST
 from ._setstate import replay
 from .tensors import QuantizedTensor
 from ._native import format_error, lib
-from .errors import FormatError
 
 __all__ = ["Device", "EnumValue", "Object", "decode"]
 
@@ -119,8 +118,7 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
         try:
             out = dict(zip(keys, values))
         except TypeError:
-            raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
-                              a, _where(i, t) + ".keys") from None
+            raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a, _where(i, t) + ".keys") from None
     elif t == INT_LIST:
         out = list(struct.unpack_from(f"<{n}q", view, a))
     elif t == DOUBLE_LIST:
@@ -314,8 +312,8 @@ def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
             try:
                 out[i] = dict(zip(map(get, own[k:k + n]), map(get, own[k + n:k + 2 * n])))
             except TypeError:
-                raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
-                                  a, _where(i, t) + ".keys") from None
+                raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a,
+                                   _where(i, t) + ".keys") from None
         else:
             out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
 
