@@ -402,22 +402,17 @@ static uint64_t utf8_invalid_at(const uint8_t *s, uint64_t n) {
 }
 
 /* A string the reader decodes as text: when verifying, it must be UTF-8. */
-static int text_at(ctx *c, uint64_t pos, vec *s) {
+static int check_text(ctx *c, const vec *s) {
     uint64_t bad;
-    TRY(str_at(c, pos, s));
     if (!c->verify) return PTMF_OK;
     bad = utf8_invalid_at(c->buf + s->data, s->count);
     if (bad < s->count) return fail(c, PTMF_E_BAD_UTF8, s->data + bad);
     return PTMF_OK;
 }
 
-static int fld_text(ctx *c, const tbl *t, unsigned id, vec *s) {
-    uint64_t target;
-    s->data = 0;
-    s->count = 0;
-    TRY(fld_ref(c, t, id, &target));
-    if (target) TRY(text_at(c, target, s));
-    return PTMF_OK;
+static int text_at(ctx *c, uint64_t pos, vec *s) {
+    TRY(str_at(c, pos, s));
+    return check_text(c, s);
 }
 
 static int fld_str(ctx *c, const tbl *t, unsigned id, vec *s) {
@@ -427,6 +422,11 @@ static int fld_str(ctx *c, const tbl *t, unsigned id, vec *s) {
     TRY(fld_ref(c, t, id, &target));
     if (target) TRY(str_at(c, target, s));
     return PTMF_OK;
+}
+
+static int fld_text(ctx *c, const tbl *t, unsigned id, vec *s) {
+    TRY(fld_str(c, t, id, s));
+    return check_text(c, s);
 }
 
 /* Element i of a vector of offsets (to tables or strings). */

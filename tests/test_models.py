@@ -432,3 +432,16 @@ def test_to_torch_gives_torchs_strides():
         for key, desc in tensors.items():
             t = to_torch(sd[key])
             assert (desc["shape"], desc["stride"]) == (list(t.shape), list(t.stride())), key
+
+
+def test_export_writes_torchs_bytes_for_every_layout(tmp_path, capsys):
+    """Channels-last, empty and odd-strided tensors export as torch's contiguous bytes."""
+    from pyflatmodule import cli
+    doc, arrays = load_expectation("strides.ff", "oracle")
+    tensors = _part(doc, "state_dict")["tensors"]
+    out = str(tmp_path / "strides.npz")
+    assert 0 == cli.main(["export", model_path("strides.ff"), out]), capsys.readouterr().err
+    with np.load(out) as z:
+        for key, desc in tensors.items():
+            assert (desc["shape"], arrays[desc["data"]].tobytes()) == (
+                list(z[key].shape), z[key].tobytes()), key
