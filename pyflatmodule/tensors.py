@@ -77,21 +77,17 @@ def view(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int
     per_byte = PACKED.get(scalar_type)
     if per_byte is not None:
         if 0 in shape:
-            return _read_only(np.empty(shape, dtype))
+            empty = np.empty(shape, dtype)
+            empty.flags.writeable = False
+            return empty
         return _packed(storage, per_byte, offset, shape, strides)
     size = dtype.itemsize
-    byte_strides = tuple(s * size for s in strides)
     if 0 in shape:
-        # Nothing to read, but the strides are the file's (torch's), as for any view.
-        return _read_only(np.lib.stride_tricks.as_strided(np.empty(0, dtype), shape,
-                                                          byte_strides))
+        # Nothing to read (the offset may lie past the storage's end), but the
+        # strides are the file's (torch's), as for any view.
+        storage, offset = storage[:0], 0
     return np.ndarray(shape, dtype, buffer=storage, offset=offset * size,
-                      strides=byte_strides)
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
+                      strides=tuple(s * size for s in strides))
 
 
 def _contiguous_strides(shape: Tuple[int, ...]) -> List[int]:

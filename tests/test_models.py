@@ -445,3 +445,21 @@ def test_export_writes_torchs_bytes_for_every_layout(tmp_path, capsys):
         for key, desc in tensors.items():
             assert (desc["shape"], arrays[desc["data"]].tobytes()) == (
                 list(z[key].shape), z[key].tobytes()), key
+
+
+def test_empty_tensors_of_every_dtype_carry_the_files_strides():
+    """Crafted: an empty (2, 0, 3) view with strides (7, 5, 1) of every unquantized
+    scalar type, the numpy-less ones (bfloat16, float8, complex32) included."""
+    import ptmf_craft as c
+    from pyflatmodule.tensors import DTYPE_NAMES, numpy_dtype
+    types = [st for st in range(len(DTYPE_NAMES)) if st not in (12, 13, 14, 16, 17)]
+    m = c.mutated()
+    n = len(m["ivalues"])
+    m["ivalues"] = m["ivalues"] + [c.Tensor([2, 0, 3], [7, 5, 1], scalar_type=st,
+                                            storage_offset=99) for st in types]
+    with pfm.load(c.build(m)) as module:
+        for k, st in enumerate(types):
+            a = module.ivalues[n + k]
+            size = numpy_dtype(st).itemsize
+            assert ((2, 0, 3), (7 * size, 5 * size, size), False) == (
+                a.shape, a.strides, a.flags.writeable), DTYPE_NAMES[st]
