@@ -341,7 +341,11 @@ static int vec_at(ctx *c, uint64_t pos, unsigned esize, unsigned align, vec *v) 
     TRY(need(c, pos, 4, 4));
     n = ld32(bytes_at(c, pos, 4));
     if (!in_bounds(c, pos + 4, (uint64_t)n * esize)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
-    if (c->verify && align > 1 && (pos + 4) % align != 0) return fail(c, PTMF_E_MISALIGNED, pos + 4);
+    /* FlatBuffers' verifier checks only the length field (above); its builder pads
+     * before a non-empty vector alone, so torch's empty int64/double vectors sit at
+     * 4 mod 8. Strict mode holds non-empty vectors to the builder's alignment. */
+    if (c->verify && c->strict && n > 0 && align > 1 && (pos + 4) % align != 0)
+        return fail(c, PTMF_E_MISALIGNED, pos + 4);
     v->data = pos + 4;
     v->count = n;
     return PTMF_OK;
@@ -366,6 +370,51 @@ static int str_at(ctx *c, uint64_t pos, vec *s) {
     return PTMF_OK;
 }
 
+/* Offset of the first byte that makes s[0, n) invalid UTF-8, or n: Python's
+ * strict decoder, so no overlong forms, no surrogates, nothing above U+10FFFF. */
+static uint64_t utf8_invalid_at(const uint8_t *s, uint64_t n) {
+    uint64_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        uint8_t lo = 0x80, hi = 0xbf;
+        unsigned more, k;
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        if (b >= 0xc2 && b <= 0xdf) more = 1;
+        else if (b >= 0xe0 && b <= 0xef) more = 2;
+        else if (b >= 0xf0 && b <= 0xf4) more = 3;
+        else return i;
+        if (b == 0xe0) lo = 0xa0;        /* overlong */
+        else if (b == 0xed) hi = 0x9f;   /* surrogates */
+        else if (b == 0xf0) lo = 0x90;   /* overlong */
+        else if (b == 0xf4) hi = 0x8f;   /* above U+10FFFF */
+        for (k = 1; k <= more; k++) {
+            uint8_t cont;
+            if (i + k >= n) return i;
+            cont = s[i + k];
+            if (cont < (k == 1 ? lo : 0x80) || cont > (k == 1 ? hi : 0xbf)) return i;
+        }
+        i += 1 + more;
+    }
+    return n;
+}
+
+/* A string the reader decodes as text: when verifying, it must be UTF-8. */
+static int check_text(ctx *c, const vec *s) {
+    uint64_t bad;
+    if (!c->verify) return PTMF_OK;
+    bad = utf8_invalid_at(c->buf + s->data, s->count);
+    if (bad < s->count) return fail(c, PTMF_E_BAD_UTF8, s->data + bad);
+    return PTMF_OK;
+}
+
+static int text_at(ctx *c, uint64_t pos, vec *s) {
+    TRY(str_at(c, pos, s));
+    return check_text(c, s);
+}
+
 static int fld_str(ctx *c, const tbl *t, unsigned id, vec *s) {
     uint64_t target;
     s->data = 0;
@@ -373,6 +422,11 @@ static int fld_str(ctx *c, const tbl *t, unsigned id, vec *s) {
     TRY(fld_ref(c, t, id, &target));
     if (target) TRY(str_at(c, target, s));
     return PTMF_OK;
+}
+
+static int fld_text(ctx *c, const tbl *t, unsigned id, vec *s) {
+    TRY(fld_str(c, t, id, s));
+    return check_text(c, s);
 }
 
 /* Element i of a vector of offsets (to tables or strings). */
@@ -394,11 +448,13 @@ static uint32_t vec_u32(const ctx *c, const vec *v, uint32_t i) {
 /* ------------------------------------------------------------ the module */
 
 static int read_header(ctx *c, uint64_t *root) {
+    push(c, "header", NO_INDEX);   /* whole-file rejections are located there */
     if (c->len >= 4 && memcmp(c->buf, "PK\x03\x04", 4) == 0)
         return fail(c, PTMF_E_ZIP_ARCHIVE, 0);
     if (c->len < 8) return fail(c, PTMF_E_TOO_SMALL, 0);
     if (c->len > ((uint64_t)1 << 32)) return fail(c, PTMF_E_TOO_LARGE, c->len);
     if (memcmp(c->buf + 4, "PTMF", 4) != 0) return fail(c, PTMF_E_BAD_IDENTIFIER, 4);
+    pop(c);
     push(c, "root", NO_INDEX);
     TRY(deref(c, 0, root));
     pop(c);
@@ -553,7 +609,9 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
     for (i = sizes->count; i-- > 0;) {
         int32_t size = as_i32(vec_u32(c, sizes, i));
         int32_t stride = as_i32(vec_u32(c, strides, i));
-        if (size != 1 && (uint64_t)stride != expected) contiguous = 0;
+        /* Exact, size-1 dimensions included: a row-major view made from the sizes
+         * alone must carry the strides the file holds (torch's). */
+        if ((uint64_t)stride != expected) contiguous = 0;
         if (size == 0) {
             numel = 0;
             break;
@@ -762,6 +820,23 @@ static int children(ctx *c, const ptmf_ivalue *out, uint32_t self, const vec *v,
     return PTMF_OK;
 }
 
+/* Dict keys are None, str, int, float, complex or bool: the scalars a Python dict
+ * can hold (of TorchScript's key types, a Tensor it cannot; lists and dicts are no
+ * key at all). Checked when verifying, so that a verified file decodes. */
+static int dict_keys(ctx *c, const ptmf_ivalue *out, const vec *keys) {
+    uint32_t i;
+    for (i = 0; i < keys->count; i++) {
+        uint64_t where = keys->data + 4 * (uint64_t)i;
+        uint8_t t = out[ld32(c->buf + where)].type;
+        if (t != UT_NONE && t != UT_INT && t != UT_BOOL && t != UT_DOUBLE
+            && t != UT_COMPLEX && t != UT_STRING) {
+            push(c, "", i);
+            return fail(c, PTMF_E_UNHASHABLE_KEY, where);
+        }
+    }
+    return PTMF_OK;
+}
+
 static int struct_payload(ctx *c, const tbl *iv, uint64_t pos, unsigned size, unsigned align) {
     if (!pos) return fail(c, PTMF_E_MISSING_FIELD, iv->pos);
     return need(c, pos, size, align);
@@ -808,7 +883,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
     case UT_STRING:
     case UT_DEVICE:
         push(c, type == UT_STRING ? ".data" : ".str", NO_INDEX);
-        TRY(fld_str(c, &t, 0, &v));
+        TRY(fld_text(c, &t, 0, &v));
         pop(c);
         r->a = v.data;
         r->n = v.count;
@@ -823,7 +898,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
         r->n = v.count;
         if (type == UT_LIST) {
             push(c, ".annotation_str", NO_INDEX);
-            TRY(fld_str(c, &t, 1, &v));
+            TRY(fld_text(c, &t, 1, &v));
             pop(c);
             r->b = v.data;
             r->m = v.count;
@@ -834,6 +909,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
         push(c, ".keys", NO_INDEX);
         TRY(fld_vec(c, &t, 0, 4, 4, &v));
         TRY(children(c, out, i, &v, &depth));
+        if (c->verify) TRY(dict_keys(c, out, &v));
         pop(c);
         push(c, ".values", NO_INDEX);
         TRY(fld_vec(c, &t, 1, 4, 4, &values));
@@ -844,7 +920,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
         r->n = v.count;
         r->b = values.data;
         push(c, ".annotation_str", NO_INDEX);
-        TRY(fld_str(c, &t, 2, &v));
+        TRY(fld_text(c, &t, 2, &v));
         pop(c);
         r->c = v.data;
         r->k = v.count;
@@ -890,7 +966,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
     case UT_ENUM: {
         uint32_t value;
         push(c, ".type_name", NO_INDEX);
-        TRY(fld_str(c, &t, 0, &v));
+        TRY(fld_text(c, &t, 0, &v));
         pop(c);
         push(c, ".value", NO_INDEX);
         TRY(fld_u32(c, &t, 1, 0, &value));
@@ -903,7 +979,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
     }
     case UT_FUNCTION:
         push(c, ".qn", NO_INDEX);
-        TRY(fld_str(c, &t, FN_QN, &v));
+        TRY(fld_text(c, &t, FN_QN, &v));
         pop(c);
         push(c, ".class_type", NO_INDEX);
         TRY(fld_u32(c, &t, FN_CLASS_TYPE, 0, &r->m));
@@ -975,8 +1051,10 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
         pop(&c);
         pop(&c);
     }
-    if (k.n_tensors != s->n_tensors || k.n_dims != s->n_dims)
-        return fail(&c, PTMF_E_BAD_ARGUMENT, 0);   /* the buffer changed between passes */
+    if (k.n_tensors != s->n_tensors || k.n_dims != s->n_dims) {
+        push(&c, "ivalues", NO_INDEX);
+        return fail(&c, PTMF_E_BAD_ARGUMENT, s->ivalues);   /* the buffer changed between passes */
+    }
     ctx_finish(&c);
     return PTMF_OK;
 }
@@ -991,7 +1069,7 @@ static int read_function(ctx *c, uint64_t pos, ptmf_function *f, uint32_t self) 
     memset(f, 0, sizeof *f);
     TRY(tbl_open(c, pos, &t));
     push(c, ".qn", NO_INDEX);
-    TRY(fld_str(c, &t, FN_QN, &v));
+    TRY(fld_text(c, &t, FN_QN, &v));
     f->qn = v.data; f->qn_len = v.count;
     pop(c);
     push(c, ".instructions", NO_INDEX);
@@ -1050,18 +1128,19 @@ static int read_function(ctx *c, uint64_t pos, ptmf_function *f, uint32_t self) 
     return PTMF_OK;
 }
 
+/* text1: the second string is text (else bytes, as an extra file's content). */
 static int read_pair(ctx *c, const vec *v, uint32_t i, const char *n0, const char *n1,
-                     unsigned num_id, int64_t num_default, ptmf_record *out) {
+                     int text1, unsigned num_id, int64_t num_default, ptmf_record *out) {
     tbl t;
     vec s;
     memset(out, 0, sizeof *out);
     TRY(vec_table(c, v, i, &t));
     push(c, n0, NO_INDEX);
-    TRY(fld_str(c, &t, 0, &s));
+    TRY(fld_text(c, &t, 0, &s));
     out->s0 = s.data; out->s0_len = s.count;
     pop(c);
     push(c, n1, NO_INDEX);
-    TRY(fld_str(c, &t, 1, &s));
+    TRY(text1 ? fld_text(c, &t, 1, &s) : fld_str(c, &t, 1, &s));
     out->s1 = s.data; out->s1_len = s.count;
     pop(c);
     out->num = num_default;
@@ -1074,11 +1153,11 @@ static int read_pair(ctx *c, const vec *v, uint32_t i, const char *n0, const cha
 }
 
 static int read_operator(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
-    return read_pair(c, v, i, ".name", ".overload_name", 2, -1, out);
+    return read_pair(c, v, i, ".name", ".overload_name", 1, 2, -1, out);
 }
 
 static int read_arg(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
-    TRY(read_pair(c, v, i, ".name", ".type", 2, 0, out));
+    TRY(read_pair(c, v, i, ".name", ".type", 1, 2, 0, out));
     out->num = (int64_t)(uint32_t)out->num;   /* default_value is an unsigned index */
     return PTMF_OK;
 }
@@ -1090,7 +1169,7 @@ static int read_object_type(ctx *c, const vec *v, uint32_t i, ptmf_record *out) 
     memset(out, 0, sizeof *out);
     TRY(vec_table(c, v, i, &t));
     push(c, ".type_name", NO_INDEX);
-    TRY(fld_str(c, &t, 0, &s));
+    TRY(fld_text(c, &t, 0, &s));
     out->s0 = s.data; out->s0_len = s.count;
     pop(c);
     push(c, ".type", NO_INDEX);
@@ -1112,7 +1191,7 @@ static int verify_strings(ctx *c, const vec *v) {
         vec s;
         push(c, "", i);
         TRY(vec_ref(c, v, i, &target));
-        TRY(str_at(c, target, &s));
+        TRY(text_at(c, target, &s));
         pop(c);
     }
     return PTMF_OK;
@@ -1197,14 +1276,16 @@ static int verify_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_record *
     return PTMF_OK;
 }
 
-static int verify_named_blobs(ctx *c, uint64_t data, uint32_t count, const char *name) {
+/* text_content: the contents are text (jit sources), else bytes (extra files). */
+static int verify_named_blobs(ctx *c, uint64_t data, uint32_t count, const char *name,
+                              int text_content) {
     vec v = {data, count};
     uint32_t i;
     TRY(count_elements(c, count, data));
     for (i = 0; i < count; i++) {
         ptmf_record r;
         push(c, name, i);
-        TRY(read_pair(c, &v, i, ".name", ".content", 0, 0, &r));
+        TRY(read_pair(c, &v, i, ".name", ".content", text_content, 0, 0, &r));
         pop(c);
     }
     return PTMF_OK;
@@ -1273,8 +1354,8 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
         push(&c, "state_obj", NO_INDEX);
         return fail(&c, PTMF_E_KIND_MISMATCH, s->root);
     }
-    TRY(verify_named_blobs(&c, s->extra_files, s->n_extra_files, "extra_files"));
-    TRY(verify_named_blobs(&c, s->jit_sources, s->n_jit_sources, "jit_sources"));
+    TRY(verify_named_blobs(&c, s->extra_files, s->n_extra_files, "extra_files", 0));
+    TRY(verify_named_blobs(&c, s->jit_sources, s->n_jit_sources, "jit_sources", 1));
     TRY(verify_roots(&c, ivalues, s->methods, s->n_methods, "methods", 1));
     TRY(verify_roots(&c, ivalues, s->jit_constants, s->n_jit_constants, "jit_constants", 0));
     ctx_finish(&c);
@@ -1303,7 +1384,7 @@ int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos, ptmf_functi
     }
 
 static int read_extra_file(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
-    return read_pair(c, v, i, ".name", ".content", 0, 0, out);
+    return read_pair(c, v, i, ".name", ".content", 0, 0, 0, out);
 }
 
 VECTOR_READER(ptmf_read_operator, read_operator)

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import tensors as _tensors
 from ._jit_source import ClassDecl, parse_classes
-from ._native import check, ffi, lib, new_error
+from ._native import check, ffi, format_error, lib, new_error
 from ._source import RUN_GAP, Source, apply_advice
 from .errors import FormatError
 
@@ -195,8 +195,7 @@ class Image:
         try:
             return str(self.view[pos:pos + size], "utf-8")
         except UnicodeDecodeError as e:
-            raise FormatError("bad_utf8", "string is not valid UTF-8", pos + e.start,
-                              where) from None
+            raise format_error(lib.PTMF_E_BAD_UTF8, pos + e.start, where) from None
 
     def u32s(self, pos: int, count: int) -> Tuple[int, ...]:
         return struct.unpack_from(f"<{count}I", self.view, pos)
@@ -207,8 +206,7 @@ class Image:
         may have changed since the index was built."""
         out: Tuple[int, ...] = struct.unpack_from(f"<{count}I", self.view, pos)
         if count and max(out) >= i:
-            raise FormatError("forward_reference", "ivalue reference does not point to "
-                              "an earlier value", pos, where)
+            raise format_error(lib.PTMF_E_FORWARD_REFERENCE, pos, where)
         return out
 
     def read_strings(self, vec: int, count: int, where: str) -> List[str]:
@@ -383,9 +381,9 @@ class Image:
             # Only an expanded (stride 0) view names more values than its storage
             # holds; repacking it would allocate without bound.
             pos, ivalue = records[t][13:]
-            raise FormatError("element_budget", "packed tensor view names more values "
-                              "than its storage holds", pos,
-                              f"ivalues[{ivalue}].val<TensorMetadata>")
+            raise format_error(lib.PTMF_E_ELEMENT_BUDGET, pos,
+                               f"ivalues[{ivalue}].val<TensorMetadata>",
+                               "packed tensor view names more values than its storage holds")
         if not (contiguous and numel and st not in _tensors.PACKED):
             array = _tensors.view(storage, st, offset, sizes, strides)
         if qscheme < 0:
@@ -505,8 +503,8 @@ class Image:
                                        err)
         budget[0] = int(left[0])
         if status == lib.PTMF_E_ELEMENT_BUDGET:
-            raise FormatError("element_budget", WALK_TOO_LARGE, int(err.offset),
-                              ffi.string(err.path).decode("utf-8", "replace"))
+            raise format_error(status, int(err.offset),
+                               ffi.string(err.path).decode("utf-8", "replace"), WALK_TOO_LARGE)
         check(status, err)
         return steps[:int(n[0])]
 
@@ -533,7 +531,7 @@ class Image:
         message = (f"tensor {name!r} has a negative size: its int32 sizes overflowed "
                    "(more than 2^31-1 elements along one dimension), so the file cannot "
                    "describe it")
-        raise FormatError("negative_dimension", message, int(err.offset), path)
+        raise format_error(status, int(err.offset), path, message)
 
     def attribute_path(self, target: int) -> Optional[str]:
         """Dotted attribute path from the root object to ivalue ``target``, if any

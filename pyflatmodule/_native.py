@@ -1,7 +1,7 @@
 """The compiled core: status codes turned into FormatError."""
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Optional
 
 from .errors import FormatError
 
@@ -21,7 +21,7 @@ except ModuleNotFoundError as _exc:
         "directory first. Run from another directory, or build in place there with "
         "`python setup.py build_ext --inplace` (or `pip install -e .`).") from None
 
-__all__ = ["ffi", "lib", "check", "raise_error", "new_error"]
+__all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error"]
 
 
 def _code_name(status: int) -> str:
@@ -34,13 +34,21 @@ def new_error() -> Any:
     return ffi.new("ptmf_error *")
 
 
+def format_error(status: int, offset: Optional[int], path: str,
+                 message: Optional[str] = None) -> FormatError:
+    """The FormatError for a status of the C table (code and, unless ``message`` is
+    given, message from the table): Python-side checks raise through it too."""
+    if message is None:
+        message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
+    return FormatError(_code_name(status), message, offset, path)
+
+
 def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:
     """Raise the FormatError that a failed C call described in ``err``."""
     path = ffi.string(err.path).decode("utf-8", "replace")
     if path_prefix:
         path = path_prefix + path
-    message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
-    raise FormatError(_code_name(status), message, int(err.offset), path)
+    raise format_error(status, int(err.offset), path)
 
 
 def check(status: int, err: Any, path_prefix: str = "") -> None:
