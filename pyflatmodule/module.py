@@ -238,9 +238,10 @@ class Module:
 
     def __reduce__(self) -> Tuple[Any, Tuple[str, Dict[str, Any], Tuple[int, int, int]]]:
         """A Module opened from a path pickles as that path, ``load()``'s arguments
-        and the file's identity (size, mtime, inode): unpickling re-opens and
-        re-verifies the file and checks that it is still the same one. The mapping
-        itself cannot be sent to another process."""
+        and the file's identity (size, mtime, inode): unpickling checks that the path
+        still holds the same file and opens it again with the same arguments, so
+        with the same verification. The mapping itself cannot be sent to another
+        process."""
         source = self._img().source
         if source.path is None or source.stat is None:
             raise TypeError(
@@ -248,8 +249,7 @@ class Module:
                 "Module opened from a path can be pickled (as the path, to be re-opened "
                 "where it is unpickled); pass the path to load(), or send the bytes and "
                 "load() them in the other process")
-        st = source.stat
-        return _reopen, (source.path, self._load_args, (st.st_size, st.st_mtime_ns, st.st_ino))
+        return _reopen, (source.path, self._load_args, _identity(source.stat))
 
     # -------------------------------------------------------------- header
 
@@ -402,18 +402,33 @@ class Module:
                 "opname_to_num_args": ops}
 
 
-def _reopen(path: str, load_args: Dict[str, Any], identity: Tuple[int, int, int]) -> Module:
-    """Unpickle a Module: open ``path`` again and check it is the file that was pickled."""
-    module = load(path, **load_args)
-    st = module._img().source.stat
-    assert st is not None   # a path always has one
-    now = (st.st_size, st.st_mtime_ns, st.st_ino)
+def _identity(st: os.stat_result) -> Tuple[int, int, int]:
+    """What tells one file from another at one path: size, mtime and inode."""
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _same_file(path: str, identity: Tuple[int, int, int], st: os.stat_result) -> None:
+    now = _identity(st)
     if now != identity:
-        module.close()
         changed = ", ".join(f"{what} {old} -> {new}" for what, old, new in
                             zip(("size", "mtime_ns", "inode"), identity, now) if old != new)
         raise OSError(f"{path} is not the file the pickled pyflatmodule.Module was "
                       f"opened from ({changed})")
+
+
+def _reopen(path: str, load_args: Dict[str, Any], identity: Tuple[int, int, int]) -> Module:
+    """Unpickle a Module: check that ``path`` is still the file that was pickled, then
+    open it again with the same options (checked again once open: the stat of what
+    was actually opened)."""
+    _same_file(path, identity, os.stat(path))
+    module = load(path, **load_args)
+    st = module._img().source.stat
+    assert st is not None   # a path always has one
+    try:
+        _same_file(path, identity, st)
+    except OSError:
+        module.close()
+        raise
     return module
 
 
