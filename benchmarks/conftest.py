@@ -2,7 +2,7 @@
 
 Untimed (``--benchmark-disable``, the default in pyproject): every benchmark body runs
 once on small models, so the suites cannot rot. Timed (``--benchmark-enable``): full-size
-models, several rounds each; see BENCHMARKS_README_SECTION.md for the command.
+models, several rounds each; see benchmarks/README.md for the command.
 ``PFM_BENCH_SIZE=small|full`` overrides the model size either way.
 
 Helpers live in ``benchutil.py``: this file and tests/conftest.py are both imported as

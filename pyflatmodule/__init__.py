@@ -10,7 +10,7 @@ read-only numpy arrays.
 """
 from ._image import ObjectType
 from .errors import FormatError
-from .functions import Argument, Function, Operator, Schema
+from .functions import Argument, Function, Methods, Operator, Schema
 from .module import Module, VerifyReport, load, verify
 from .tensors import QuantizedTensor
 from .values import Device, EnumValue, Object
@@ -18,6 +18,7 @@ from .values import Device, EnumValue, Object
 __version__ = "0.1.0"
 
 __all__ = [
-    "Argument", "Device", "EnumValue", "FormatError", "Function", "Module", "Object",
-    "ObjectType", "Operator", "QuantizedTensor", "Schema", "VerifyReport", "load", "verify",
+    "Argument", "Device", "EnumValue", "FormatError", "Function", "Methods", "Module",
+    "Object", "ObjectType", "Operator", "QuantizedTensor", "Schema", "VerifyReport", "load",
+    "verify",
 ]

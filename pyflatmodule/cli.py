@@ -31,7 +31,7 @@ from . import export as _export
 from ._image import (BOOL_LIST, DICT, DOUBLE_LIST, INT_LIST, LIST, OBJECT, TENSOR, TUPLE,
                      UNION_NAMES, Image)
 from .errors import FormatError
-from .functions import OPCODES, Function
+from .functions import OPCODES, Function, Methods
 from .module import Module, load
 from .module import verify as verify_source
 from .tensors import DTYPE_NAMES, QuantizedTensor, numpy_dtype, scalar_type_name
@@ -856,22 +856,15 @@ def print_dis(ctx: Context, d: Json) -> None:
         ctx.print(text.rstrip())
 
 
-def _select(functions: Dict[str, Function], wanted: str) -> List[Function]:
-    if wanted in functions:
-        return [functions[wanted]]
-    return [f for name, f in functions.items()
-            if name.endswith("." + wanted) or name.split(".")[-1] == wanted]
-
-
 def cmd_dis(ctx: Context) -> int:
     args = ctx.args
     with open_model(args.path) as m:
         if args.all:
-            functions = {f.name: f for f in m.functions()}
+            functions = Methods(m.functions())
         else:
             functions = m.methods
         chosen = list(functions.values()) if args.method is None else \
-            _select(functions, args.method)
+            functions.find(args.method)
         if not chosen and args.method is not None:
             names = ", ".join(functions) or "none"
             raise CliError(f"no method {args.method!r} (methods: {names})", "not_found",

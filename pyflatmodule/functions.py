@@ -2,16 +2,21 @@
 from __future__ import annotations
 
 import reprlib
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import (Any, Dict, Iterable, List, NamedTuple, NoReturn, Optional, Tuple, TypeVar,
+                    Union, overload)
 
 import numpy as np
 
 from ._image import Image
+from ._names import NamedDict, listing, matching_names, not_picklable
 from ._native import check, ffi, lib, new_error
 from .errors import FormatError
 from .values import decode
 
-__all__ = ["Argument", "Function", "INSTRUCTION_DTYPE", "OPCODES", "Operator", "Schema"]
+__all__ = ["Argument", "Function", "INSTRUCTION_DTYPE", "Methods", "OPCODES", "Operator",
+           "Schema"]
+
+T = TypeVar("T")
 
 #: One bytecode instruction as stored: opcode, pad byte, n (uint16), x (int32).
 INSTRUCTION_DTYPE = np.dtype({"names": ["op", "n", "x"], "formats": ["i1", "<u2", "<i4"],
@@ -216,6 +221,55 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<Function {self.name}>"
+
+    def __reduce__(self) -> NoReturn:
+        raise not_picklable("Function", "its instructions, constants, ...")
+
+
+
+class Methods(NamedDict[Function]):
+    """Functions by qualified name (a ``dict``).
+
+    A name that is not a key stands for the one function whose qualified name ends
+    with it after a dot: ``methods["forward"]`` is ``methods["__torch__.Net.forward"]``
+    when no other method is called ``forward``. A name that matches none or several
+    raises KeyError naming the functions there are; ``find`` gives every match.
+    """
+
+    what = "Methods"
+    unit = "function"
+
+    def __init__(self, functions: Iterable[Function] = ()) -> None:
+        super().__init__((f.name, f) for f in functions)
+
+    def find(self, name: str) -> List[Function]:
+        """Every function ``name`` stands for: the one so named, else each one whose
+        qualified name ends with ``"." + name`` (empty when none does)."""
+        return [dict.__getitem__(self, n) for n in matching_names(self, name)]
+
+    def __missing__(self, name: str) -> Function:
+        found = matching_names(self, name)
+        if len(found) == 1:
+            return dict.__getitem__(self, found[0])
+        if found:
+            raise KeyError(f"{name!r} is ambiguous: it may be {listing(found, len(found))}")
+        raise KeyError(f"no function {name!r}; there are {listing(self, len(self)) or 'none'}")
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (dict.__contains__(self, name)
+                                          or len(matching_names(self, name)) == 1)
+
+    @overload
+    def get(self, name: str, default: None = None) -> Optional[Function]: ...
+    @overload
+    def get(self, name: str, default: Union[Function, T]) -> Union[Function, T]: ...
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """``self[name]`` (short names included), or ``default`` when it raises KeyError."""
+        try:
+            return self[name]
+        except KeyError:
+            return default
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -1,17 +1,19 @@
 """The public entry points: ``load``, ``verify`` and the ``Module`` they open."""
 from __future__ import annotations
 
-from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
+import os
+from typing import (Any, Dict, Iterator, List, NamedTuple, NoReturn, Optional, Sequence,
                     Set, Tuple, Union, overload)
 
 import numpy as np
 
 from ._image import FUNCTION, OBJECT, TENSOR, WALK_TOO_LARGE, Image, ObjectType, Options
+from ._names import NamedDict, NamedList, not_picklable
 from ._native import ffi, lib
 from ._source import ADVICE, SourceLike, open_source
 from ._types import contained_type_names
 from .errors import FormatError
-from .functions import Function
+from .functions import Function, Methods
 from .tensors import QuantizedTensor
 from .values import Object, decode, decode_all
 
@@ -71,7 +73,11 @@ def load(source: SourceLike, *, verify: bool = True, copy: bool = False, strict:
     if advise is not None and advise not in ADVICE:
         raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, not {advise!r}")
     options = Options(verify, strict, max_depth, max_tables, max_elements, advise)
-    return Module(_open_image(source, options, copy, populate))
+    module = Module(_open_image(source, options, copy, populate))
+    module._load_args = dict(verify=verify, copy=copy, strict=strict, advise=advise,
+                             populate=populate, max_depth=max_depth, max_tables=max_tables,
+                             max_elements=max_elements)
+    return module
 
 
 def _open_image(source: SourceLike, options: Options, copy: bool = False,
@@ -135,6 +141,56 @@ class IValues(Sequence[Any]):
         from ._image import UNION_NAMES
         return UNION_NAMES[int(self._image.index["type"][i])]
 
+    def __repr__(self) -> str:
+        from ._image import UNION_NAMES
+        kinds, counts = np.unique(self._image.index["type"][:len(self)], return_counts=True)
+        by_count = sorted(zip(counts.tolist(), kinds.tolist()), key=lambda c: -c[0])
+        kinds_text = ", ".join(f"{n:,} {UNION_NAMES[k]}" for n, k in by_count)
+        return f"<IValues: {len(self):,} values" + (f": {kinds_text}>" if by_count else ">")
+
+    def __reduce__(self) -> NoReturn:
+        raise not_picklable("IValues", "values read from it")
+
+
+class ExtraFiles(NamedDict[bytes]):
+    """Extra files by name (a ``dict`` of ``bytes``); the repr gives their sizes."""
+
+    what = "ExtraFiles"
+    unit = "file"
+
+    def describe(self, name: str) -> str:
+        """The file's name and size."""
+        return f"{name} ({len(self[name]):,} bytes)"
+
+
+class JitSources(NamedDict[str]):
+    """TorchScript sources by qualified file name (a ``dict`` of ``str``)."""
+
+    what = "JitSources"
+    unit = "file"
+
+
+class ObjectTypes(NamedList[ObjectType]):
+    """The file's object types (a ``list``); the repr names a few."""
+
+    what = "ObjectTypes"
+    unit = "type"
+
+    def name_of(self, item: ObjectType) -> str:
+        """The type's qualified name."""
+        return item.name
+
+
+class Storages(NamedList[np.ndarray]):
+    """The file's storages as uint8 arrays (a ``list``); the repr gives their sizes."""
+
+    what = "Storages"
+    unit = "storage"
+
+    def name_of(self, item: np.ndarray) -> str:
+        """The storage's size."""
+        return f"{item.nbytes:,} bytes"
+
 
 class Module:
     """An open PTMF file. Every array and proxy it hands out keeps the file's memory
@@ -142,6 +198,8 @@ class Module:
 
     def __init__(self, image: Image) -> None:
         self._image: Optional[Image] = image
+        #: load()'s keyword arguments: what re-opening the file in another process takes.
+        self._load_args: Dict[str, Any] = {}
 
     # -------------------------------------------------------------- lifetime
 
@@ -178,6 +236,21 @@ class Module:
             return "<pyflatmodule.Module (closed)>"
         return f"<pyflatmodule.Module {self._image.source.name!r}, {len(self.ivalues)} ivalues>"
 
+    def __reduce__(self) -> Tuple[Any, Tuple[str, Dict[str, Any], Tuple[int, int, int]]]:
+        """A Module opened from a path pickles as that path, ``load()``'s arguments
+        and the file's identity (size, mtime, inode): unpickling checks that the path
+        still holds the same file and opens it again with the same arguments, so
+        with the same verification. The mapping itself cannot be sent to another
+        process."""
+        source = self._img().source
+        if source.path is None or source.stat is None:
+            raise TypeError(
+                f"cannot pickle a pyflatmodule.Module opened from {source.name}: only a "
+                "Module opened from a path can be pickled (as the path, to be re-opened "
+                "where it is unpickled); pass the path to load(), or send the bytes and "
+                "load() them in the other process")
+        return _reopen, (source.path, self._load_args, _identity(source.stat))
+
     # -------------------------------------------------------------- header
 
     @property
@@ -196,32 +269,34 @@ class Module:
         return self._img().size
 
     @property
-    def extra_files(self) -> Dict[str, bytes]:
+    def extra_files(self) -> ExtraFiles:
         """Extra files stored with the model, name to raw content."""
         image = self._img()
         s = image.summary
-        return {name: bytes(image.view[pos:pos + size])
-                for name, pos, size in image.named_blobs(s.extra_files, s.n_extra_files,
-                                                         "extra_files")}
+        return ExtraFiles((name, bytes(image.view[pos:pos + size]))
+                          for name, pos, size in image.named_blobs(s.extra_files,
+                                                                   s.n_extra_files,
+                                                                   "extra_files"))
 
     @property
-    def jit_sources(self) -> Dict[str, str]:
+    def jit_sources(self) -> JitSources:
         """TorchScript source text per qualified file name (empty for mobile-only files)."""
-        return self._img().jit_sources()
+        return JitSources(self._img().jit_sources())
 
     @property
-    def methods(self) -> Dict[str, Function]:
-        """The module's exported methods, keyed by qualified name."""
+    def methods(self) -> Methods:
+        """The module's exported methods, keyed by qualified name; a short name
+        (``methods["forward"]``) finds the one method it ends when unambiguous."""
         image = self._img()
         s = image.summary
-        out = {}
+        out = []
         for k, j in enumerate(image.u32s(s.methods, s.n_methods)):
             f = decode(image, j, {}) if j < s.n_ivalues else None
             if not isinstance(f, Function):
                 raise FormatError("kind_mismatch", "method is not a Function",
                                   int(s.methods) + 4 * k, f"methods[{k}]")
-            out[f.name] = f
-        return out
+            out.append(f)
+        return Methods(out)
 
     @property
     def root(self) -> Object:
@@ -240,15 +315,15 @@ class Module:
         return IValues(self._img())
 
     @property
-    def object_types(self) -> List[ObjectType]:
+    def object_types(self) -> ObjectTypes:
         """The type table: (name, kind, attr_names) per entry."""
-        return list(self._img().object_types())
+        return ObjectTypes(self._img().object_types())
 
     @property
-    def storages(self) -> List[np.ndarray]:
+    def storages(self) -> Storages:
         """Each storage as a read-only uint8 array over the file, zero-copy."""
         image = self._img()
-        return [image.storage(i) for i in range(image.storage_count())]
+        return Storages(image.storage(i) for i in range(image.storage_count()))
 
     def functions(self) -> List[Function]:
         """Every Function in the file (methods, ``__setstate__``, helpers), in file order."""
@@ -325,6 +400,36 @@ class Module:
                 "function_names": names,
                 "type_names": contained_type_names(annotations),
                 "opname_to_num_args": ops}
+
+
+def _identity(st: os.stat_result) -> Tuple[int, int, int]:
+    """What tells one file from another at one path: size, mtime and inode."""
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _same_file(path: str, identity: Tuple[int, int, int], st: os.stat_result) -> None:
+    now = _identity(st)
+    if now != identity:
+        changed = ", ".join(f"{what} {old} -> {new}" for what, old, new in
+                            zip(("size", "mtime_ns", "inode"), identity, now) if old != new)
+        raise OSError(f"{path} is not the file the pickled pyflatmodule.Module was "
+                      f"opened from ({changed})")
+
+
+def _reopen(path: str, load_args: Dict[str, Any], identity: Tuple[int, int, int]) -> Module:
+    """Unpickle a Module: check that ``path`` is still the file that was pickled, then
+    open it again with the same options (checked again once open: the stat of what
+    was actually opened)."""
+    _same_file(path, identity, os.stat(path))
+    module = load(path, **load_args)
+    st = module._img().source.stat
+    assert st is not None   # a path always has one
+    try:
+        _same_file(path, identity, st)
+    except OSError:
+        module.close()
+        raise
+    return module
 
 
 #: Attribute visits any state_dict walk may make, beyond four per ivalue in the file.

@@ -7,11 +7,12 @@ import struct
 import sys
 
 import numpy as np
-from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Sequence, Tuple
 
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
                      UNION_NAMES, Image, ObjectType, columns)
+from ._names import not_picklable, summary
 from ._setstate import replay
 from .tensors import QuantizedTensor
 from ._native import format_error, lib
@@ -422,6 +423,9 @@ class Object:
     def __repr__(self) -> str:
         return f"<Object {self.type_name} ({self.kind}) at ivalues[{self._index}]>"
 
+    def __reduce__(self) -> NoReturn:
+        raise not_picklable("Object", "its attributes, state_dict() arrays")
+
 
 def _restore(image: Image, i: int) -> Dict[str, Any]:
     """Attributes a set-state object gets from replaying its ``__setstate__``."""
@@ -451,3 +455,10 @@ class AttributeMap(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._object._attr_names())
+
+    def __repr__(self) -> str:
+        return summary(f"AttributeMap of {self._object.type_name}", len(self), self,
+                       "attribute")
+
+    def __reduce__(self) -> NoReturn:
+        raise not_picklable("AttributeMap", "dict() of it, when its values are plain")

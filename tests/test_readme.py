@@ -1,0 +1,158 @@
+"""Every Python and shell example in README.md runs, and prints what the README shows.
+
+- ```python blocks are doctests (``>>>``), run from the repository root, where the tour
+  finds ``pyflatmodule/data/sample.ptl``; a block that imports torch is a torch test.
+- ```console blocks are transcripts: each ``$ command`` line runs in bash (stdout and
+  stderr together, as a terminal shows them) and what follows it, up to the next
+  ``$`` line, is what it must print. Every block runs in a fresh directory holding
+  ``pyflatmodule/data/sample.ptl``, after the README's first console block (which makes
+  the files the others use). ``pyflatmodule`` and ``python`` there are this interpreter
+  with the package under test.
+- ``...`` in shown output stands for any text (doctest's ELLIPSIS), for elided lines
+  and for timings.
+- A block preceded by ``<!-- readme-test: skip (REASON) -->`` is not run; only the
+  blocks in SKIPPED may be marked so, and every other ```python, ```sh or ```console
+  block must be one of the two runnable kinds.
+"""
+from __future__ import annotations
+
+import doctest
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import List, NamedTuple
+
+import pytest
+
+from conftest import HAS_TORCH, SAMPLE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+SKIP_MARK = re.compile(r"<!-- readme-test: skip \((.+)\) -->")
+
+#: First lines of the blocks that are not run here, and why.
+SKIPPED = {
+    # .ci/run runs these two commands itself, in a fresh virtual environment.
+    "pip install . && pyflatmodule info": "run by CI",
+    # The timed benchmarks take minutes and gigabytes; their suites run untimed in pytest.
+    "python -m pytest benchmarks --benchmark-enable": "timed benchmark run",
+    # Rebuilds the tree in place, runs this suite and rewrites tests/data with torch.
+    "python setup.py build_ext --inplace": "development loop",
+}
+
+FLAGS = doctest.ELLIPSIS
+
+
+class Block(NamedTuple):
+    lang: str
+    text: str
+    line: int        # line number of the block's first line of content
+    skip: str        # the skip marker's reason, or ""
+
+
+def readme_blocks() -> List[Block]:
+    """Every fenced block of README.md."""
+    with open(README, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    blocks = []
+    k = 0
+    while k < len(lines):
+        fence = re.fullmatch(r"```(\S*)", lines[k])
+        if not fence:
+            k += 1
+            continue
+        end = lines.index("```", k + 1)
+        marker = SKIP_MARK.fullmatch(lines[k - 1]) if k else None
+        blocks.append(Block(fence.group(1), "\n".join(lines[k + 1:end]) + "\n", k + 2,
+                            marker.group(1) if marker else ""))
+        k = end + 1
+    return blocks
+
+
+BLOCKS = readme_blocks()
+PYTHON = [b for b in BLOCKS if b.lang == "python" and not b.skip]
+CONSOLE = [b for b in BLOCKS if b.lang == "console" and not b.skip]
+
+
+def test_every_sample_is_run_or_marked():
+    runnable = {"python": ">>> ", "console": "$ "}
+    for b in BLOCKS:
+        if b.skip:
+            assert any(b.text.startswith(first) for first in SKIPPED), b
+        elif b.lang in ("python", "py", "sh", "bash", "shell", "console", "pycon"):
+            assert b.lang in runnable and b.text.startswith(runnable[b.lang]), (
+                f"README.md:{b.line}: a {b.lang} block that is neither a doctest nor a "
+                "console transcript, nor marked as not run")
+    skipped = [b for b in BLOCKS if b.skip]
+    assert len(SKIPPED) == len(skipped)
+    assert 3 <= len(PYTHON) and 5 <= len(CONSOLE)
+
+
+# ------------------------------------------------------------------- python
+
+
+@pytest.mark.parametrize("block", [
+    pytest.param(b, id=f"README.md:{b.line}",
+                 marks=[pytest.mark.torch] + ([] if HAS_TORCH else [
+                     pytest.mark.skip(reason="torch is not installed")]))
+    if "import torch" in b.text else pytest.param(b, id=f"README.md:{b.line}")
+    for b in PYTHON])
+def test_python_example(block, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    test = doctest.DocTestParser().get_doctest(block.text, {"__name__": "readme"}, "README.md",
+                                               README, block.line - 1)
+    assert test.examples
+    report: List[str] = []
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    result = runner.run(test, out=report.append, clear_globs=True)
+    assert 0 == result.failed, "".join(report)
+
+
+# ------------------------------------------------------------------ console
+
+
+def transcript_commands(text: str) -> List[str]:
+    """The commands of a console transcript."""
+    return [line[2:] for line in text.splitlines() if line.startswith("$ ")]
+
+
+@pytest.fixture
+def shell(tmp_path):
+    """Run README commands in a fresh directory holding the sample, as bash would."""
+    data = tmp_path / "pyflatmodule" / "data"
+    data.mkdir(parents=True)
+    shutil.copyfile(SAMPLE, data / "sample.ptl")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pyflatmodule").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pyflatmodule "$@"\n')
+    (bin_dir / "pyflatmodule").chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1")
+    status = [0]
+
+    def run(command: str) -> str:
+        # Each command in its own bash, after one that leaves the last exit status in $?.
+        r = subprocess.run(["bash", "-c", f"(exit {status[0]}); {command}"], cwd=tmp_path,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=180)
+        status[0] = r.returncode
+        return r.stdout
+
+    for command in transcript_commands(CONSOLE[0].text):
+        assert "" == run(command), command
+    status[0] = 0
+    return run
+
+
+@pytest.mark.parametrize("block", CONSOLE, ids=[f"README.md:{b.line}" for b in CONSOLE])
+def test_console_example(block, shell):
+    got = ""
+    for command in transcript_commands(block.text):
+        out = shell(command)
+        got += f"$ {command}\n" + out + ("" if out.endswith("\n") or not out else "\n")
+    checker = doctest.OutputChecker()
+    assert checker.check_output(block.text, got, FLAGS), checker.output_difference(
+        doctest.Example("", block.text), got, FLAGS)
