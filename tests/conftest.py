@@ -116,10 +116,7 @@ def assert_tensor(desc: Dict[str, Any], arrays: Dict[str, np.ndarray], actual: A
     assert isinstance(actual, np.ndarray), where
     assert numpy_dtype(st) == actual.dtype, where
     assert list(desc["shape"]) == list(actual.shape), where
-    if actual.size > 1:
-        strides = [s // actual.itemsize for s in actual.strides]
-        assert [s for s, n in zip(desc["stride"], desc["shape"]) if n > 1] == \
-            [s for s, n in zip(strides, actual.shape) if n > 1], where
+    assert [s * actual.itemsize for s in desc["stride"]] == list(actual.strides), where
     assert arrays[desc["data"]].tobytes() == np.ascontiguousarray(actual).tobytes(), where
     assert not actual.flags.writeable, where
 
