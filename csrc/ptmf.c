@@ -36,6 +36,10 @@ static int is_quantized_type(int st) {
         || st == PTMF_QUINT2X4;
 }
 
+const char *ptmf_ivalue_type_name(int type) {
+    return type >= 0 && type < UT_COUNT ? mobile_i_value_union[type].name : "";
+}
+
 void ptmf_default_options(ptmf_options *opt) {
     memset(opt, 0, sizeof *opt);
     opt->max_depth = 200;
@@ -277,7 +281,8 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
         /* Counting: only the nested parameter tensors matter. */
         uint8_t qs = 0;
         if (quantized) TRY(fld_u8(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_QSCHEME), &qs));
-        if (quantized && (qs == 1 || qs == 4)) {
+        if (quantized && (qs == PTMF_PER_CHANNEL_AFFINE
+                          || qs == PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS)) {
             int present;
             tbl sub;
             unsigned id;
@@ -338,13 +343,13 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
         TRY(fld_i32(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_AXIS), &r->axis));
         r->zero_point = zp;
         r->qscheme = (int8_t)qs;
-        if (qs == 1 || qs == 4) {
+        if (qs == PTMF_PER_CHANNEL_AFFINE || qs == PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) {
             int64_t axis_size;
             if (r->axis < 0 || (uint32_t)r->axis >= sizes.count)
                 return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
             axis_size = as_i32(vec_u32(c, &sizes, (uint32_t)r->axis));
             TRY(walk_qparams(c, &q, axis_size, k, &k->records[self]));
-        } else if (qs != 0) {
+        } else if (qs != PTMF_PER_TENSOR_AFFINE) {
             push(c, ".qscheme", NO_INDEX);
             return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
         }

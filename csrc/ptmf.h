@@ -47,7 +47,8 @@
     X(PTMF_E_DEPTH_BUDGET, "value nesting exceeds the depth budget")                 \
     X(PTMF_E_TABLE_BUDGET, "number of tables visited exceeds the table budget")      \
     X(PTMF_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
-    X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")
+    X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")               \
+    X(PTMF_E_UNHASHABLE_KEY, "dict key cannot be a Python dict key")
 
 /* --- cdef begin --- */
 
@@ -60,6 +61,13 @@ enum ptmf_scalar_type {
     PTMF_QUINT4X2 = 16,           /* 2 values a byte, low nibble first */
     PTMF_QUINT2X4 = 17,           /* 4 values a byte */
     PTMF_SCALAR_TYPE_COUNT = 46
+};
+
+/* at::QScheme numbers a file's quantized tensors use (ptmf_tensor.qscheme). */
+enum ptmf_qscheme {
+    PTMF_PER_TENSOR_AFFINE = 0,
+    PTMF_PER_CHANNEL_AFFINE = 1,
+    PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS = 4
 };
 
 /* ptmf_tensor.ivalue of the records of a tensor's per-channel scales and zero points. */
@@ -178,6 +186,8 @@ typedef struct ptmf_record {
 
 const char *ptmf_strerror(int code);
 const char *ptmf_status_name(int code);
+/* The schema's name of IValue union type `type` ("TensorMetadata"); "" if none. */
+const char *ptmf_ivalue_type_name(int type);
 void ptmf_default_options(ptmf_options *opt);
 
 /* Header and root Module table. */

@@ -1,17 +1,26 @@
 """The compiled core: status codes turned into FormatError."""
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Optional
 
 from ._ptmf import ffi, lib
 from .errors import FormatError
 
-__all__ = ["ffi", "lib", "check", "raise_error", "new_error"]
+__all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error"]
 
 
 def _code_name(status: int) -> str:
     name: str = ffi.string(lib.ptmf_status_name(status)).decode("ascii")
     return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
+
+
+def format_error(status: int, offset: int = 0, path: str = "",
+                 message: Optional[str] = None) -> FormatError:
+    """The FormatError for ``status`` (a ``PTMF_E_*`` of the one status table): its code
+    is the status's name, its message the table's unless ``message`` says more."""
+    if message is None:
+        message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
+    return FormatError(_code_name(status), message, offset, path)
 
 
 def new_error() -> Any:
@@ -24,8 +33,7 @@ def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:
     path = ffi.string(err.path).decode("utf-8", "replace")
     if path_prefix:
         path = path_prefix + path
-    message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
-    raise FormatError(_code_name(status), message, int(err.offset), path)
+    raise format_error(status, int(err.offset), path)
 
 
 def check(status: int, err: Any, path_prefix: str = "") -> None:

@@ -14,7 +14,7 @@ from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST
                      UNION_NAMES, Image, ObjectType, columns)
 from ._setstate import replay
 from .tensors import QuantizedTensor
-from .errors import FormatError
+from ._native import format_error, lib
 
 __all__ = ["Device", "EnumValue", "Object", "decode"]
 
@@ -89,8 +89,7 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
         return memo[i]
     if depth > image.max_depth or depth > sys.getrecursionlimit() // 4:
         # Python's own stack bounds recursion too: each level costs a few frames.
-        raise FormatError("depth_budget", "value nesting exceeds the depth budget",
-                          image.rows()[i][1], f"ivalues[{i}]")
+        raise format_error(lib.PTMF_E_DEPTH_BUDGET, image.rows()[i][1], f"ivalues[{i}]")
     t, pos, a, n, b, m, c, k = image.rows()[i]
     view = image.view
     if t == NONE:
@@ -119,8 +118,7 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
         try:
             out = dict(zip(keys, values))
         except TypeError:
-            raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
-                              a, _where(i, t) + ".keys") from None
+            raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a, _where(i, t) + ".keys") from None
     elif t == INT_LIST:
         out = list(struct.unpack_from(f"<{n}q", view, a))
     elif t == DOUBLE_LIST:
@@ -192,9 +190,8 @@ def references(image: Image, containers: np.ndarray) -> np.ndarray:
         field = (".attrs" if t == OBJECT else ".items" if t != DICT
                  else ".keys" if keys else ".values")
         start = a if keys else b
-        raise FormatError("forward_reference", "ivalue reference does not point to an "
-                          "earlier value", int(positions[k]),
-                          f"{_where(bad, t)}{field}[{(int(positions[k]) - start) // 4}]")
+        raise format_error(lib.PTMF_E_FORWARD_REFERENCE, int(positions[k]),
+                           f"{_where(bad, t)}{field}[{(int(positions[k]) - start) // 4}]")
     return refs.astype(np.int64)
 
 
@@ -315,8 +312,7 @@ def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
             try:
                 out[i] = dict(zip(map(get, own[k:k + n]), map(get, own[k + n:k + 2 * n])))
             except TypeError:
-                raise FormatError("unhashable_key", "dict key cannot be a Python dict key",
-                                  a, _where(i, t) + ".keys") from None
+                raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a, _where(i, t) + ".keys") from None
         else:
             out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
 
