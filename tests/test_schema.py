@@ -247,6 +247,11 @@ BAD: Dict[str, Tuple[str, str]] = {
                           "file_identifier must be 4 bytes"),
     "self-containing struct": ("struct S { s:S; } table T { s:S; } root_type T;",
                                "contains itself"),
+    "ulong default too large": ("table T { x:ulong = 18446744073709551615; } root_type T;",
+                                "above 2^63-1"),
+    "union id without its type slot": ("union U { A } table A { x:int; } "
+                                       "table T { u:U (id: 0); } root_type T;",
+                                       "field ids must be 0..n-1"),
     "generated names clash": ("table A { b_c:int; } table A_B { c:int; } root_type A;",
                               "generate the C name"),
 }
@@ -257,6 +262,14 @@ def test_good_schema_parses() -> None:
     assert s.namespace == "a.b" and s.root_type == "T"
     assert "MOBILE_T_X = 0" not in fbsgen.generate(s, "good")   # prefix from the stem
     assert "GOOD_T_X = 0" in fbsgen.generate(s, "good")
+
+
+def test_explicit_ids_order_fields_and_a_union_takes_two() -> None:
+    s = fbsgen.parse("union U { A } table A { x:int; } "
+                     "table T { y:int (id: 2); u:U (id: 1); } root_type T;", "ids.fbs")
+    header = fbsgen.generate(s, "ids")
+    assert "IDS_T_U_TYPE = 0," in header and "IDS_T_U = 1," in header
+    assert "IDS_T_Y = 2," in header and "IDS_U_A = 1," in header
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

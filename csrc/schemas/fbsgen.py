@@ -26,7 +26,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple
 
 #: scalar type -> (C fb_type name, size in bytes, minimum, maximum)
 SCALARS: Dict[str, Tuple[str, int, float, float]] = {
@@ -267,7 +267,7 @@ def _check(s: Schema) -> None:
         raise _err(s, 1, f"root_type {s.root_type!r} is not a table")
     if s.file_identifier and len(s.file_identifier.encode()) != 4:
         raise _err(s, 1, "file_identifier must be 4 bytes")
-    struct_layout_all(s)
+    _check_struct_cycles(s)
 
 
 def _check_enum(s: Schema, d: Decl) -> None:
@@ -333,11 +333,10 @@ def _check_fields(s: Schema, d: Decl) -> None:
     if ids and len(ids) != len(d.fields):
         raise _err(s, d.line, f"{d.name}: either every field has an id or none")
     if ids:
-        slots = sorted(i - (1 if _is_union(s, f) else 0) for i, f in ids)
-        want = []
+        slots = []
         for i, f in sorted(ids, key=lambda x: x[0]):
-            want.extend([i - 1, i] if _is_union(s, f) else [i])
-        if want != list(range(len(want))) or len(slots) != len(set(slots)):
+            slots.extend([i - 1, i] if _is_union(s, f) else [i])
+        if slots != list(range(len(slots))):
             raise _err(s, d.line, f"{d.name}: field ids must be 0..n-1, each once "
                                   "(a union takes its id and the one before)")
 
@@ -371,6 +370,8 @@ def _check_default(s: Schema, d: Decl, f: Field, ref: Optional[Decl]) -> None:
         raise _err(s, f.line, f"{where}: default {f.default!r} is not a {f.type}") from None
     if not lo <= value <= hi:
         raise _err(s, f.line, f"{where}: default {f.default} does not fit {f.type}")
+    if value >= 2 ** 63:
+        raise _err(s, f.line, f"{where}: defaults above 2^63-1 are not supported")
 
 
 # ---------------------------------------------------------------- layout
@@ -398,7 +399,7 @@ def struct_layout(s: Schema, d: Decl) -> Tuple[int, int, List[int]]:
     return (offset + align - 1) // align * align, align, offsets
 
 
-def struct_layout_all(s: Schema) -> None:
+def _check_struct_cycles(s: Schema) -> None:
     """Checks that no struct contains itself."""
     def visit(d: Decl, stack: Tuple[str, ...]) -> None:
         for f in d.fields:
@@ -483,9 +484,6 @@ def _ordered_fields(s: Schema, d: Decl) -> List[Tuple[str, Field, bool]]:
             out.append((f.name + "_type", f, True))
         out.append((f.name, f, False))
     return out
-
-
-Line = Union[str, List[str]]
 
 
 def generate(s: Schema, stem: str) -> str:
