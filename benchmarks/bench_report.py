@@ -125,6 +125,9 @@ def _targets(res: Results) -> List[str]:
         r = None if not ours or not theirs else min(theirs) / ours
         _check(rows, f"cold first value {name}: torch peak RSS / pyflatmodule's >= 6", r,
                r is not None and r >= 6)
+    r = res.ratio("cli start to finish: info sample.ptl", PFM, "floor_numpy")
+    _check(rows, "cli info sample.ptl, fresh process: pyflatmodule / `import numpy` <= 2.5",
+           r, r is not None and r <= 2.5)
     kib = res.info("rss growth: linear_1g8", PFM, "state_dict_kib")
     _check(rows, "RSS growth open + state_dict, linear_1g8 <= 8 MiB",
            None if kib is None else kib / MiB, kib is not None and kib <= 8 * MiB, "{:.1f} MiB")

@@ -41,6 +41,18 @@ FIRST_VALUE = {
         "print(repr(float(w.flatten()[0])))\n"),
 }
 
+#: The command line start to finish (``pyflatmodule info PATH``, as the console script
+#: runs it), and its floor: ``import numpy``. The last line says whether ml_dtypes was
+#: imported (it must not be, for a file without its dtypes).
+CLI = {
+    "pyflatmodule": (
+        "import sys\n"
+        "from pyflatmodule.__main__ import main\n"
+        "status = main(['info', sys.argv[1]])\n"
+        "print(status, 'ml_dtypes' in sys.modules)\n"),
+    "floor_numpy": "import sys, numpy\n",
+}
+
 _RSS = (
     "import json, sys\n"
     "def rss():\n"

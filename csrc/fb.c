@@ -1,6 +1,6 @@
 /*
- * fb.c: the out-of-line part of fb.h: the status table's names and messages and the
- * formatting of an error's path.
+ * fb.c: the out-of-line part of fb.h: the status table's names and messages, the
+ * formatting of an error's path and the UTF-8 check of text.
  */
 #include "fb.h"
 
@@ -50,4 +50,34 @@ void fb_fail(const ctx *c, int code, uint64_t offset) {
         used += (size_t)w;
         if (used >= sizeof e->path) used = sizeof e->path - 1;
     }
+}
+
+/* Python's strict decoder: no overlong forms, no surrogates, nothing above U+10FFFF. */
+uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n) {
+    uint64_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        uint8_t lo = 0x80, hi = 0xbf;
+        unsigned more, k;
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        if (b >= 0xc2 && b <= 0xdf) more = 1;
+        else if (b >= 0xe0 && b <= 0xef) more = 2;
+        else if (b >= 0xf0 && b <= 0xf4) more = 3;
+        else return i;
+        if (b == 0xe0) lo = 0xa0;        /* overlong */
+        else if (b == 0xed) hi = 0x9f;   /* surrogates */
+        else if (b == 0xf0) lo = 0x90;   /* overlong */
+        else if (b == 0xf4) hi = 0x8f;   /* above U+10FFFF */
+        for (k = 1; k <= more; k++) {
+            uint8_t cont;
+            if (i + k >= n) return i;
+            cont = s[i + k];
+            if (cont < (k == 1 ? lo : 0x80) || cont > (k == 1 ? hi : 0xbf)) return i;
+        }
+        i += 1 + more;
+    }
+    return n;
 }

@@ -1,7 +1,8 @@
 /*
  * fb.h: the generic FlatBuffers layer every format's reader stands on: bounds-checked
- * little-endian reads, tables through validated vtables, vectors, strings, unions,
- * table and element budgets, and located errors (code, offset, path).
+ * little-endian reads, tables through validated vtables, vectors, strings (bytes, or
+ * text checked as UTF-8), unions, table and element budgets, and located errors
+ * (code, offset, path).
  *
  * Every read checks `pos + size <= len` with overflow-safe arithmetic; nothing trusts an
  * earlier check. Field readers take the field's descriptor (fb_schema.h, generated from
@@ -290,7 +291,12 @@ static inline int vec_at(ctx *c, uint64_t pos, unsigned esize, unsigned align, v
     TRY(need(c, pos, 4, 4));
     n = ld32(bytes_at(c, pos, 4));
     if (!in_bounds(c, pos + 4, (uint64_t)n * esize)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
-    if (c->verify && align > 1 && (pos + 4) % align != 0) return fail(c, PTMF_E_MISALIGNED, pos + 4);
+    /* FlatBuffers' verifier checks only the length field (above); its builder pads
+     * before a non-empty vector alone, so an empty vector of 8-byte elements may sit
+     * at 4 mod 8 (torch writes them so). Strict mode holds non-empty vectors to the
+     * builder's alignment. */
+    if (c->verify && c->strict && n > 0 && align > 1 && (pos + 4) % align != 0)
+        return fail(c, PTMF_E_MISALIGNED, pos + 4);
     v->data = pos + 4;
     v->count = n;
     return PTMF_OK;
@@ -316,6 +322,24 @@ static inline int str_at(ctx *c, uint64_t pos, vec *s) {
     return PTMF_OK;
 }
 
+/* Offset of the first byte that makes s[0, n) invalid UTF-8, or n (fb.c). */
+uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n);
+
+/* A string the reader decodes as text: when verifying, it must be UTF-8. */
+static inline int check_text(ctx *c, const vec *s) {
+    uint64_t bad;
+    if (!c->verify) return PTMF_OK;
+    bad = fb_utf8_invalid_at(c->buf + s->data, s->count);
+    if (bad < s->count) return fail(c, PTMF_E_BAD_UTF8, s->data + bad);
+    return PTMF_OK;
+}
+
+static inline int text_at(ctx *c, uint64_t pos, vec *s) {
+    TRY(str_at(c, pos, s));
+    return check_text(c, s);
+}
+
+/* A string field read as bytes; absent reads as empty. */
 static inline int fld_str(ctx *c, const tbl *t, const fb_field *f, vec *s) {
     uint64_t target;
     s->data = 0;
@@ -324,6 +348,12 @@ static inline int fld_str(ctx *c, const tbl *t, const fb_field *f, vec *s) {
     TRY(fld_ref(c, t, f, &target));
     if (target) TRY(str_at(c, target, s));
     return PTMF_OK;
+}
+
+/* A string field read as text: fld_str plus the UTF-8 check when verifying. */
+static inline int fld_text(ctx *c, const tbl *t, const fb_field *f, vec *s) {
+    TRY(fld_str(c, t, f, s));
+    return check_text(c, s);
 }
 
 /* Element i of a vector of offsets (to tables or strings). */

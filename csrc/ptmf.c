@@ -2,12 +2,13 @@
  * ptmf.c: one-pass verifier and index builder for PTMF flatbuffers.
  *
  * What PTMF means on top of the generic FlatBuffers layer (fb.h): index
- * back-references, tensor extents, quantization. Every field is read through its
- * descriptor generated from schemas/mobile_bytecode.fbs, and every read through fb.h,
- * which checks bounds with overflow-safe arithmetic and validates every vtable;
- * nothing here trusts an earlier check. Verification (opt->verify)
- * adds what reading does not need: FlatBuffers' alignment rules, NUL
- * terminators, and the tables the index never looks at.
+ * back-references, tensor extents, quantization, which strings are text and which
+ * values a dict key may be. Every field is read through its descriptor generated from
+ * schemas/mobile_bytecode.fbs, and every read through fb.h, which checks bounds with
+ * overflow-safe arithmetic and validates every vtable; nothing here trusts an earlier
+ * check. Verification (opt->verify) adds what reading does not need: FlatBuffers'
+ * alignment rules, NUL terminators, UTF-8 text, dict keys, and the tables the index
+ * never looks at.
  */
 #define _POSIX_C_SOURCE 200809L   /* pread */
 #include "fb.h"
@@ -49,11 +50,13 @@ void ptmf_default_options(ptmf_options *opt) {
 /* ------------------------------------------------------------ the module */
 
 static int read_header(ctx *c, uint64_t *root) {
+    push(c, "header", NO_INDEX);   /* whole-file rejections are located there */
     if (c->len >= 4 && memcmp(c->buf, "PK\x03\x04", 4) == 0)
         return fail(c, PTMF_E_ZIP_ARCHIVE, 0);
     if (c->len < 8) return fail(c, PTMF_E_TOO_SMALL, 0);
     if (c->len > ((uint64_t)1 << 32)) return fail(c, PTMF_E_TOO_LARGE, c->len);
     if (ld32(c->buf + 4) != MOBILE_FILE_IDENTIFIER) return fail(c, PTMF_E_BAD_IDENTIFIER, 4);
+    pop(c);
     push(c, "root", NO_INDEX);
     TRY(deref(c, 0, root));
     pop(c);
@@ -175,7 +178,9 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
     for (i = sizes->count; i-- > 0;) {
         int32_t size = as_i32(vec_u32(c, sizes, i));
         int32_t stride = as_i32(vec_u32(c, strides, i));
-        if (size != 1 && (uint64_t)stride != expected) contiguous = 0;
+        /* Exact, size-1 dimensions included: a row-major view made from the sizes
+         * alone must carry the strides the file holds (torch's). */
+        if ((uint64_t)stride != expected) contiguous = 0;
         if (size == 0) {
             numel = 0;
             break;
@@ -385,6 +390,23 @@ static int children(ctx *c, const ptmf_ivalue *out, uint32_t self, const vec *v,
     return PTMF_OK;
 }
 
+/* Dict keys are None, str, int, float, complex or bool: the scalars a Python dict
+ * can hold (of TorchScript's key types, a Tensor it cannot; lists and dicts are no
+ * key at all). Checked when verifying, so that a verified file decodes. */
+static int dict_keys(ctx *c, const ptmf_ivalue *out, const vec *keys) {
+    uint32_t i;
+    for (i = 0; i < keys->count; i++) {
+        uint64_t where = keys->data + 4 * (uint64_t)i;
+        uint8_t t = out[ld32(c->buf + where)].type;
+        if (t != UT_NONE && t != UT_INT && t != UT_BOOL && t != UT_DOUBLE
+            && t != UT_COMPLEX && t != UT_STRING) {
+            push(c, "", i);
+            return fail(c, PTMF_E_UNHASHABLE_KEY, where);
+        }
+    }
+    return PTMF_OK;
+}
+
 static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const tbl *iv) {
     ptmf_ivalue *r = &out[i];
     const fb_member *member;
@@ -413,7 +435,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
         const fb_field *f = type == UT_STRING ? FIELD(string, STRING_DATA)
                                               : FIELD(device, DEVICE_STR);
         push(c, f->path, NO_INDEX);
-        TRY(fld_str(c, &t, f, &v));
+        TRY(fld_text(c, &t, f, &v));
         pop(c);
         r->a = v.data;
         r->n = v.count;
@@ -430,7 +452,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
         r->n = v.count;
         if (type == UT_LIST) {
             push(c, FIELD(list, LIST_ANNOTATION_STR)->path, NO_INDEX);
-            TRY(fld_str(c, &t, FIELD(list, LIST_ANNOTATION_STR), &v));
+            TRY(fld_text(c, &t, FIELD(list, LIST_ANNOTATION_STR), &v));
             pop(c);
             r->b = v.data;
             r->m = v.count;
@@ -441,6 +463,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
         push(c, FIELD(dict, DICT_KEYS)->path, NO_INDEX);
         TRY(fld_vec(c, &t, FIELD(dict, DICT_KEYS), &v));
         TRY(children(c, out, i, &v, &depth));
+        if (c->verify) TRY(dict_keys(c, out, &v));
         pop(c);
         push(c, FIELD(dict, DICT_VALUES)->path, NO_INDEX);
         TRY(fld_vec(c, &t, FIELD(dict, DICT_VALUES), &values));
@@ -451,7 +474,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
         r->n = v.count;
         r->b = values.data;
         push(c, FIELD(dict, DICT_ANNOTATION_STR)->path, NO_INDEX);
-        TRY(fld_str(c, &t, FIELD(dict, DICT_ANNOTATION_STR), &v));
+        TRY(fld_text(c, &t, FIELD(dict, DICT_ANNOTATION_STR), &v));
         pop(c);
         r->c = v.data;
         r->k = v.count;
@@ -499,7 +522,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
     case UT_ENUM: {
         uint32_t value;
         push(c, FIELD(enum_value, ENUM_VALUE_TYPE_NAME)->path, NO_INDEX);
-        TRY(fld_str(c, &t, FIELD(enum_value, ENUM_VALUE_TYPE_NAME), &v));
+        TRY(fld_text(c, &t, FIELD(enum_value, ENUM_VALUE_TYPE_NAME), &v));
         pop(c);
         push(c, FIELD(enum_value, ENUM_VALUE_VALUE)->path, NO_INDEX);
         TRY(fld_u32(c, &t, FIELD(enum_value, ENUM_VALUE_VALUE), &value));
@@ -512,7 +535,7 @@ static int index_one(ctx *c, tensor_sink *k, ptmf_ivalue *out, uint32_t i, const
     }
     case UT_FUNCTION:
         push(c, FIELD(function, FUNCTION_QN)->path, NO_INDEX);
-        TRY(fld_str(c, &t, FIELD(function, FUNCTION_QN), &v));
+        TRY(fld_text(c, &t, FIELD(function, FUNCTION_QN), &v));
         pop(c);
         push(c, FIELD(function, FUNCTION_CLASS_TYPE)->path, NO_INDEX);
         TRY(fld_u32(c, &t, FIELD(function, FUNCTION_CLASS_TYPE), &r->m));
@@ -587,8 +610,10 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
         pop(&c);
         pop(&c);
     }
-    if (k.n_tensors != s->n_tensors || k.n_dims != s->n_dims)
-        return fail(&c, PTMF_E_BAD_ARGUMENT, 0);   /* the buffer changed between passes */
+    if (k.n_tensors != s->n_tensors || k.n_dims != s->n_dims) {
+        push(&c, "ivalues", NO_INDEX);
+        return fail(&c, PTMF_E_BAD_ARGUMENT, s->ivalues);   /* the buffer changed between passes */
+    }
     ctx_finish(&c);
     return PTMF_OK;
 }
@@ -603,7 +628,7 @@ static int read_function(ctx *c, uint64_t pos, ptmf_function *f, uint32_t self) 
     memset(f, 0, sizeof *f);
     TRY(tbl_open(c, pos, &t));
     push(c, FIELD(function, FUNCTION_QN)->path, NO_INDEX);
-    TRY(fld_str(c, &t, FIELD(function, FUNCTION_QN), &v));
+    TRY(fld_text(c, &t, FIELD(function, FUNCTION_QN), &v));
     f->qn = v.data; f->qn_len = v.count;
     pop(c);
     push(c, FIELD(function, FUNCTION_INSTRUCTIONS)->path, NO_INDEX);
@@ -662,19 +687,20 @@ static int read_function(ctx *c, uint64_t pos, ptmf_function *f, uint32_t self) 
     return PTMF_OK;
 }
 
-/* A table of two strings and, when `num` is given, an integer after them. */
+/* A table of two strings and, when `num` is given, an integer after them. The first
+ * string is text; the second too when `text1`, else bytes (an extra file's content). */
 static int read_pair(ctx *c, const vec *v, uint32_t i, const fb_field *s0, const fb_field *s1,
-                     const fb_field *num, ptmf_record *out) {
+                     int text1, const fb_field *num, ptmf_record *out) {
     tbl t;
     vec s;
     memset(out, 0, sizeof *out);
     TRY(vec_table(c, v, i, &t));
     push(c, s0->path, NO_INDEX);
-    TRY(fld_str(c, &t, s0, &s));
+    TRY(fld_text(c, &t, s0, &s));
     out->s0 = s.data; out->s0_len = s.count;
     pop(c);
     push(c, s1->path, NO_INDEX);
-    TRY(fld_str(c, &t, s1, &s));
+    TRY(text1 ? fld_text(c, &t, s1, &s) : fld_str(c, &t, s1, &s));
     out->s1 = s.data; out->s1_len = s.count;
     pop(c);
     if (num) {
@@ -687,17 +713,17 @@ static int read_pair(ctx *c, const vec *v, uint32_t i, const fb_field *s0, const
 
 static int read_operator(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
     return read_pair(c, v, i, FIELD(operator, OPERATOR_NAME), FIELD(operator, OPERATOR_OVERLOAD_NAME),
-                     FIELD(operator, OPERATOR_NUM_ARGS_SERIALIZED), out);
+                     1, FIELD(operator, OPERATOR_NUM_ARGS_SERIALIZED), out);
 }
 
 static int read_arg(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
     return read_pair(c, v, i, FIELD(arg, ARG_NAME), FIELD(arg, ARG_TYPE),
-                     FIELD(arg, ARG_DEFAULT_VALUE), out);
+                     1, FIELD(arg, ARG_DEFAULT_VALUE), out);
 }
 
 static int read_extra_file(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
     return read_pair(c, v, i, FIELD(extra_file, EXTRA_FILE_NAME),
-                     FIELD(extra_file, EXTRA_FILE_CONTENT), NULL, out);
+                     FIELD(extra_file, EXTRA_FILE_CONTENT), 0, NULL, out);
 }
 
 static int read_object_type(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
@@ -707,7 +733,7 @@ static int read_object_type(ctx *c, const vec *v, uint32_t i, ptmf_record *out) 
     memset(out, 0, sizeof *out);
     TRY(vec_table(c, v, i, &t));
     push(c, FIELD(object_type, OBJECT_TYPE_TYPE_NAME)->path, NO_INDEX);
-    TRY(fld_str(c, &t, FIELD(object_type, OBJECT_TYPE_TYPE_NAME), &s));
+    TRY(fld_text(c, &t, FIELD(object_type, OBJECT_TYPE_TYPE_NAME), &s));
     out->s0 = s.data; out->s0_len = s.count;
     pop(c);
     push(c, FIELD(object_type, OBJECT_TYPE_TYPE)->path, NO_INDEX);
@@ -729,7 +755,7 @@ static int verify_strings(ctx *c, const vec *v) {
         vec s;
         push(c, "", i);
         TRY(vec_ref(c, v, i, &target));
-        TRY(str_at(c, target, &s));
+        TRY(text_at(c, target, &s));
         pop(c);
     }
     return PTMF_OK;
@@ -814,14 +840,17 @@ static int verify_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_record *
     return PTMF_OK;
 }
 
-static int verify_named_blobs(ctx *c, uint64_t data, uint32_t count, const char *name) {
+/* text_content: the contents are text (jit sources), else bytes (extra files). */
+static int verify_named_blobs(ctx *c, uint64_t data, uint32_t count, const char *name,
+                              int text_content) {
     vec v = {data, count};
     uint32_t i;
     TRY(count_elements(c, count, data));
     for (i = 0; i < count; i++) {
         ptmf_record r;
         push(c, name, i);
-        TRY(read_extra_file(c, &v, i, &r));
+        TRY(read_pair(c, &v, i, FIELD(extra_file, EXTRA_FILE_NAME),
+                      FIELD(extra_file, EXTRA_FILE_CONTENT), text_content, NULL, &r));
         pop(c);
     }
     return PTMF_OK;
@@ -890,8 +919,8 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
         push(&c, "state_obj", NO_INDEX);
         return fail(&c, PTMF_E_KIND_MISMATCH, s->root);
     }
-    TRY(verify_named_blobs(&c, s->extra_files, s->n_extra_files, "extra_files"));
-    TRY(verify_named_blobs(&c, s->jit_sources, s->n_jit_sources, "jit_sources"));
+    TRY(verify_named_blobs(&c, s->extra_files, s->n_extra_files, "extra_files", 0));
+    TRY(verify_named_blobs(&c, s->jit_sources, s->n_jit_sources, "jit_sources", 1));
     TRY(verify_roots(&c, ivalues, s->methods, s->n_methods, "methods", 1));
     TRY(verify_roots(&c, ivalues, s->jit_constants, s->n_jit_constants, "jit_constants", 0));
     ctx_finish(&c);

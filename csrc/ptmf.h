@@ -47,8 +47,9 @@
     X(PTMF_E_DEPTH_BUDGET, "value nesting exceeds the depth budget")                 \
     X(PTMF_E_TABLE_BUDGET, "number of tables visited exceeds the table budget")      \
     X(PTMF_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
-    X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")               \
-    X(PTMF_E_UNHASHABLE_KEY, "dict key cannot be a Python dict key")
+    X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")                \
+    X(PTMF_E_BAD_UTF8, "string is not valid UTF-8")                                \
+    X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex or bool: a Python dict cannot hold it")
 
 /* --- cdef begin --- */
 

@@ -212,8 +212,7 @@ class Image:
         try:
             return str(self.view[pos:pos + size], "utf-8")
         except UnicodeDecodeError as e:
-            raise FormatError("bad_utf8", "string is not valid UTF-8", pos + e.start,
-                              where) from None
+            raise format_error(lib.PTMF_E_BAD_UTF8, pos + e.start, where) from None
 
     def u32s(self, pos: int, count: int) -> Tuple[int, ...]:
         return struct.unpack_from(f"<{count}I", self.view, pos)
@@ -549,7 +548,7 @@ class Image:
         message = (f"tensor {name!r} has a negative size: its int32 sizes overflowed "
                    "(more than 2^31-1 elements along one dimension), so the file cannot "
                    "describe it")
-        raise format_error(lib.PTMF_E_NEGATIVE_DIMENSION, int(err.offset), path, message)
+        raise format_error(status, int(err.offset), path, message)
 
     def attribute_path(self, target: int) -> Optional[str]:
         """Dotted attribute path from the root object to ivalue ``target``, if any

@@ -3,8 +3,23 @@ from __future__ import annotations
 
 from typing import Any, NoReturn, Optional
 
-from ._ptmf import ffi, lib
 from .errors import FormatError
+
+try:
+    from ._ptmf import ffi, lib
+except ModuleNotFoundError as _exc:
+    if _exc.name != __name__.rpartition(".")[0] + "._ptmf":
+        raise
+    # Typically `python -m pyflatmodule` (or `import pyflatmodule`) started in a source
+    # checkout: the current directory comes first on sys.path, so the uncompiled
+    # package there hides the installed one.
+    import os as _os
+    raise ImportError(
+        "pyflatmodule's compiled core (pyflatmodule._ptmf) is not built in "
+        f"{_os.path.dirname(_os.path.abspath(__file__))}: that is an uncompiled source "
+        "tree, found before the installed package because Python looks in the current "
+        "directory first. Run from another directory, or build in place there with "
+        "`python setup.py build_ext --inplace` (or `pip install -e .`).") from None
 
 __all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error"]
 
@@ -14,10 +29,11 @@ def _code_name(status: int) -> str:
     return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
 
 
-def format_error(status: int, offset: int = 0, path: str = "",
+def format_error(status: int, offset: Optional[int] = None, path: str = "",
                  message: Optional[str] = None) -> FormatError:
     """The FormatError for ``status`` (a ``PTMF_E_*`` of the one status table): its code
-    is the status's name, its message the table's unless ``message`` says more."""
+    is the status's name, its message the table's unless ``message`` says more. C and
+    Python-side checks raise through it alike; ``offset`` is None when none is known."""
     if message is None:
         message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
     return FormatError(_code_name(status), message, offset, path)

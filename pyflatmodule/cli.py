@@ -3,9 +3,13 @@
 Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``export``, ``extract``.
 Every command takes ``--json`` (one JSON document on stdout; shapes documented in the
 README), prints errors on stderr and exits non-zero: 0 success, 1 a bad or unreadable
-model file (or a name that is not in it), 2 a usage error. A bad model file is
-reported in one line, never with a traceback. Colour is used only when the output is a
-terminal and ``NO_COLOR`` is not set (``--color`` overrides). Nothing here imports torch.
+model file (or a name that is not in it) or an output that cannot be written, 2 a usage
+error (an output that is the input model, also through a link, is one). An error is
+reported in one line naming the file at fault, never with a traceback. ``dis`` and
+``ops`` on a file without methods (a parameters file) print an empty listing, say so
+in a note on stderr (text output only) and exit 0, as ``nm`` does for a file without
+symbols. Colour is used only when the output is a terminal and ``NO_COLOR`` is not set
+(``--color`` overrides). Nothing here imports torch, nor ml_dtypes unless a file needs it.
 """
 from __future__ import annotations
 
@@ -151,6 +155,33 @@ def open_model(path: str) -> Module:
     return load(path)
 
 
+def refuse_input_as_output(source: str, output: str) -> None:
+    """A usage error when ``output`` is the file ``source`` (also through a hard or
+    symbolic link): writing it would destroy the model being read."""
+    try:
+        same = os.path.samefile(source, output)
+    except OSError:
+        return          # no such output yet; an unreadable source is reported on opening
+    if same:
+        what = "the input file" if os.path.abspath(source) == os.path.abspath(output) \
+            else f"the same file as the input {source}"
+        raise CliError(f"is {what}; refusing to overwrite it", "usage", EXIT_USAGE,
+                       file=output)
+
+
+def write_error(output: str, exc: OSError) -> CliError:
+    """An output that cannot be written, reported under its own name (not the model's)."""
+    return CliError(f"cannot write: {exc.strerror or exc}", "io_error", file=output)
+
+
+def no_methods_note(ctx: Context, path: str, what: str) -> None:
+    """Say on stderr (text output only) that a file has no code, e.g. a parameters file
+    written by ``torch._C._save_parameters``: an empty listing is not an error."""
+    if not ctx.json:
+        ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") +
+                      f"{path}: holds no methods; {what}\n")
+
+
 def human(n: float) -> str:
     """Bytes in KiB/MiB/GiB."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -196,9 +227,12 @@ def json_value(value: Any) -> Any:
 
 # ============================================================================ tensors
 
+# torch's name for each numpy dtype a plain tensor can have. ml_dtypes' types (bfloat16,
+# float8_*) are left out: their numpy names are torch's, and listing them here would
+# import ml_dtypes, a large part of every command's start-up, for files without them.
 _NATURAL: Dict[np.dtype, str] = {}
 for _i, _name in enumerate(DTYPE_NAMES):
-    if not _name.startswith(("q", "bits", "float4")) and not (
+    if not _name.startswith(("q", "bits", "float4", "bfloat16", "float8")) and not (
             _name[-1].isdigit() and _name.rstrip("1234567") in ("int", "uint")):
         _NATURAL.setdefault(numpy_dtype(_i), _name)
 
@@ -845,6 +879,10 @@ def cmd_dis(ctx: Context) -> int:
                            file=args.path)
         types = m.object_types
         docs = [disassemble(FunctionView(f, types)) for f in chosen]
+        if not functions:
+            others = 0 if args.all else len(m.functions())
+            no_methods_note(ctx, args.path, f"--all shows its {others} other functions"
+                            if others else "nothing to disassemble")
     if ctx.json:
         ctx.dump({"file": args.path, "functions": docs})
     else:
@@ -857,9 +895,12 @@ def cmd_dis(ctx: Context) -> int:
 
 # ============================================================================ ops
 
-def operator_names(path: str) -> List[str]:
-    """The operators a model needs, as ``torch.jit.export_opnames`` names them."""
+def operator_names(path: str) -> Optional[List[str]]:
+    """The operators a model needs, as ``torch.jit.export_opnames`` names them; None
+    for a file without methods."""
     with open_model(path) as m:
+        if not m.methods:
+            return None
         return sorted(m.info()["opname_to_num_args"])
 
 
@@ -875,7 +916,10 @@ def yaml_scalar(text: str) -> str:
 def cmd_ops(ctx: Context) -> int:
     names: Set[str] = set()
     for path in ctx.args.paths:
-        names.update(operator_names(path))
+        found = operator_names(path)
+        if found is None:
+            no_methods_note(ctx, path, "it needs no operators")
+        names.update(found or ())
     ordered = sorted(names)
     if ctx.json:
         ctx.dump({"files": list(ctx.args.paths), "operators": ordered})
@@ -938,6 +982,7 @@ def cmd_export(ctx: Context) -> int:
     fmt = export_format(args)
     if os.path.isdir(args.out):
         raise CliError(f"{args.out}: is a directory", "usage", EXIT_USAGE)
+    refuse_input_as_output(args.path, args.out)
     from . import __version__
     with open_model(args.path) as m:
         state = m.state_dict()
@@ -957,6 +1002,8 @@ def cmd_export(ctx: Context) -> int:
                                          {"producer": f"pyflatmodule {__version__}"}, bar)
         except ValueError as exc:
             raise CliError(str(exc), "unsupported", file=args.path) from None
+        except OSError as exc:
+            raise write_error(args.out, exc) from None
         finally:
             bar.close()
         listing = []
@@ -988,6 +1035,8 @@ def _isatty(stream: TextIO) -> bool:
 
 def cmd_extract(ctx: Context) -> int:
     args = ctx.args
+    if args.output not in (None, "-"):
+        refuse_input_as_output(args.path, args.output)
     with open_model(args.path) as m:
         table: Dict[str, Any] = (
             {k: v.encode("utf-8") for k, v in m.jit_sources.items()} if args.jit_source
@@ -1000,8 +1049,11 @@ def cmd_extract(ctx: Context) -> int:
     data: bytes = table[args.name]
     to_stdout = args.output in (None, "-")
     if not to_stdout:
-        with open(args.output, "wb") as f:
-            f.write(data)
+        try:
+            with open(args.output, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise write_error(args.output, exc) from None
     if ctx.json:
         import base64
         import hashlib
@@ -1034,7 +1086,8 @@ EXAMPLES = {
   pyflatmodule export model.ptl w.safetensors   weights for another runtime
   pyflatmodule extract model.ptl meta.json   one extra file to stdout
 
-exit status: 0 success, 1 invalid/unreadable model or missing name, 2 usage error
+exit status: 0 success, 1 invalid/unreadable model, missing name or unwritable output,
+2 usage error (including an output that is the input model)
 """,
     "info": """examples:
   pyflatmodule info                     describe the sample model shipped with the package
@@ -1058,16 +1111,24 @@ exit status: 0 every file is valid, 1 any is not, 2 usage error
   pyflatmodule dis model.ptl                  every method
   pyflatmodule dis model.ptl forward          one method (short or qualified name)
   pyflatmodule dis model.ptl --all            also __setstate__ and other functions
+
+a file without methods (e.g. a parameters file) lists nothing: a note on stderr, exit 0
 """,
     "ops": """examples:
   pyflatmodule ops model.ptl                  one operator a line, e.g. aten::add.Tensor
   pyflatmodule ops --yaml a.ptl b.ptl > ops.yaml   union, as a YAML list for a
                                               selective build (SELECTED_OP_LIST)
+
+a file without methods (e.g. a parameters file) needs no operators: a note on stderr,
+exit 0
 """,
     "export": """examples:
   pyflatmodule export model.ptl weights.safetensors
   pyflatmodule export model.ptl weights.npz
   pyflatmodule export model.ptl out.bin --format safetensors --no-progress
+
+OUT is written to a temporary file beside it, then renamed; OUT may not be the model
+itself (nor a link to it): exit 2
 """,
     "extract": """examples:
   pyflatmodule extract model.ptl model_info.json          to stdout

@@ -77,14 +77,18 @@ def view(storage: np.ndarray, scalar_type: int, offset: int, sizes: Sequence[int
     """
     dtype = numpy_dtype(scalar_type)
     shape = tuple(sizes)
-    if 0 in shape:
-        empty = np.empty(shape, dtype)
-        empty.flags.writeable = False
-        return empty
     per_byte = PACKED.get(scalar_type)
     if per_byte is not None:
+        if 0 in shape:
+            empty = np.empty(shape, dtype)
+            empty.flags.writeable = False
+            return empty
         return _packed(storage, per_byte, offset, shape, strides)
     size = dtype.itemsize
+    if 0 in shape:
+        # Nothing to read (the offset may lie past the storage's end), but the
+        # strides are the file's (torch's), as for any view.
+        storage, offset = storage[:0], 0
     return np.ndarray(shape, dtype, buffer=storage, offset=offset * size,
                       strides=tuple(s * size for s in strides))
 
@@ -115,7 +119,9 @@ def _packed(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, .
             strides: Sequence[int]) -> np.ndarray:
     numel = int(np.prod(shape))
     nbytes = -(-numel // per_byte)
-    if list(strides) == _contiguous_strides(shape) and offset % per_byte == 0:
+    # Strides of size-1 dimensions never move: the layout is row-major without them.
+    if (all(s == c for s, c, n in zip(strides, _contiguous_strides(shape), shape) if n != 1)
+            and offset % per_byte == 0):
         start = offset // per_byte
         return storage[start:start + nbytes]
     st = 16 if per_byte == 2 else 17

@@ -35,19 +35,28 @@ MODEL_FILES = sorted(f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl")))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
+#: Opt-in suites: marker -> the option that selects it (deselected otherwise).
+OPT_IN = {"full_sweep": "--full-sweep", "zoo": "--zoo"}
+
+
 def pytest_addoption(parser: Any) -> None:
     parser.addoption("--full-sweep", action="store_true",
                      help="also run the exhaustive single-byte sweep (about half a million "
                           "inputs; tests marked full_sweep are deselected otherwise)")
+    parser.addoption("--zoo", action="store_true",
+                     help="also check the zoo of real architectures against torch (needs "
+                          "torch, torchvision and timm; tests marked zoo are deselected "
+                          "otherwise)")
 
 
 def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
-    if config.getoption("--full-sweep"):
-        return
-    deselected = [item for item in items if item.get_closest_marker("full_sweep")]
+    skipped = [m for m, option in OPT_IN.items() if not config.getoption(option)]
+    deselected = [item for item in items
+                  if any(item.get_closest_marker(m) for m in skipped)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("full_sweep")]
+        gone = set(map(id, deselected))
+        items[:] = [item for item in items if id(item) not in gone]
 
 
 def model_path(name: str) -> str:

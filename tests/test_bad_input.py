@@ -268,6 +268,9 @@ CASES = {
                         "bad_utf8"),
     "dict_key_unhashable": (lambda: extra(Dict_([4], [1])), IV(N, "Dict") + ".keys",
                             "unhashable_key"),
+    # valid TorchScript, but no Python dict holds a tensor key: verify says so at load
+    "dict_key_tensor": (lambda: extra(Dict_([5], [1], "Dict[Tensor, int]")),
+                        IV(N, "Dict") + ".keys", "unhashable_key"),
     "offset_to_last_byte": (with_patch(to_last_byte), "ivalues[2]", "out_of_bounds"),
     "union_offset_to_last_byte": (with_patch(union_to_last_byte), "ivalues[2]",
                                   "out_of_bounds"),
@@ -408,16 +411,106 @@ SMALLEST = min((f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl"))),
 ], ids=["empty", "4_bytes", "7_bytes", "zip", "zip_4_bytes", "identifier", "12_bytes_huge_root",
         "12_bytes_root_at_end", "12_bytes_root_self"])
 def test_header(data: bytes, code: Optional[str]) -> None:
+    """Every rejection names a place, whole-file ones included (``header``)."""
     for verify in (True, False):
-        raises(data, verify, "", code)
+        e = raises(data, verify, "", code)
+        if e.code in ("too_small", "zip_archive", "bad_identifier"):
+            assert "header" == e.path, e
+        else:
+            assert e.path, e
 
 
 def test_wrong_identifier_on_real_file() -> None:
     data = bytearray(_real(SMALLEST))
     data[4:8] = b"PTMf"
     for verify in (True, False):
-        e = raises(bytes(data), verify, "", "bad_identifier")
+        e = raises(bytes(data), verify, "header", "bad_identifier")
         assert e.offset == 4
+
+
+# ------------------------------------------------------------ UTF-8, checked by verify
+
+#: Byte strings at the edges of UTF-8, each judged by Python's strict decoder.
+UTF8_EDGES = [
+    b"", b"plain", b"\x00nul inside", "\u00e9\u20ac\U0001f600\U0010ffff".encode(),
+    b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xc2\x80", b"\xc2", b"\xc2\xc0",
+    b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xed\xa0\x80",
+    b"\xed\xbf\xbf", b"\xee\x80\x80", b"\xef\xbf\xbf", b"\xe1\x80", b"ok\xe1\x80\x41",
+    b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80",
+    b"\xf5\x80\x80\x80", b"\xf8\x88\x80\x80\x80", b"\xfe", b"\xff", b"\xf0\x90\x80",
+    b"abc\xf1\x80\x80\x80def\xf3\xbf\xbf\xbf",
+]
+
+
+@pytest.mark.parametrize("text", UTF8_EDGES, ids=[t.hex() or "empty" for t in UTF8_EDGES])
+def test_verify_judges_utf8_as_python_does(text: bytes) -> None:
+    """The C validator accepts exactly what ``bytes.decode('utf-8')`` accepts, and
+    names the first bad byte where Python does."""
+    data = extra(Str(text))
+    where = IV(N, "String") + ".data"
+    try:
+        expected = text.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad_at = e.start
+    else:
+        for verify in (True, False):
+            with pfm.load(data, verify=verify) as m:
+                assert expected == m.ivalues[N]
+        return
+    for verify in (True, False):
+        error = raises(data, verify, where, "bad_utf8")
+        assert text == data[error.offset - bad_at:error.offset - bad_at + len(text)]
+    with pytest.raises(pfm.FormatError):
+        pfm.load(data, verify=True)     # at load, not later
+
+
+def _object_type(**fields: Any) -> bytes:
+    types = [{"type_name": "__torch__.M", "type": 1,
+              "attr_names": ["count", "name", "items", "weight", "training"]}]
+    types[0].update(fields)
+    return build(mutated(object_types=types))
+
+
+#: Every kind of string the reader decodes as text, made invalid UTF-8.
+BAD_TEXT = {
+    "device": (lambda: extra(c.Device(b"cp\xffu")), IV(N, "Device") + ".str"),
+    "enum_type_name": (lambda: extra(Enum(b"__torch__.\xc0\x80", 1)),
+                       IV(N, "EnumValue") + ".type_name"),
+    "object_type_name": (lambda: _object_type(type_name=b"__torch__.\xedM"),
+                         "object_types[0].type_name"),
+    "attr_name": (lambda: _object_type(attr_names=["count", b"na\xffme", "items", "weight",
+                                                   "training"]),
+                  "object_types[0].attr_names[1]"),
+    "function_qn": (lambda: func(qn=b"__torch__.M.\xf4\x90\x80\x80"),
+                    IV(FN, "Function") + ".qn"),
+    "operator_name": (lambda: func(operators=[{"name": b"aten::\xe0\x80\x80",
+                                               "overload_name": "int",
+                                               "num_args_serialized": 2}]),
+                      IV(FN, "Function") + ".operators[0].name"),
+    "type_annotation": (lambda: func(type_annotations=[b"List[\xff]"]),
+                        IV(FN, "Function") + ".type_annotations[0]"),
+    "jit_source": (lambda: build(mutated(jit_sources={"__torch__": b"class M(\xff)"})),
+                   "jit_sources[0].content"),
+    "extra_file_name": (lambda: build(mutated(extra_files={b"m\xfft": b""})),
+                        "extra_files[0].name"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_TEXT))
+def test_verify_rejects_text_that_is_not_utf8(name: str) -> None:
+    """With verify, every string the reader would decode is checked at load: a file
+    that loads never raises bad_utf8 later."""
+    make, path = BAD_TEXT[name]
+    data = make()
+    with pytest.raises(pfm.FormatError) as info:
+        pfm.load(data, verify=True)
+    check_error(info.value, data, path, "bad_utf8")
+
+
+def test_extra_file_contents_are_bytes_not_text() -> None:
+    data = build(mutated(extra_files={"blob": b"\xff\xfe\xc0\x80"}))
+    with pfm.load(data, verify=True) as m:
+        assert {"blob": b"\xff\xfe\xc0\x80"} == dict(m.extra_files)
 
 
 @pytest.mark.parametrize("name", sorted({SMALLEST, "mlp_jit.ff"}))

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import pty
+import shutil
 import subprocess
 import sys
 from typing import Any, Dict, Iterator, List, Optional
@@ -786,3 +787,134 @@ def test_extract_missing_name_and_jit_source():
     r = _run("extract", "--jit-source", model_path("sample.ptl"), "__torch__")
     assert 0 == r.returncode
     assert "class SampleNet" in r.stdout
+
+
+# ================================================================== files without methods
+
+@pytest.mark.parametrize("command", ["dis", "ops"])
+def test_file_without_methods_lists_nothing_and_says_so(command):
+    doc, _ = load_expectation("mlp_params.ff", "oracle")
+    assert [] == doc["info"]["function_names"] == doc["mobile"]["method_names"]
+    path = model_path("mlp_params.ff")
+    r = _run(command, path)
+    assert 0 == r.returncode
+    assert "" == r.stdout
+    assert [f"pyflatmodule: {path}: holds no methods"] == \
+        [line.split(";")[0] for line in r.stderr.splitlines()]
+    r = _run(command, "--json", path)          # stderr stays free for JSON errors
+    assert 0 == r.returncode and "" == r.stderr
+    # a file with methods gets no note, also next to one without
+    r = _run(command, model_path("sample.ptl"))
+    assert 0 == r.returncode and "" == r.stderr and r.stdout
+    if command == "ops":
+        r = _run("ops", path, model_path("sample.ptl"))
+        assert 1 == len(r.stderr.splitlines()) and path in r.stderr
+
+
+# ================================================================== output files
+
+def _copy_of_sample(tmp_path) -> str:
+    p = tmp_path / "model.ptl"
+    with open(model_path("sample.ptl"), "rb") as f:
+        p.write_bytes(f.read())
+    return str(p)
+
+
+@pytest.mark.parametrize("link", ["same path", "symlink", "hard link", "other spelling"])
+@pytest.mark.parametrize("command", ["export", "extract"])
+def test_output_may_not_be_the_input(command, link, tmp_path):
+    model = _copy_of_sample(tmp_path)
+    with open(model, "rb") as f:
+        before = f.read()
+    out = {"same path": model, "other spelling": os.path.join(str(tmp_path), ".", "model.ptl"),
+           "symlink": str(tmp_path / "link.ptl"), "hard link": str(tmp_path / "hard.ptl")}[link]
+    if link == "symlink":
+        os.symlink(model, out)
+    elif link == "hard link":
+        os.link(model, out)
+    argv = (["export", model, out, "--format", "npz"] if command == "export"
+            else ["extract", model, "model_info.json", "-o", out])
+    r = _run(*argv)
+    assert 2 == r.returncode
+    assert [f"pyflatmodule: {out}: "] == [ln[:len(out) + 16] for ln in r.stderr.splitlines()]
+    assert "refusing to overwrite" in r.stderr and "Traceback" not in r.stderr
+    with open(model, "rb") as f:
+        assert before == f.read()
+    assert os.path.samefile(model, out)
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        {"model.ptl", os.path.basename(out)})               # no temporary file left
+    err = json.loads(_run(*argv, "--json").stderr)["error"]
+    assert (out, "usage") == (err["file"], err["code"])
+
+
+@pytest.mark.parametrize("command", ["export", "extract"])
+def test_unwritable_output_is_blamed_not_the_model(command, tmp_path):
+    model = model_path("sample.ptl")
+    out = str(tmp_path / "no" / "such" / "dir" / "w.npz")
+    argv = (["export", model, out] if command == "export"
+            else ["extract", model, "model_info.json", "-o", out])
+    r = _run(*argv)
+    assert 1 == r.returncode
+    assert [f"pyflatmodule: {out}: cannot write: No such file or directory"] == \
+        r.stderr.splitlines()
+    err = json.loads(_run(*argv, "--json").stderr)["error"]
+    assert (out, "io_error") == (err["file"], err["code"])
+    assert not os.path.exists(tmp_path / "no")
+
+
+# ================================================================== start-up
+
+_IMPORTED_ML_DTYPES = """
+import sys
+import pyflatmodule.cli
+assert 'ml_dtypes' not in sys.modules, 'imported by pyflatmodule.cli'
+status = pyflatmodule.cli.main(sys.argv[1:])
+print(status, sorted(m for m in sys.modules if m.split('.')[0] == 'ml_dtypes')[:1])
+"""
+
+
+@pytest.mark.parametrize("argv", [["info"], ["export"], ["tree"]])
+def test_ml_dtypes_imported_only_for_files_that_need_it(argv, tmp_path):
+    def imported(name: str) -> str:
+        extra = [str(tmp_path / "w.safetensors")] if argv == ["export"] else []
+        r = subprocess.run([sys.executable, "-c", _IMPORTED_ML_DTYPES, *argv,
+                            model_path(name), *extra], capture_output=True, text=True,
+                           timeout=120)
+        assert 0 == r.returncode, r.stderr
+        return r.stdout.splitlines()[-1]
+
+    dtypes = {t["dtype"] for t in _oracle_tensors("sample.ptl")[0]["tensors"].values()}
+    assert {"float32", "int64"} == dtypes         # torch: numpy's own types only
+    assert "0 []" == imported("sample.ptl")
+    dtypes = {t["dtype"] for t in _oracle_tensors("dtypes.ff")[0]["tensors"].values()}
+    assert "bfloat16" in dtypes                   # torch: a type numpy lacks
+    assert "0 ['ml_dtypes']" == imported("dtypes.ff")
+
+
+# ================================================================== source tree
+
+def test_uncompiled_source_tree_says_what_to_do(tmp_path):
+    """``python -m pyflatmodule`` from a checkout without the compiled core: the
+    current directory comes first on sys.path, so its package hides the installed one."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
+    copy = tmp_path / "src"
+    shutil.copytree(os.path.join(root, "pyflatmodule"), copy / "pyflatmodule",
+                    ignore=shutil.ignore_patterns("_ptmf*.so", "_ptmf*.pyd", "__pycache__"))
+    assert not [n for n in os.listdir(copy / "pyflatmodule") if n.startswith("_ptmf.")
+                and not n.endswith(".pyi")]
+    # An editable install's import hook would find the compiled core elsewhere: drop it,
+    # as a regular install has none, then run the package as `python -m` does.
+    program = ("import runpy, sys\n"
+               "sys.meta_path[:] = [f for f in sys.meta_path\n"
+               "                    if not getattr(f, '__module__', '').startswith('__editable_')]\n"
+               "sys.argv[1:] = ['info']\n"
+               "runpy.run_module('pyflatmodule', run_name='__main__', alter_sys=True)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    r = subprocess.run([sys.executable, "-c", program], cwd=copy, capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert 0 != r.returncode
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: pyflatmodule's compiled core (pyflatmodule._ptmf)")
+    assert str(copy / "pyflatmodule") in last
+    assert "Run from another directory" in last
+    assert "python setup.py build_ext --inplace" in last

@@ -1,12 +1,17 @@
 """Every real file in tests/data against what torch 2.13 read from it (stored oracle)."""
 from __future__ import annotations
 
+import json
+import math
+import struct
+
 import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import (assert_info, assert_state_dict, assert_value, decoded_extra_files,
-                      load_expectation, model_path)
+from conftest import (HAS_TORCH, assert_info, assert_state_dict, assert_value,
+                      decoded_extra_files, load_expectation, model_path)
+from decode_all import full_decode
 
 
 def _part(doc, name):
@@ -235,3 +240,226 @@ def test_dequantize_follows_torchs_parameters():
                             for x in desc["zero_points"]], np.float32).reshape(shape)
             expected = (values.astype(np.float32) - zps) * scales
         np.testing.assert_allclose(q.dequantize(), expected, rtol=1e-6, err_msg=key)
+
+
+# ------------------------------------------------------- alignment: FlatBuffers' rule
+
+#: Files in which torch wrote empty int64/double vectors at 4 mod 8: empty
+#: List[float]/List[int] attributes, a re-saved mobile module's empty debug handles,
+#: the empty DoubleList of a dynamically quantized 2-layer LSTM.
+UNALIGNED_EMPTY = ["empty_vectors.ff", "empty_vectors_mobile.ff", "lstm_dynamic_quant.ff"]
+
+
+def _empty_vectors_at_4_mod_8(m: pfm.Module, data: bytes) -> int:
+    """How many empty IntList/DoubleList items or debug-handle vectors start at 4 mod 8
+    (each one's stored length, just before it, read from the bytes: 0)."""
+    index = m._img().index
+    starts = index["a"][np.isin(index["type"], [11, 12]) & (index["n"] == 0)].tolist()
+    starts += [f._f.debug_handles for f in m.functions()
+               if f._f.n_debug_handles == 0 and f._f.debug_handles]
+    return sum(1 for a in starts
+               if a % 8 == 4 and struct.unpack_from("<I", data, a - 4)[0] == 0)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+@pytest.mark.parametrize("name", UNALIGNED_EMPTY)
+def test_empty_vectors_torch_left_unaligned_load(name, strict):
+    """FlatBuffers' verifier (torch's) checks a vector's length field alone, and its
+    builder pads before non-empty vectors only: these files are valid in every mode."""
+    path = model_path(name)
+    with open(path, "rb") as f:
+        data = f.read()
+    with pfm.load(path, strict=strict) as m:
+        assert _empty_vectors_at_4_mod_8(m, data) >= 1
+        full_decode(m)
+    pfm.verify(path, strict=strict)
+
+
+@pytest.mark.parametrize("name", UNALIGNED_EMPTY)
+def test_every_cli_command_reads_files_with_unaligned_empty_vectors(name, tmp_path, capsys):
+    from pyflatmodule import cli
+    path = model_path(name)
+    commands = [["info", path], ["verify", path], ["verify", "--strict", path],
+                ["tree", path], ["dis", path, "--all"], ["ops", path],
+                ["export", path, str(tmp_path / "out.npz")]]
+    for argv in commands:
+        assert 0 == cli.main(argv), (argv, capsys.readouterr().err)
+
+
+def test_empty_list_attributes_are_torchs():
+    doc, _ = load_expectation("empty_vectors.ff", "oracle")
+    attrs = _part(doc, "attributes")["attrs"]
+    with pfm.load(model_path("empty_vectors.ff")) as m:
+        for name in ("floats", "ints"):
+            assert {"t": "list", "v": []} == attrs[name]
+            assert [] == getattr(m.root, name)
+
+
+def _unaligned_lists(pad: int) -> bytes:
+    """A crafted file whose IntList, DoubleList and debug handles hold 3 items each,
+    written 4-aligned only; ``pad`` (a string's length) shifts where they land."""
+    import ptmf_craft as c
+    m = c.mutated()
+    m["ivalues"] = m["ivalues"] + [
+        c.IntList(c.Raw(struct.pack("<3q", -2**63, 7, 2**63 - 1), 3, align=4)),
+        c.DoubleList(c.Raw(struct.pack("<3d", 1.5, -0.0, float("inf")), 3, align=4)),
+        c.Str("x" * pad)]
+    return c.build(m)
+
+
+def test_non_empty_unaligned_vectors_read_exactly():
+    """Never written by torch, but valid by FlatBuffers' verifier: the values come from
+    the bytes at whatever alignment (strict mode holds them to the builder's)."""
+    for pad in range(8):
+        data = _unaligned_lists(pad)
+        with pfm.load(data) as m:
+            n = len(m.ivalues)
+            a = int(m._img().index["a"][n - 3])
+            if a % 8 == 4 and int(m._img().index["a"][n - 2]) % 8 == 4:
+                break
+    else:
+        pytest.fail("no padding put both lists at 4 mod 8")
+    with pfm.load(data) as m:
+        assert [-2**63, 7, 2**63 - 1] == m.ivalues[n - 3]
+        values = m.ivalues[n - 2]
+        assert [1.5, -0.0, float("inf")] == values and math.copysign(1, values[1]) == -1
+    with pytest.raises(pfm.FormatError) as info:
+        pfm.load(data, strict=True)
+    assert "misaligned" == info.value.code
+    assert info.value.path.startswith(f"ivalues[{n - 3}].val<IntList>.items")
+
+
+# ------------------------------------------------------------- strides: the file's
+
+def _tensor_descs(value, actual, where):
+    """(where, torch's TENSOR description, pyflatmodule's value) for every tensor in a
+    VALUE tree of the oracle, paired with the decoded value."""
+    t = value["t"]
+    if t == "tensor":
+        yield where, value["v"], actual
+    elif t == "object" and "attrs" in value:
+        for name, v in value["attrs"].items():
+            yield from _tensor_descs(v, actual.attributes[name], f"{where}.{name}")
+    elif t in ("list", "tuple"):
+        for k, (v, a) in enumerate(zip(value["v"], actual)):
+            yield from _tensor_descs(v, a, f"{where}[{k}]")
+    elif t == "dict":
+        for (_, v), a in zip(value["v"], actual.values()):
+            yield from _tensor_descs(v, a, f"{where}[]")
+
+
+def _assert_torch_strides(desc, actual, where):
+    array = actual.int_repr if isinstance(actual, pfm.QuantizedTensor) else actual
+    if desc["dtype"] in ("quint4x2", "quint2x4"):
+        return          # int_repr is the packed bytes (torch's int_repr() too)
+    assert desc["stride"] == [s // array.itemsize for s in array.strides], where
+    assert all(s % array.itemsize == 0 for s in array.strides), where
+    assert list(desc["shape"]) == list(array.shape), where
+
+
+@pytest.mark.parametrize("spaced_min", [2, 1 << 30], ids=["strided_rows", "slices"])
+@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "one_by_one"])
+def test_strides_are_torchs(model_name, bulk, spaced_min, monkeypatch):
+    """Every tensor carries exactly the strides torch reports (size-1 and size-0
+    dimensions included), in bytes, made in bulk or one record at a time."""
+    from pyflatmodule import _image
+    monkeypatch.setattr(_image, "_SPACED_MIN", spaced_min)
+    doc, _ = load_expectation(model_name, "oracle")
+    with pfm.load(model_path(model_name)) as m:
+        image = m._img()
+        n = len(image.tensor_index)
+        if bulk:
+            image.tensors(range(n))
+        else:
+            for t in range(n):
+                image.tensor(t)
+        checked = 0
+        if "error" not in doc.get("state_dict", {"error": ""}):
+            sd = m.state_dict()
+            for key, desc in doc["state_dict"]["tensors"].items():
+                _assert_torch_strides(desc, sd[key], f"state_dict[{key}]")
+                checked += 1
+        if "error" not in doc.get("attributes", {"error": ""}):
+            for where, desc, actual in _tensor_descs(doc["attributes"], m.root, "root"):
+                _assert_torch_strides(desc, actual, where)
+                checked += 1
+    if n and not checked:
+        pytest.skip("torch could read no tensor of this file")
+
+
+def test_strides_file_covers_the_layouts_numpy_would_not_derive():
+    doc, _ = load_expectation("strides.ff", "oracle")
+    tensors = _part(doc, "state_dict")["tensors"]
+    assert [8, 1, 8, 8] == tensors["pointwise.weight"]["stride"]     # channels-last 1x1
+    assert [4, 7, 1] == tensors["odd_size1"]["stride"]
+    assert 0 in tensors["empty_3d"]["shape"] and 0 in tensors["empty_param"]["shape"]
+    with pfm.load(model_path("strides.ff")) as m:
+        weight = m.state_dict()["pointwise.weight"]
+        assert (8 * 4, 4, 8 * 4, 8 * 4) == weight.strides
+        assert not weight.flags.writeable
+
+
+def test_tree_json_strides_are_torchs(capsys):
+    from pyflatmodule import cli
+    doc, _ = load_expectation("strides.ff", "oracle")
+    tensors = _part(doc, "state_dict")["tensors"]
+    assert 0 == cli.main(["tree", "--json", model_path("strides.ff")])
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "strides" in node and "shape" in node:
+                found.append((tuple(node["shape"]), tuple(node["strides"])))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads(capsys.readouterr().out))
+    assert sorted((tuple(d["shape"]), tuple(d["stride"])) for d in tensors.values()) == \
+        sorted(found)
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_to_torch_gives_torchs_strides():
+    from pyflatmodule.interop import to_torch
+    doc, _ = load_expectation("strides.ff", "oracle")
+    tensors = _part(doc, "state_dict")["tensors"]
+    with pfm.load(model_path("strides.ff")) as m:
+        sd = m.state_dict()
+        for key, desc in tensors.items():
+            t = to_torch(sd[key])
+            assert (desc["shape"], desc["stride"]) == (list(t.shape), list(t.stride())), key
+
+
+def test_export_writes_torchs_bytes_for_every_layout(tmp_path, capsys):
+    """Channels-last, empty and odd-strided tensors export as torch's contiguous bytes."""
+    from pyflatmodule import cli
+    doc, arrays = load_expectation("strides.ff", "oracle")
+    tensors = _part(doc, "state_dict")["tensors"]
+    out = str(tmp_path / "strides.npz")
+    assert 0 == cli.main(["export", model_path("strides.ff"), out]), capsys.readouterr().err
+    with np.load(out) as z:
+        for key, desc in tensors.items():
+            assert (desc["shape"], arrays[desc["data"]].tobytes()) == (
+                list(z[key].shape), z[key].tobytes()), key
+
+
+def test_empty_tensors_of_every_dtype_carry_the_files_strides():
+    """Crafted: an empty (2, 0, 3) view with strides (7, 5, 1) of every unquantized
+    scalar type, the numpy-less ones (bfloat16, float8, complex32) included."""
+    import ptmf_craft as c
+    from pyflatmodule.tensors import DTYPE_NAMES, numpy_dtype
+    types = [st for st in range(len(DTYPE_NAMES)) if st not in (12, 13, 14, 16, 17)]
+    m = c.mutated()
+    n = len(m["ivalues"])
+    m["ivalues"] = m["ivalues"] + [c.Tensor([2, 0, 3], [7, 5, 1], scalar_type=st,
+                                            storage_offset=99) for st in types]
+    with pfm.load(c.build(m)) as module:
+        for k, st in enumerate(types):
+            a = module.ivalues[n + k]
+            size = numpy_dtype(st).itemsize
+            assert ((2, 0, 3), (7 * size, 5 * size, size), False) == (
+                a.shape, a.strides, a.flags.writeable), DTYPE_NAMES[st]

@@ -195,8 +195,7 @@ def test_scalar_type_count_is_the_cores() -> None:
 
 def test_every_error_code_is_in_the_status_table() -> None:
     """The Python side raises FormatError through the one status table: any code typed
-    out by hand must still be one of its names (bad_utf8 joins the table with the UTF-8
-    check of strings)."""
+    out by hand must still be one of its names."""
     names = {ffi.string(lib.ptmf_status_name(i)).decode().replace("PTMF_E_", "").lower()
              for i in range(lib.PTMF_STATUS_COUNT)}
     package = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
@@ -204,7 +203,7 @@ def test_every_error_code_is_in_the_status_table() -> None:
     for path in glob.glob(os.path.join(package, "*.py")):
         with open(path, encoding="utf-8") as f:
             typed |= set(re.findall(r'FormatError\(\s*"(\w+)"', f.read()))
-    assert typed <= names | {"bad_utf8"}
+    assert typed <= names
 
 
 # ------------------------------------------------------------ the parser is strict

@@ -164,3 +164,33 @@ def test_a_chunk_ending_while_the_parent_looks_is_not_a_hang() -> None:
     # monotonic() - 0.0.
     assert 0.9 < sweep.running_for(_EndsChunkOnRead(time.monotonic() - 1.0), 0) < 30
     assert sweep.running_for(_EndsChunkOnRead(0.0), 0) == 0.0
+
+
+# ------------------------------------------------------------ verify's promise
+
+#: Edits per file for the promise below: other positions than the strided sweep's.
+PROMISE_PER_FILE = 300
+
+
+def _verified_only(buf: bytes, verify: bool) -> Tuple[str, str]:
+    return sweep.judge(buf, True) if verify else ("skipped", "")
+
+
+def test_files_that_pass_verify_decode_in_full(tmp_path) -> None:
+    """verify's promise over the sweep's own inputs: of a deterministic sample (every
+    N-th single-byte edit and truncation of every model file), each input that passes
+    ``load(verify=True)`` decodes in full (tests/decode_all.py) without FormatError,
+    budgets aside (``sweep.LATE_BUDGET_CODES``)."""
+    jobs = []
+    for name, path in FILES:
+        with open(path, "rb") as f:
+            data = f.read()
+        jobs.append((name, data, sweep.strided_mutations(data, PROMISE_PER_FILE, seed=1)))
+    result = sweep.run(jobs, str(tmp_path), workers=2, timeout=30, target=_verified_only)
+    print(f"verify promise over {len(FILES)} files: {result.summary()}")
+    assert not result.findings, _report(result)
+    loaded = sum(n for (verify, kind, _), n in result.counts.items() if verify and kind == "ok")
+    rejected = sum(n for (verify, kind, _), n in result.counts.items()
+                   if verify and kind == "format_error")
+    # the sample holds both: edits verify passes (then decoded in full) and rejects
+    assert loaded > len(FILES) and rejected > len(FILES), (loaded, rejected)

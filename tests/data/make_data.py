@@ -16,6 +16,7 @@ import enum
 import json
 import os
 import sys
+import tempfile
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, NamedTuple, Optional, Tuple
@@ -336,6 +337,61 @@ class DeepWide(nn.Module):
         for m in self.wide:
             x = m(x)
         return x
+
+
+class EmptyLists(nn.Module):
+    """Empty List[float] / List[int] attributes: torch writes their empty [double] and
+    [long] vectors with no padding, at 4 mod 8 in this layout (the class name
+    and attributes set it)."""
+    floats: List[float]
+    ints: List[int]
+    tag: str
+
+    def __init__(self):
+        super().__init__()
+        self.floats = []
+        self.ints = []
+        self.tag = ""
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.lin(x) + len(self.floats) + len(self.ints) + len(self.tag)
+
+
+class QuantLSTM(nn.Module):
+    """Two-layer LSTM, for quantize_dynamic: the second layer's empty DoubleList sits at
+    4 mod 8."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(3, 2, num_layers=2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.lstm(x)[0]
+
+
+class Strides(nn.Module):
+    """Layouts whose strides numpy would not derive from the shape: channels-last conv
+    weights (3x3 and 1x1), empty tensors, size-1 dimensions with odd strides."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3).to(memory_format=torch.channels_last)
+        self.pointwise = nn.Conv2d(8, 16, 1, bias=False).to(memory_format=torch.channels_last)
+        self.empty_param = nn.Parameter(torch.empty(0, 5))
+        self.register_buffer("empty_3d", torch.empty(3, 0, 4))
+        self.register_buffer("empty_t", torch.empty(4, 0, 2).permute(2, 1, 0))
+        base = torch.arange(40, dtype=torch.float32)
+        self.register_buffer("odd_size1", base.as_strided((2, 1, 4), (4, 7, 1)))
+        self.register_buffer("size1_all", base.as_strided((1, 1, 1), (5, 3, 9), 2))
+        self.register_buffer("col1", base.reshape(8, 5)[:, 2:3])
+        self.register_buffer("row_last", torch.randn(1, 6, 1, 1)
+                             .to(memory_format=torch.channels_last))
+        self.register_buffer("int_cl", torch.arange(24, dtype=torch.int16).reshape(1, 2, 3, 4)
+                             .to(memory_format=torch.channels_last))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.pointwise(self.conv(x))
 
 
 def make_mlp():
@@ -723,6 +779,51 @@ def build_sample(path):
     return r
 
 
+def build_empty_vectors(path):
+    sm = torch.jit.script(EmptyLists())
+    w = save_jit(sm, path)
+    r = Result("empty_vectors.ff", w, methods=["forward"], qualified_names=_qualified(sm),
+               covers="empty List[float]/List[int] attributes at 4 mod 8")
+    r.values["attributes"] = {"floats": [], "ints": [], "tag": ""}
+    return r
+
+
+def build_empty_vectors_mobile(path):
+    sm = torch.jit.script(EmptyLists())
+    with tempfile.TemporaryDirectory() as tmp:
+        lite = os.path.join(tmp, "lite.ptl")
+        sm._save_for_lite_interpreter(lite, _use_flatbuffer=True)
+        lm = torch.jit.mobile._load_for_lite_interpreter(lite)
+        torch._C._save_mobile_module(lm._c, path, {})
+    return Result("empty_vectors_mobile.ff",
+                  "torch._C._save_mobile_module (lite module of EmptyLists)",
+                  methods=["forward"],
+                  covers="re-saved mobile module: empty debug handles at 4 mod 8")
+
+
+def build_lstm_dynamic_quant(path):
+    torch.backends.quantized.engine = "fbgemm" if "fbgemm" in \
+        torch.backends.quantized.supported_engines else torch.backends.quantized.engine
+    qm = torch.ao.quantization.quantize_dynamic(QuantLSTM(), {nn.LSTM}, dtype=torch.qint8)
+    sm = torch.jit.script(qm)
+    w = save_jit(sm, path)
+    return Result("lstm_dynamic_quant.ff", w, methods=["forward"],
+                  qualified_names=_qualified(sm),
+                  quantized_engine=torch.backends.quantized.engine,
+                  covers="quantize_dynamic(2-layer nn.LSTM): an empty DoubleList at 4 mod 8")
+
+
+def build_strides(path):
+    mod = Strides()
+    sm = torch.jit.script(mod)
+    w = save_jit(sm, path)
+    r = Result("strides.ff", w, methods=["forward"], qualified_names=_qualified(sm),
+               covers="channels-last weights (3x3, 1x1), empty tensors, odd size-1 strides")
+    r.values["parameters"] = dict(mod.named_parameters())
+    r.values["buffers"] = dict(mod.named_buffers())
+    return r
+
+
 BUILDERS = [
     ("ivalues.ff", build_ivalues),
     ("enum_constant.ff", build_enum),
@@ -740,6 +841,10 @@ BUILDERS = [
     ("mlp_mobile.ff", build_mlp_mobile),
     ("mlp_params.ff", build_mlp_params),
     ("sample.ptl", build_sample),
+    ("empty_vectors.ff", build_empty_vectors),
+    ("empty_vectors_mobile.ff", build_empty_vectors_mobile),
+    ("lstm_dynamic_quant.ff", build_lstm_dynamic_quant),
+    ("strides.ff", build_strides),
 ]
 
 

@@ -14,6 +14,11 @@ Full sweep, one command (prints counts per file and the total, exits 1 on a find
 
 Mutations per file: for every byte position p with value x, the distinct values among
 x^0x01, x^0x80, 0x00, 0xff that differ from x; and every truncation length 0..len-1.
+
+Findings: a crash, a hang, any exception other than FormatError, a FormatError
+without code, offset or path, and ("late_error") an input that loads with
+verify=True and then raises FormatError during the full decode: verify promises
+that a file it passes decodes in full (budgets aside: LATE_BUDGET_CODES).
 tests/test_sweep.py runs a deterministic strided subset of the same mutations.
 """
 from __future__ import annotations
@@ -52,6 +57,11 @@ Mutation = Tuple[str, int, int]
 
 VALUES = ("xor01", "xor80", "zero", "ff")
 MEMORY_LIMIT = 3 << 30
+#: Errors a verified file may still raise while decoding: resource budgets, which
+#: the verifier measures per value and the decoder per call.
+LATE_BUDGET_CODES = frozenset({"depth_budget", "element_budget", "table_budget"})
+#: Outcome kinds that are findings.
+FINDING_KINDS = ("bad_error", "exception", "late_error")
 
 
 def model_files() -> List[Tuple[str, str]]:
@@ -121,6 +131,21 @@ def describe(m: Mutation, data: bytes) -> str:
 
 # ------------------------------------------------------------------ workers
 
+def judge(buf: bytes, verify: bool) -> Tuple[str, str]:
+    """``decode_all.outcome``, plus verify's promise: with verify=True, a FormatError
+    raised after ``load`` succeeded is ("late_error", code), budgets aside."""
+    from decode_all import outcome
+    kind, detail = outcome(buf, verify)
+    if not verify or kind != "format_error" or detail in LATE_BUDGET_CODES:
+        return kind, detail
+    import pyflatmodule as pfm
+    try:
+        pfm.load(buf, verify=True).close()
+    except pfm.FormatError:
+        return kind, detail
+    return "late_error", f"load(verify=True) passed, the full decode raised {detail}"
+
+
 def limit_address_space(extra: int) -> None:
     """Allow ``extra`` bytes of address space beyond what the process maps now (under
     AddressSanitizer the shadow memory alone maps terabytes, so an absolute limit
@@ -144,7 +169,7 @@ def _worker(conn: Any, progress: Any, started: Any, slot: int, target: Any,
     faulthandler.register(signal.SIGUSR1, file=stack_file)
     limit_address_space(MEMORY_LIMIT)
     if target is None:
-        from decode_all import outcome as target
+        target = judge
     while True:
         job = conn.recv()
         if job is None:
@@ -159,7 +184,7 @@ def _worker(conn: Any, progress: Any, started: Any, slot: int, target: Any,
             for verify in (True, False):
                 kind, detail = target(data, m, verify) if raw else target(buf, verify)
                 counts[(verify, kind, detail if kind == "format_error" else "")] += 1
-                if kind in ("bad_error", "exception"):
+                if kind in FINDING_KINDS:
                     findings.append((k, verify, kind, detail))
         started[slot] = 0.0
         conn.send((counts, findings))
@@ -228,7 +253,7 @@ def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers
     A worker that dies (a signal: crash) or spends over ``timeout`` seconds on one
     input (a hang) is replaced; the input is saved and recorded, and the rest of its
     chunk goes on in the new worker. ``target(buf, verify) -> (kind, detail)`` judges
-    one input (default: ``decode_all.outcome``); with ``raw``, ``target(data, mutation,
+    one input (default: ``judge``); with ``raw``, ``target(data, mutation,
     verify)`` gets the original data and applies the mutation itself."""
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     progress = ctx.Array("q", workers, lock=False)

@@ -1,0 +1,110 @@
+"""Real architectures, every form torch writes: each file opens with default options and
+gives exactly torch's tensors.
+
+The zoo (benchmarks/zoo_build.py: torchvision, timm, nn.Transformer, LSTM/GRU, static
+and dynamic quantization, channels-last, fp16 and bf16 weights; each as a jit file, a
+lite file, a mobile module re-saved from the lite loader and a saved-parameters file) is
+written by torch into a temporary folder; torch's own answers come from tests/oracle.py,
+each load in a child process. Opt in with ``--zoo`` (CI does): it needs torch,
+torchvision and timm, and takes a few minutes.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pytest
+
+import pyflatmodule as pfm
+from pyflatmodule.tensors import DTYPE_NAMES, numpy_dtype
+
+pytestmark = [pytest.mark.zoo, pytest.mark.torch]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
+BUILDER = os.path.join(BENCHMARKS, "zoo_build.py")
+#: What torch reads back, per form: the oracle part and where its tensors are.
+ORACLE_PART = {"jit": "state_dict", "lite": "state_dict", "mobile": "mobile",
+               "params": "parameters_file"}
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: Any) -> Tuple[str, List[Dict[str, Any]]]:
+    """(folder, manifest entries) of the zoo torch wrote."""
+    missing = [n for n in ("torch", "torchvision", "timm") if importlib.util.find_spec(n) is None]
+    if missing:
+        pytest.skip(f"the zoo needs {', '.join(missing)}")
+    out = str(tmp_path_factory.mktemp("zoo"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (BENCHMARKS, os.environ.get("PYTHONPATH")) if p))
+    subprocess.run([sys.executable, BUILDER, out], check=True, timeout=1800, env=env,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "zoo.json"), encoding="utf-8") as f:
+        return out, json.load(f)["files"]
+
+
+def _zoo_listing() -> Any:
+    """benchmarks/zoo.py, which names the zoo's files without importing torch."""
+    spec = importlib.util.spec_from_file_location("zoo", os.path.join(BENCHMARKS, "zoo.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ZOO = _zoo_listing()
+
+
+def assert_same_tensor(expected: Dict[str, Any], arrays: Dict[str, np.ndarray], actual: Any,
+                       where: str) -> None:
+    """``actual`` is torch's tensor: dtype, shape, strides (all of them), bytes."""
+    if "qscheme" in expected:
+        assert isinstance(actual, pfm.QuantizedTensor), where
+        assert expected["qscheme"] == actual.qscheme, where
+        assert list(expected["shape"]) == list(actual.shape), where
+        assert arrays[expected["int_repr"]].tobytes() == \
+            np.ascontiguousarray(actual.int_repr).tobytes(), where
+        return
+    assert isinstance(actual, np.ndarray), where
+    assert numpy_dtype(DTYPE_NAMES.index(expected["dtype"])) == actual.dtype, where
+    assert list(expected["shape"]) == list(actual.shape), where
+    assert [s * actual.itemsize for s in expected["stride"]] == list(actual.strides), where
+    assert arrays[expected["data"]].tobytes() == np.ascontiguousarray(actual).tobytes(), where
+
+
+@pytest.mark.parametrize("form", list(ORACLE_PART))
+@pytest.mark.parametrize("model", ZOO.MODELS)
+def test_zoo_file_matches_torch(zoo: Tuple[str, List[Dict[str, Any]]], model: str,
+                                form: str) -> None:
+    """Loads with default options; state_dict() holds torch's tensors under torch's keys,
+    in torch's order. A mobile module keeps no sources: there torch's named parameters
+    (a sorted map in torch) are among the tensors reachable by attribute path."""
+    from oracle import run_oracle
+    folder, files = zoo
+    entry = next((e for e in files if e["model"] == model and e["form"] in (form, "script")),
+                 None)
+    assert entry is not None, f"the builder wrote no record of {model}.{form}"
+    if "error" in entry:
+        pytest.skip(f"torch cannot write {model}.{form}: {entry['error']}")
+    path = os.path.join(folder, entry["file"])
+    with pfm.load(path) as m:
+        actual = m.state_dict()
+    part = ORACLE_PART[form]
+    result, arrays = run_oracle(path, parts=(part,))
+    expected = result[part]
+    if form == "mobile" and "error" not in expected:
+        expected = expected["parameters"]
+    if "error" in expected:
+        pytest.skip(f"pyflatmodule read {model}.{form}; torch cannot, so nothing to compare: "
+                    f"{expected['error'][:200]}")
+    if form == "mobile":
+        assert set(expected["keys"]) <= set(actual)
+    else:
+        assert expected["keys"] == list(actual)
+    for key in expected["keys"]:
+        assert_same_tensor(expected["tensors"][key], arrays, actual[key], f"{model}.{form}:{key}")
