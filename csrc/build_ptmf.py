@@ -1,26 +1,42 @@
 """cffi builder for the private ``pyflatmodule._ptmf`` extension.
 
-The cdef comes from ``ptmf.h`` itself: the declarations between its ``cdef``
-markers, plus the ``ptmf_status`` enum expanded from ``PTMF_STATUS_TABLE``.
+The cdef comes from the headers themselves: the declarations between the ``cdef``
+markers of ``ptmf.h`` and of the generated schema headers in ``gen/`` (written by
+``schemas/fbsgen.py``), plus the ``ptmf_status`` enum expanded from
+``PTMF_STATUS_TABLE``. Every ``.c`` file in this directory is compiled.
 Extra compiler flags come from ``PTMF_CFLAGS`` (CI sets ``-Werror`` and the
 sanitizers there).
 """
+import glob
 import os
 import re
 import shlex
+from typing import Iterable
 
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = os.path.join(HERE, "ptmf.h")
+GENERATED = sorted(glob.glob(os.path.join(HERE, "gen", "*.h")))
+SOURCES = sorted(glob.glob(os.path.join(HERE, "*.c")))
+HEADERS = sorted(glob.glob(os.path.join(HERE, "*.h"))) + GENERATED
 
 
-def cdef_source(header_text: str) -> str:
-    """The cffi declarations taken from the header text."""
-    body = header_text.split("/* --- cdef begin --- */")[1].split("/* --- cdef end --- */")[0]
+def _cdef_part(text: str) -> str:
+    return text.split("/* --- cdef begin --- */")[1].split("/* --- cdef end --- */")[0]
+
+
+def cdef_source(header_text: str, generated: Iterable[str] = ()) -> str:
+    """The cffi declarations taken from the header text and the generated headers' texts."""
     names = re.findall(r"X\((PTMF_\w+),", header_text)
     enum = "enum ptmf_status {\n" + "".join(f"    {n} = {i},\n" for i, n in enumerate(names))
-    return enum + "    PTMF_STATUS_COUNT\n};\n" + body
+    parts = [_cdef_part(text) for text in generated] + [_cdef_part(header_text)]
+    return enum + "    PTMF_STATUS_COUNT\n};\n" + "".join(parts)
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def _flags() -> list:
@@ -29,12 +45,12 @@ def _flags() -> list:
 
 
 ffibuilder = FFI()
-with open(HEADER, encoding="utf-8") as f:
-    ffibuilder.cdef(cdef_source(f.read()))
+ffibuilder.cdef(cdef_source(_read(HEADER), [_read(path) for path in GENERATED]))
 ffibuilder.set_source(
     "pyflatmodule._ptmf",
     '#include "ptmf.h"',
-    sources=[os.path.relpath(os.path.join(HERE, "ptmf.c"))],
+    sources=[os.path.relpath(path) for path in SOURCES],
+    depends=[os.path.relpath(path) for path in HEADERS],
     include_dirs=[os.path.relpath(HERE)],
     extra_compile_args=_flags(),
     extra_link_args=shlex.split(os.environ.get("PTMF_LDFLAGS", "")),

@@ -6,14 +6,17 @@
  * safe even on a buffer that was never verified or that changed after verification.
  *
  * This header is the single source of truth for the Python binding: the cffi
- * builder feeds the part between the "cdef" markers to ffi.cdef() and expands the
- * status table below into the ptmf_status enum.
+ * builder feeds the part between the "cdef" markers to ffi.cdef() (with that of the
+ * generated schema header, gen/mobile_bytecode.h: union type numbers, enums, field
+ * ids) and expands the status table below into the ptmf_status enum.
  */
 #ifndef PTMF_H
 #define PTMF_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gen/mobile_bytecode.h"
 
 /* Status codes: X(name, message). The one table both C and Python read. */
 #define PTMF_STATUS_TABLE(X)                                                          \
@@ -49,6 +52,27 @@
     X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex or bool: a Python dict cannot hold it")
 
 /* --- cdef begin --- */
+
+/* c10::ScalarType numbers the reader treats apart; a file holds types
+ * 0 .. PTMF_SCALAR_TYPE_COUNT - 1. */
+enum ptmf_scalar_type {
+    PTMF_QINT8 = 12,
+    PTMF_QUINT8 = 13,
+    PTMF_QINT32 = 14,
+    PTMF_QUINT4X2 = 16,           /* 2 values a byte, low nibble first */
+    PTMF_QUINT2X4 = 17,           /* 4 values a byte */
+    PTMF_SCALAR_TYPE_COUNT = 46
+};
+
+/* at::QScheme numbers a file's quantized tensors use (ptmf_tensor.qscheme). */
+enum ptmf_qscheme {
+    PTMF_PER_TENSOR_AFFINE = 0,
+    PTMF_PER_CHANNEL_AFFINE = 1,
+    PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS = 4
+};
+
+/* ptmf_tensor.ivalue of the records of a tensor's per-channel scales and zero points. */
+#define PTMF_NO_IVALUE 0xFFFFFFFF
 
 /* Budgets and switches. Zero budgets mean "derive from the buffer length":
  * a table costs at least 4 bytes and an element at least 1, so len/4 tables and
@@ -115,7 +139,7 @@ typedef struct ptmf_storage {
 } ptmf_storage;
 
 /* One record per tensor, in ivalue order; a quantized tensor's per-channel
- * scales and zero_points follow as records of their own (ivalue = UINT32_MAX). */
+ * scales and zero_points follow as records of their own (ivalue = PTMF_NO_IVALUE). */
 typedef struct ptmf_tensor {
     uint64_t pos;            /* TensorMetadata table */
     uint64_t extent;         /* bytes of the storage the view reaches (0 if empty) */
@@ -163,6 +187,8 @@ typedef struct ptmf_record {
 
 const char *ptmf_strerror(int code);
 const char *ptmf_status_name(int code);
+/* The schema's name of IValue union type `type` ("TensorMetadata"); "" if none. */
+const char *ptmf_ivalue_type_name(int type);
 void ptmf_default_options(ptmf_options *opt);
 
 /* Header and root Module table. */

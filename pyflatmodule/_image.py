@@ -24,7 +24,9 @@ from .errors import FormatError
 
 __all__ = ["Image", "ObjectType", "Options"]
 
-KIND_NAMES = {1: "class_with_field", 2: "custom_class", 3: "class_with_setstate"}
+KIND_NAMES = {lib.MOBILE_TYPE_TYPE_CLASS_WITH_FIELD: "class_with_field",
+              lib.MOBILE_TYPE_TYPE_CUSTOM_CLASS: "custom_class",
+              lib.MOBILE_TYPE_TYPE_CLASS_WITH_SETSTATE: "class_with_setstate"}
 #: Why a state_dict walk stopped early.
 WALK_TOO_LARGE = "object graph is too large to walk (objects shared many times over)"
 
@@ -36,12 +38,27 @@ class ObjectType(NamedTuple):
     kind: str
     attr_names: Tuple[str, ...]
 
-# IValue union type numbers.
-NONE, INT, BOOL, DOUBLE, COMPLEX, TENSOR, STRING, LIST, TUPLE, DICT, OBJECT, \
-    INT_LIST, DOUBLE_LIST, BOOL_LIST, DEVICE, ENUM, FUNCTION = range(17)
-UNION_NAMES = ("NONE", "Int", "Bool", "Double", "ComplexDouble", "TensorMetadata",
-               "String", "List", "Tuple", "Dict", "Object", "IntList", "DoubleList",
-               "BoolList", "Device", "EnumValue", "Function")
+# IValue union type numbers, from the schema (csrc/schemas/mobile_bytecode.fbs).
+NONE: int = lib.MOBILE_I_VALUE_UNION_NONE
+INT: int = lib.MOBILE_I_VALUE_UNION_INT
+BOOL: int = lib.MOBILE_I_VALUE_UNION_BOOL
+DOUBLE: int = lib.MOBILE_I_VALUE_UNION_DOUBLE
+COMPLEX: int = lib.MOBILE_I_VALUE_UNION_COMPLEX_DOUBLE
+TENSOR: int = lib.MOBILE_I_VALUE_UNION_TENSOR_METADATA
+STRING: int = lib.MOBILE_I_VALUE_UNION_STRING
+LIST: int = lib.MOBILE_I_VALUE_UNION_LIST
+TUPLE: int = lib.MOBILE_I_VALUE_UNION_TUPLE
+DICT: int = lib.MOBILE_I_VALUE_UNION_DICT
+OBJECT: int = lib.MOBILE_I_VALUE_UNION_OBJECT
+INT_LIST: int = lib.MOBILE_I_VALUE_UNION_INT_LIST
+DOUBLE_LIST: int = lib.MOBILE_I_VALUE_UNION_DOUBLE_LIST
+BOOL_LIST: int = lib.MOBILE_I_VALUE_UNION_BOOL_LIST
+DEVICE: int = lib.MOBILE_I_VALUE_UNION_DEVICE
+ENUM: int = lib.MOBILE_I_VALUE_UNION_ENUM_VALUE
+FUNCTION: int = lib.MOBILE_I_VALUE_UNION_FUNCTION
+UNION_NAMES: Tuple[str, ...] = tuple(
+    ffi.string(lib.ptmf_ivalue_type_name(t)).decode("ascii")
+    for t in range(lib.MOBILE_I_VALUE_UNION_COUNT))
 
 _C_TO_NUMPY = {"uint64_t": "<u8", "int64_t": "<i8", "uint32_t": "<u4", "int32_t": "<i4",
                "uint16_t": "<u2", "uint8_t": "u1", "int8_t": "i1", "double": "<f8",
@@ -388,7 +405,7 @@ class Image:
             array = _tensors.view(storage, st, offset, sizes, strides)
         if qscheme < 0:
             return array
-        if st in (16, 17) and array.size:
+        if st in _tensors.PACKED and array.size:
             def values() -> np.ndarray:
                 return _tensors.unpack(storage, st, offset, sizes, strides)
         else:

@@ -29,18 +29,19 @@ def _code_name(status: int) -> str:
     return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
 
 
-def new_error() -> Any:
-    """A fresh ``ptmf_error`` for one call."""
-    return ffi.new("ptmf_error *")
-
-
-def format_error(status: int, offset: Optional[int], path: str,
+def format_error(status: int, offset: Optional[int] = None, path: str = "",
                  message: Optional[str] = None) -> FormatError:
-    """The FormatError for a status of the C table (code and, unless ``message`` is
-    given, message from the table): Python-side checks raise through it too."""
+    """The FormatError for ``status`` (a ``PTMF_E_*`` of the one status table): its code
+    is the status's name, its message the table's unless ``message`` says more. C and
+    Python-side checks raise through it alike; ``offset`` is None when none is known."""
     if message is None:
         message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
     return FormatError(_code_name(status), message, offset, path)
+
+
+def new_error() -> Any:
+    """A fresh ``ptmf_error`` for one call."""
+    return ffi.new("ptmf_error *")
 
 
 def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:

@@ -14,7 +14,7 @@ import stat
 from typing import Any, BinaryIO, Optional, Sequence, Tuple, Union
 
 
-from .errors import FormatError
+from ._native import format_error, lib
 
 SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
 
@@ -154,7 +154,8 @@ def open_source(source: SourceLike, copy: bool = False, populate: bool = False) 
         if copy:
             return Source(bytes(source), "<bytes>", False)
         if isinstance(source, memoryview) and not source.c_contiguous:
-            raise FormatError("bad_argument", "memoryview source must be contiguous")
+            raise format_error(lib.PTMF_E_BAD_ARGUMENT,
+                               message="memoryview source must be contiguous")
         return Source(source, f"<{type(source).__name__}>", False)
     read = getattr(source, "read", None)
     if read is None:

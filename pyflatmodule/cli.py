@@ -30,11 +30,12 @@ import numpy as np
 from . import export as _export
 from ._image import (BOOL_LIST, DICT, DOUBLE_LIST, INT_LIST, LIST, OBJECT, TENSOR, TUPLE,
                      UNION_NAMES, Image)
+from ._native import lib
 from .errors import FormatError
 from .functions import OPCODES, Function, Methods
 from .module import Module, load
 from .module import verify as verify_source
-from .tensors import DTYPE_NAMES, QuantizedTensor, numpy_dtype, scalar_type_name
+from .tensors import DTYPE_NAMES, PACKED, QuantizedTensor, numpy_dtype, scalar_type_name
 from .values import Object, decode
 
 __all__ = ["main", "summarize"]
@@ -255,7 +256,7 @@ class TensorRecords:
         self.ivalue: List[int] = rec["ivalue"].tolist()
         self.dims: List[int] = image.dims.tolist()
         self.storage_pos: List[int] = image.storage_index["pos"].tolist()
-        self.by_ivalue = {iv: t for t, iv in enumerate(self.ivalue) if iv != 0xFFFFFFFF}
+        self.by_ivalue = {iv: t for t, iv in enumerate(self.ivalue) if iv != lib.PTMF_NO_IVALUE}
         self._image = image
         self._by_address: Optional[Dict[Tuple[int, Tuple[int, ...]], List[int]]] = None
         self._empty: Optional[Dict[Tuple[int, ...], List[int]]] = None
@@ -275,7 +276,7 @@ class TensorRecords:
             index: Dict[Tuple[int, Tuple[int, ...]], List[int]] = {}
             for t, iv in enumerate(self.ivalue):
                 st = self.scalar_type[t]
-                if iv == 0xFFFFFFFF or st in (16, 17):
+                if iv == lib.PTMF_NO_IVALUE or st in PACKED:
                     continue
                 item = numpy_dtype(st).itemsize
                 address = base + self.storage_pos[self.storage[t]] + self.offset[t] * item
@@ -290,7 +291,7 @@ class TensorRecords:
             if self._empty is None:
                 self._empty = {}
                 for t, iv in enumerate(self.ivalue):
-                    if iv != 0xFFFFFFFF and 0 in self.shape(t):
+                    if iv != lib.PTMF_NO_IVALUE and 0 in self.shape(t):
                         self._empty.setdefault(tuple(self.shape(t)), []).append(t)
             candidates = [t for t in self._empty.get(shape, [])
                           if numpy_dtype(self.scalar_type[t]) == array.dtype]
@@ -345,13 +346,13 @@ def summarize(path: str) -> Json:
     with open_model(path) as m:
         image = m._img()
         records = image.tensor_index
-        top = records[records["ivalue"] != 0xFFFFFFFF]
+        top = records[records["ivalue"] != lib.PTMF_NO_IVALUE]
         by_dtype: Dict[str, List[int]] = {}
         total = 0
         for st, ndim, d in top[["scalar_type", "ndim", "dims"]].tolist():
             numel = math.prod(image.dims[d:d + ndim].tolist())
-            nbytes = numel * numpy_dtype(st).itemsize if st not in (16, 17) else \
-                -(-numel // (2 if st == 16 else 4))
+            nbytes = numel * numpy_dtype(st).itemsize if st not in PACKED else \
+                -(-numel // PACKED[st])
             entry = by_dtype.setdefault(scalar_type_name(st), [0, 0])
             entry[0] += 1
             entry[1] += nbytes

@@ -9,8 +9,7 @@ import numpy as np
 
 from ._image import Image
 from ._names import NamedDict, listing, matching_names, not_picklable
-from ._native import check, ffi, lib, new_error
-from .errors import FormatError
+from ._native import check, ffi, format_error, lib, new_error
 from .values import decode
 
 __all__ = ["Argument", "Function", "INSTRUCTION_DTYPE", "Methods", "OPCODES", "Operator",
@@ -20,7 +19,10 @@ T = TypeVar("T")
 
 #: One bytecode instruction as stored: opcode, pad byte, n (uint16), x (int32).
 INSTRUCTION_DTYPE = np.dtype({"names": ["op", "n", "x"], "formats": ["i1", "<u2", "<i4"],
-                              "offsets": [0, 2, 4], "itemsize": 8})
+                              "offsets": [lib.MOBILE_INSTRUCTION_OP_OFFSET,
+                                          lib.MOBILE_INSTRUCTION_N_OFFSET,
+                                          lib.MOBILE_INSTRUCTION_X_OFFSET],
+                              "itemsize": lib.MOBILE_INSTRUCTION_SIZE})
 
 #: Opcode names by number (torch/csrc/jit/runtime/instruction.h).
 OPCODES: Tuple[str, ...] = (
@@ -138,8 +140,7 @@ class Function:
         n = int(self._image.summary.n_ivalues)
         for j in indices:
             if j >= n:
-                raise FormatError("bad_index", "ivalue index is out of range", f.constants,
-                                  self._where() + ".constants")
+                raise format_error(lib.PTMF_E_BAD_INDEX, f.constants, self._where() + ".constants")
         return indices
 
     @property
@@ -180,8 +181,7 @@ class Function:
             check(lib.ptmf_read_arg(image.cbuf, image.size, vec, count, i, r, err), err, where)
             default = int(r.num)
             if default >= image.summary.n_ivalues:
-                raise FormatError("bad_index", "ivalue index is out of range", vec,
-                                  where + ".default_value")
+                raise format_error(lib.PTMF_E_BAD_INDEX, vec, where + ".default_value")
             out.append(Argument(image.text(r.s0, r.s0_len, where + ".name"),
                                 image.text(r.s1, r.s1_len, where + ".type"),
                                 decode(image, default, {}) if default else None))

@@ -9,10 +9,9 @@ import numpy as np
 
 from ._image import FUNCTION, OBJECT, TENSOR, WALK_TOO_LARGE, Image, ObjectType, Options
 from ._names import NamedDict, NamedList, not_picklable
-from ._native import ffi, lib
+from ._native import ffi, format_error, lib
 from ._source import ADVICE, SourceLike, open_source
 from ._types import contained_type_names
-from .errors import FormatError
 from .functions import Function, Methods
 from .tensors import QuantizedTensor
 from .values import Object, decode, decode_all
@@ -293,8 +292,8 @@ class Module:
         for k, j in enumerate(image.u32s(s.methods, s.n_methods)):
             f = decode(image, j, {}) if j < s.n_ivalues else None
             if not isinstance(f, Function):
-                raise FormatError("kind_mismatch", "method is not a Function",
-                                  int(s.methods) + 4 * k, f"methods[{k}]")
+                raise format_error(lib.PTMF_E_KIND_MISMATCH, int(s.methods) + 4 * k,
+                                   f"methods[{k}]", "method is not a Function")
             out.append(f)
         return Methods(out)
 
@@ -304,8 +303,8 @@ class Module:
         image = self._img()
         i = int(image.summary.state_obj)
         if image.index["type"][i] != OBJECT:
-            raise FormatError("kind_mismatch", "state_obj is not an Object",
-                              int(image.summary.root), "state_obj")
+            raise format_error(lib.PTMF_E_KIND_MISMATCH, int(image.summary.root), "state_obj",
+                               "state_obj is not an Object")
         root: Object = image.proxy(i, Object)
         return root
 
@@ -439,8 +438,8 @@ _WALK_FLOOR = 65_536
 def _spend(budget: List[int], image: Image, i: int, attributes: int) -> None:
     budget[0] -= 1 + attributes
     if budget[0] < 0:
-        raise FormatError("element_budget", WALK_TOO_LARGE, image.rows()[i][1],
-                          f"ivalues[{i}]")
+        raise format_error(lib.PTMF_E_ELEMENT_BUDGET, image.rows()[i][1], f"ivalues[{i}]",
+                           WALK_TOO_LARGE)
 
 
 def _is_tensor(value: Any) -> bool:

@@ -5,6 +5,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ._native import lib
+
 __all__ = ["DTYPE_NAMES", "QuantizedTensor", "numpy_dtype", "scalar_type_name"]
 
 #: torch's name of every scalar type a PTMF file can hold, by c10::ScalarType number.
@@ -38,13 +40,14 @@ _DTYPES: List[Optional[np.dtype]] = (
 )
 _ML_DTYPES = {15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn", 25: "float8_e5m2fnuz",
               26: "float8_e4m3fnuz", 44: "float8_e8m0fnu"}
-assert len(_DTYPES) == len(DTYPE_NAMES)
+assert len(_DTYPES) == len(DTYPE_NAMES) == lib.PTMF_SCALAR_TYPE_COUNT
 
 #: Packed quantized types: values per byte.
-PACKED = {16: 2, 17: 4}
+PACKED = {lib.PTMF_QUINT4X2: 2, lib.PTMF_QUINT2X4: 4}
 
-QSCHEME_NAMES = {0: "per_tensor_affine", 1: "per_channel_affine",
-                 4: "per_channel_affine_float_qparams"}
+QSCHEME_NAMES = {lib.PTMF_PER_TENSOR_AFFINE: "per_tensor_affine",
+                 lib.PTMF_PER_CHANNEL_AFFINE: "per_channel_affine",
+                 lib.PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS: "per_channel_affine_float_qparams"}
 
 
 def numpy_dtype(scalar_type: int) -> np.dtype:

@@ -313,8 +313,7 @@ def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
             try:
                 out[i] = dict(zip(map(get, own[k:k + n]), map(get, own[k + n:k + 2 * n])))
             except TypeError:
-                raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a,
-                                   _where(i, t) + ".keys") from None
+                raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a, _where(i, t) + ".keys") from None
         else:
             out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
 

@@ -1,0 +1,285 @@
+"""The C core's structure comes from the schema files in csrc/schemas.
+
+The checked-in headers are exactly what csrc/schemas/fbsgen.py makes of the schemas; the
+field ids and union numbers compiled into the core read torch's own files right (read
+here with FlatBuffers' Python Table API, compared with what torch reported about each
+file); the generator refuses malformed schemas; and constants and error codes the Python
+side uses come from the core.
+"""
+from __future__ import annotations
+
+import base64
+import glob
+import importlib.util
+import json
+import os
+import re
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import flatbuffers
+import pytest
+from flatbuffers import number_types as N
+from flatbuffers.table import Table
+
+import pyflatmodule
+from pyflatmodule._image import UNION_NAMES
+from pyflatmodule._native import ffi, lib
+from pyflatmodule.tensors import DTYPE_NAMES
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CSRC = os.path.join(ROOT, "csrc")
+SCHEMAS = sorted(glob.glob(os.path.join(CSRC, "schemas", "*.fbs")))
+DATA = os.path.join(HERE, "data")
+TORCH_FILES = sorted(f for f in os.listdir(DATA) if f.endswith(".ff")
+                     and os.path.exists(os.path.join(DATA, f[:-3] + ".oracle.json")))
+
+_spec = importlib.util.spec_from_file_location(
+    "fbsgen", os.path.join(CSRC, "schemas", "fbsgen.py"))
+assert _spec is not None and _spec.loader is not None
+fbsgen: Any = importlib.util.module_from_spec(_spec)
+sys.modules["fbsgen"] = fbsgen   # dataclasses look their module up there
+_spec.loader.exec_module(fbsgen)
+
+
+def _schema(stem: str = "mobile_bytecode") -> Any:
+    path = os.path.join(CSRC, "schemas", stem + ".fbs")
+    with open(path, encoding="utf-8") as f:
+        return fbsgen.parse(f.read(), path)
+
+
+def test_the_seed_schema_is_there() -> None:
+    assert [os.path.basename(p) for p in SCHEMAS][:1] == ["mobile_bytecode.fbs"]
+
+
+@pytest.mark.parametrize("path", SCHEMAS, ids=os.path.basename)
+def test_checked_in_header_is_what_the_schema_gives(path: str) -> None:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    with open(path, encoding="utf-8") as f:
+        expected = fbsgen.generate(fbsgen.parse(f.read(), path), stem)
+    with open(os.path.join(CSRC, "gen", stem + ".h"), encoding="utf-8") as f:
+        assert f.read() == expected, f"regenerate: python csrc/schemas/fbsgen.py {path}"
+
+
+def test_compiled_ids_are_the_schemas() -> None:
+    """What the core was built with (exposed through the cdef) is the schema's."""
+    s = _schema()
+    for name, d in s.decls.items():
+        prefix = "MOBILE_" + fbsgen.snake(name).upper()
+        if d.kind == "table":
+            fields = [n for n, _, _ in fbsgen._ordered_fields(s, d)]
+            assert getattr(lib, prefix + "_FIELD_COUNT") == len(fields)
+            for i, field in enumerate(fields):
+                assert getattr(lib, f"{prefix}_{field.upper()}") == i
+        elif d.kind == "union":
+            assert getattr(lib, prefix + "_COUNT") == len(d.values) + 1
+            for member, value in d.values:
+                assert getattr(lib, f"{prefix}_{fbsgen.snake(member).upper()}") == value
+        elif d.kind == "struct":
+            size, align, _ = fbsgen.struct_layout(s, d)
+            assert (getattr(lib, prefix + "_SIZE"), getattr(lib, prefix + "_ALIGN")) == \
+                (size, align)
+    assert lib.MOBILE_FILE_IDENTIFIER == int.from_bytes(s.file_identifier.encode(), "little")
+
+
+# ----------------------------------------------- torch's files, read by the schema
+
+class _Reader:
+    """Fields of one table of a torch-written file, found by the compiled field ids and
+    read with FlatBuffers' own Python Table API, typed by the schema."""
+
+    def __init__(self, schema: Any, buf: bytearray, table: str, pos: int) -> None:
+        self.schema, self.buf, self.table = schema, buf, table
+        self.tab = Table(buf, pos)
+        self.decl = schema.decls[table]
+        self.fields = {n: f for n, f, is_type in fbsgen._ordered_fields(schema, self.decl)
+                       if not is_type}
+
+    def _offset(self, name: str) -> int:
+        vt_id = getattr(lib, f"MOBILE_{fbsgen.snake(self.table).upper()}_{name.upper()}")
+        return int(self.tab.Offset(4 + 2 * vt_id))
+
+    def scalar(self, name: str) -> Any:
+        f = self.fields[name]
+        kind = fbsgen.scalar_of(self.schema, f.type)
+        flags = {"bool": N.BoolFlags, "byte": N.Int8Flags, "ubyte": N.Uint8Flags,
+                 "int": N.Int32Flags, "uint": N.Uint32Flags, "long": N.Int64Flags}[kind]
+        o = self._offset(name)
+        if not o:
+            return int(f.default or "0", 0)   # absent: the schema's default
+        return self.tab.Get(flags, o + self.tab.Pos)
+
+    def string(self, name: str) -> Optional[bytes]:
+        assert self.fields[name].type == "string" and not self.fields[name].vector
+        o = self._offset(name)
+        return bytes(self.tab.String(o + self.tab.Pos)) if o else None
+
+    def tables(self, name: str) -> List["_Reader"]:
+        f = self.fields[name]
+        assert f.vector and self.schema.decls[f.type].kind == "table"
+        o = self._offset(name)
+        if not o:
+            return []
+        start = self.tab.Vector(o)
+        return [_Reader(self.schema, self.buf, f.type, self.tab.Indirect(start + 4 * i))
+                for i in range(self.tab.VectorLen(o))]
+
+    def union(self, name: str) -> Tuple[int, Optional["_Reader"]]:
+        f = self.fields[name]
+        union = self.schema.decls[f.type]
+        o_type = self._offset(name + "_type")
+        kind = self.tab.Get(N.Uint8Flags, o_type + self.tab.Pos) if o_type else 0
+        members = {v: n for n, v in union.values}
+        o = self._offset(name)
+        if kind not in members or not o or self.schema.decls[members[kind]].kind != "table":
+            return kind, None
+        t = Table(self.buf, 0)
+        self.tab.Union(t, o)
+        return kind, _Reader(self.schema, self.buf, members[kind], t.Pos)
+
+
+def _module(path: str) -> _Reader:
+    with open(path, "rb") as f:
+        buf = bytearray(f.read())
+    s = _schema()
+    assert bytes(buf[4:8]) == s.file_identifier.encode()
+    root = flatbuffers.encode.Get(N.UOffsetTFlags.packer_type, buf, 0)
+    return _Reader(s, buf, s.root_type, root)
+
+
+@pytest.mark.parametrize("name", TORCH_FILES)
+def test_generated_ids_read_what_torch_reports(name: str) -> None:
+    with open(os.path.join(DATA, name[:-3] + ".oracle.json"), encoding="utf-8") as f:
+        oracle = json.load(f)
+    m = _module(os.path.join(DATA, name))
+    info = oracle["info"]
+    assert m.scalar("bytecode_version") == info["bytecode_version"]
+    assert m.scalar("operator_version") == info["operator_version"]
+    ivalues = m.tables("ivalues")
+    mobile = m.scalar("mobile_ivalue_size")
+    if mobile == 0 or mobile > len(ivalues):
+        mobile = len(ivalues)
+    names, ops = [], {}
+    for iv in ivalues[:mobile]:
+        kind, fn = iv.union("val")
+        if kind != lib.MOBILE_I_VALUE_UNION_FUNCTION:
+            continue
+        assert fn is not None and fn.table == "Function"
+        qn = fn.string("qn")
+        assert qn is not None
+        names.append(qn.decode())
+        for op in fn.tables("operators"):
+            overload = op.string("overload_name") or b""
+            full = (op.string("name") or b"").decode() + ("." + overload.decode()
+                                                          if overload else "")
+            ops[full] = op.scalar("num_args_serialized")
+    assert sorted(names) == sorted(info["function_names"])
+    assert ops == info["opname_to_num_args"]
+    extra = {(e.string("name") or b"").decode(): base64.b64encode(e.string("content") or b"")
+             .decode("ascii") for e in m.tables("extra_files")}
+    if "extra_files" in oracle["mobile"]:   # absent where torch's loader failed
+        assert extra == oracle["mobile"]["extra_files"]   # base64, as oracle.py stores it
+    state = m.scalar("state_obj")
+    assert ivalues[state].union("val")[0] == lib.MOBILE_I_VALUE_UNION_OBJECT
+
+
+def test_union_names_are_the_schemas() -> None:
+    union = _schema().decls["IValueUnion"]
+    assert UNION_NAMES == ("NONE",) + tuple(n for n, _ in union.values)
+
+
+def test_scalar_type_count_is_the_cores() -> None:
+    assert len(DTYPE_NAMES) == lib.PTMF_SCALAR_TYPE_COUNT
+
+
+def test_every_error_code_is_in_the_status_table() -> None:
+    """The Python side raises FormatError through the one status table: any code typed
+    out by hand must still be one of its names."""
+    names = {ffi.string(lib.ptmf_status_name(i)).decode().replace("PTMF_E_", "").lower()
+             for i in range(lib.PTMF_STATUS_COUNT)}
+    package = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
+    typed = set()
+    for path in glob.glob(os.path.join(package, "*.py")):
+        with open(path, encoding="utf-8") as f:
+            typed |= set(re.findall(r'FormatError\(\s*"(\w+)"', f.read()))
+    assert typed <= names
+
+
+# ------------------------------------------------------------ the parser is strict
+
+GOOD = """
+namespace a.b;
+table T { x:int; }
+root_type T;
+"""
+
+BAD: Dict[str, Tuple[str, str]] = {
+    "unknown type": ("table T { x:Nope; } root_type T;", "unknown type 'Nope'"),
+    "field twice": ("table T { x:int; x:uint; } root_type T;", "declares x twice"),
+    "declared twice": ("table T { x:int; } table T { y:int; } root_type T;",
+                       "'T' declared twice"),
+    "no root_type": ("table T { x:int; }", "no root_type"),
+    "root is a struct": ("struct S { x:int; } root_type S;", "is not a table"),
+    "vector default": ("table T { x:[int] = 1; } root_type T;", "only scalars and enums"),
+    "default out of range": ("table T { x:ubyte = 300; } root_type T;", "does not fit ubyte"),
+    "struct holds a string": ("struct S { s:string; } table T { s:S; } root_type T;",
+                              "must be a scalar, enum or struct"),
+    "enum not increasing": ("enum E:byte { A = 2, B = 1 } table T { e:E; } root_type T;",
+                            "values must increase"),
+    "enum too large": ("enum E:ubyte { A = 256 } table T { e:E; } root_type T;",
+                       "does not fit ubyte"),
+    "union of a scalar": ("union U { int } table T { u:U; } root_type T;",
+                          "is not a table or struct"),
+    "partial ids": ("table T { x:int (id: 0); y:int; } root_type T;",
+                    "either every field has an id or none"),
+    "ids with a gap": ("table T { x:int (id: 0); y:int (id: 2); } root_type T;",
+                       "field ids must be 0..n-1"),
+    "unknown attribute": ("table T { x:int (nested_flatbuffer: \"T\"); } root_type T;",
+                          "unsupported attribute 'nested_flatbuffer'"),
+    "unsupported statement": ("include \"x.fbs\"; table T { x:int; } root_type T;",
+                              "unsupported statement 'include'"),
+    "missing semicolon": ("table T { x:int } root_type T;", "expected ;"),
+    "unterminated": ("table T { x:int;", "unexpected end of file"),
+    "stray character": ("table T { x:int; } $ root_type T;", "unexpected character '$'"),
+    "identifier length": ("table T { x:int; } root_type T; file_identifier \"AB\";",
+                          "file_identifier must be 4 bytes"),
+    "self-containing struct": ("struct S { s:S; } table T { s:S; } root_type T;",
+                               "contains itself"),
+    "ulong default too large": ("table T { x:ulong = 18446744073709551615; } root_type T;",
+                                "above 2^63-1"),
+    "union id without its type slot": ("union U { A } table A { x:int; } "
+                                       "table T { u:U (id: 0); } root_type T;",
+                                       "field ids must be 0..n-1"),
+    "generated names clash": ("table A { b_c:int; } table A_B { c:int; } root_type A;",
+                              "generate the C name"),
+}
+
+
+def test_good_schema_parses() -> None:
+    s = fbsgen.parse(GOOD, "good.fbs")
+    assert s.namespace == "a.b" and s.root_type == "T"
+    assert "MOBILE_T_X = 0" not in fbsgen.generate(s, "good")   # prefix from the stem
+    assert "GOOD_T_X = 0" in fbsgen.generate(s, "good")
+
+
+def test_explicit_ids_order_fields_and_a_union_takes_two() -> None:
+    s = fbsgen.parse("union U { A } table A { x:int; } "
+                     "table T { y:int (id: 2); u:U (id: 1); } root_type T;", "ids.fbs")
+    header = fbsgen.generate(s, "ids")
+    assert "IDS_T_U_TYPE = 0," in header and "IDS_T_U = 1," in header
+    assert "IDS_T_Y = 2," in header and "IDS_U_A = 1," in header
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_malformed_schema_is_refused_with_a_clear_error(case: str) -> None:
+    text, message = BAD[case]
+    with pytest.raises(fbsgen.SchemaError, match=r"^bad\.fbs:\d+: .*" + re.escape(message)):
+        s = fbsgen.parse(text, "bad.fbs")
+        fbsgen.generate(s, "bad")
+
+
+def test_error_names_the_line() -> None:
+    text = "table T {\n  x:int;\n  y:Nope;\n}\nroot_type T;\n"
+    with pytest.raises(fbsgen.SchemaError, match=r"^bad\.fbs:3: "):
+        fbsgen.parse(text, "bad.fbs")
