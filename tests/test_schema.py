@@ -14,6 +14,8 @@ import importlib.util
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -49,8 +51,9 @@ def _schema(stem: str = "mobile_bytecode") -> Any:
         return fbsgen.parse(f.read(), path)
 
 
-def test_the_seed_schema_is_there() -> None:
-    assert [os.path.basename(p) for p in SCHEMAS][:1] == ["mobile_bytecode.fbs"]
+def test_the_schemas_are_there() -> None:
+    assert {"mobile_bytecode.fbs", "executorch_program.fbs", "executorch_flat_tensor.fbs"} \
+        <= {os.path.basename(p) for p in SCHEMAS}
 
 
 @pytest.mark.parametrize("path", SCHEMAS, ids=os.path.basename)
@@ -62,11 +65,14 @@ def test_checked_in_header_is_what_the_schema_gives(path: str) -> None:
         assert f.read() == expected, f"regenerate: python csrc/schemas/fbsgen.py {path}"
 
 
-def test_compiled_ids_are_the_schemas() -> None:
+@pytest.mark.parametrize("path", SCHEMAS, ids=os.path.basename)
+def test_compiled_ids_are_the_schemas(path: str) -> None:
     """What the core was built with (exposed through the cdef) is the schema's."""
-    s = _schema()
+    stem = os.path.splitext(os.path.basename(path))[0]
+    s = _schema(stem)
+    P = fbsgen.prefix(stem)
     for name, d in s.decls.items():
-        prefix = "MOBILE_" + fbsgen.snake(name).upper()
+        prefix = P + "_" + fbsgen.snake(name).upper()
         if d.kind == "table":
             fields = [n for n, _, _ in fbsgen._ordered_fields(s, d)]
             assert getattr(lib, prefix + "_FIELD_COUNT") == len(fields)
@@ -80,7 +86,33 @@ def test_compiled_ids_are_the_schemas() -> None:
             size, align, _ = fbsgen.struct_layout(s, d)
             assert (getattr(lib, prefix + "_SIZE"), getattr(lib, prefix + "_ALIGN")) == \
                 (size, align)
-    assert lib.MOBILE_FILE_IDENTIFIER == int.from_bytes(s.file_identifier.encode(), "little")
+    assert getattr(lib, P + "_FILE_IDENTIFIER") == \
+        int.from_bytes(s.file_identifier.encode(), "little")
+
+
+def test_generated_headers_declare_no_name_twice() -> None:
+    """Headers included together (the core includes them all) share no C name."""
+    owner: Dict[str, str] = {}
+    for path in SCHEMAS:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        with open(os.path.join(CSRC, "gen", stem + ".h"), encoding="utf-8") as f:
+            text = f.read()
+        names = set(re.findall(r"^\s+([A-Z][A-Z0-9_]*) = ", text, re.M))
+        names |= set(re.findall(r"^(?:static const \w+|enum) (\w+)", text, re.M))
+        names |= set(re.findall(r"^#define (\w+)", text, re.M))
+        for n in names:
+            assert owner.setdefault(n, stem) == stem, f"{n} in {owner[n]} and {stem}"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_generated_headers_compile_together(tmp_path: Any) -> None:
+    src = tmp_path / "all.c"
+    src.write_text("".join(f'#include "gen/{os.path.basename(p)[:-4]}.h"\n' for p in SCHEMAS)
+                   + "int main(void) { return 0; }\n")
+    p = subprocess.run(["cc", "-fsyntax-only", "-std=c99", "-Wall", "-Wextra", "-Wconversion",
+                        "-pedantic", "-Werror", "-I", CSRC, str(src)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
 
 
 # ----------------------------------------------- torch's files, read by the schema
@@ -262,6 +294,19 @@ def test_good_schema_parses() -> None:
     assert s.namespace == "a.b" and s.root_type == "T"
     assert "MOBILE_T_X = 0" not in fbsgen.generate(s, "good")   # prefix from the stem
     assert "GOOD_T_X = 0" in fbsgen.generate(s, "good")
+
+
+def test_prefixes_keep_the_executorch_schemas_apart() -> None:
+    assert [fbsgen.prefix(stem) for stem in ("mobile_bytecode", "executorch_program",
+                                             "executorch_flat_tensor", "a_b")] == \
+        ["MOBILE", "ET", "FT", "A"]
+
+
+def test_a_table_without_fields_gets_ids_but_no_descriptor_array() -> None:
+    header = fbsgen.generate(fbsgen.parse("table E {} union U { E } table T { u:U; } "
+                                          "root_type T;", "empty.fbs"), "empty")
+    assert "EMPTY_E_FIELD_COUNT = 0" in header and "EMPTY_U_E = 1," in header
+    assert "empty_e[" not in header and "static const fb_field empty_t[" in header
 
 
 def test_explicit_ids_order_fields_and_a_union_takes_two() -> None:
