@@ -117,30 +117,56 @@ def test_generated_headers_compile_together(tmp_path: Any) -> None:
 
 # ----------------------------------------------- torch's files, read by the schema
 
-class _Reader:
-    """Fields of one table of a torch-written file, found by the compiled field ids and
-    read with FlatBuffers' own Python Table API, typed by the schema."""
+_FLAGS = {"bool": N.BoolFlags, "byte": N.Int8Flags, "ubyte": N.Uint8Flags,
+          "short": N.Int16Flags, "ushort": N.Uint16Flags, "int": N.Int32Flags,
+          "uint": N.Uint32Flags, "long": N.Int64Flags, "ulong": N.Uint64Flags,
+          "float": N.Float32Flags, "double": N.Float64Flags}
 
-    def __init__(self, schema: Any, buf: bytearray, table: str, pos: int) -> None:
-        self.schema, self.buf, self.table = schema, buf, table
+
+class _Reader:
+    """Fields of one table of a file, found by the compiled field ids (prefix `P` of the
+    schema's header) and read with FlatBuffers' own Python Table API, typed by the schema."""
+
+    def __init__(self, schema: Any, buf: bytearray, table: str, pos: int,
+                 P: str = "MOBILE") -> None:
+        self.schema, self.buf, self.table, self.P = schema, buf, table, P
         self.tab = Table(buf, pos)
         self.decl = schema.decls[table]
         self.fields = {n: f for n, f, is_type in fbsgen._ordered_fields(schema, self.decl)
                        if not is_type}
 
     def _offset(self, name: str) -> int:
-        vt_id = getattr(lib, f"MOBILE_{fbsgen.snake(self.table).upper()}_{name.upper()}")
+        vt_id = getattr(lib, f"{self.P}_{fbsgen.snake(self.table).upper()}_{name.upper()}")
         return int(self.tab.Offset(4 + 2 * vt_id))
 
     def scalar(self, name: str) -> Any:
         f = self.fields[name]
         kind = fbsgen.scalar_of(self.schema, f.type)
-        flags = {"bool": N.BoolFlags, "byte": N.Int8Flags, "ubyte": N.Uint8Flags,
-                 "int": N.Int32Flags, "uint": N.Uint32Flags, "long": N.Int64Flags}[kind]
+        assert not f.vector and kind in _FLAGS
+        o = self._offset(name)
+        if not o:   # absent: the schema's default
+            ref = self.schema.decls.get(f.type)
+            return dict(ref.values)[f.default] if ref and f.default in dict(ref.values) \
+                else int(f.default or "0", 0)
+        return self.tab.Get(_FLAGS[kind], o + self.tab.Pos)
+
+    def scalars(self, name: str) -> List[Any]:
+        f = self.fields[name]
+        kind = fbsgen.scalar_of(self.schema, f.type)
+        assert f.vector and kind in _FLAGS
         o = self._offset(name)
         if not o:
-            return int(f.default or "0", 0)   # absent: the schema's default
-        return self.tab.Get(flags, o + self.tab.Pos)
+            return []
+        start, flags = self.tab.Vector(o), _FLAGS[kind]
+        return [self.tab.Get(flags, start + i * flags.bytewidth)
+                for i in range(self.tab.VectorLen(o))]
+
+    def table_(self, name: str) -> Optional["_Reader"]:
+        f = self.fields[name]
+        assert not f.vector and self.schema.decls[f.type].kind == "table"
+        o = self._offset(name)
+        return _Reader(self.schema, self.buf, f.type, self.tab.Indirect(o + self.tab.Pos),
+                       self.P) if o else None
 
     def string(self, name: str) -> Optional[bytes]:
         assert self.fields[name].type == "string" and not self.fields[name].vector
@@ -154,8 +180,8 @@ class _Reader:
         if not o:
             return []
         start = self.tab.Vector(o)
-        return [_Reader(self.schema, self.buf, f.type, self.tab.Indirect(start + 4 * i))
-                for i in range(self.tab.VectorLen(o))]
+        return [_Reader(self.schema, self.buf, f.type, self.tab.Indirect(start + 4 * i),
+                        self.P) for i in range(self.tab.VectorLen(o))]
 
     def union(self, name: str) -> Tuple[int, Optional["_Reader"]]:
         f = self.fields[name]
@@ -168,23 +194,33 @@ class _Reader:
             return kind, None
         t = Table(self.buf, 0)
         self.tab.Union(t, o)
-        return kind, _Reader(self.schema, self.buf, members[kind], t.Pos)
+        return kind, _Reader(self.schema, self.buf, members[kind], t.Pos, self.P)
+
+    def member(self, name: str) -> str:
+        """The member name of union field `name` ("NONE" when absent)."""
+        kind, _ = self.union(name)
+        members: Dict[int, str] = {v: n for n, v in
+                                   self.schema.decls[self.fields[name].type].values}
+        return members.get(kind, "NONE")
 
 
-def _module(path: str) -> _Reader:
+def _root(path: str, stem: str = "mobile_bytecode", size: Optional[int] = None) -> _Reader:
+    """The root table of the file at `path` (its first `size` bytes), read by schema `stem`."""
     with open(path, "rb") as f:
         buf = bytearray(f.read())
-    s = _schema()
+    if size is not None:
+        buf = buf[:size]
+    s = _schema(stem)
     assert bytes(buf[4:8]) == s.file_identifier.encode()
     root = flatbuffers.encode.Get(N.UOffsetTFlags.packer_type, buf, 0)
-    return _Reader(s, buf, s.root_type, root)
+    return _Reader(s, buf, s.root_type, root, fbsgen.prefix(stem))
 
 
 @pytest.mark.parametrize("name", TORCH_FILES)
 def test_generated_ids_read_what_torch_reports(name: str) -> None:
     with open(os.path.join(DATA, name[:-3] + ".oracle.json"), encoding="utf-8") as f:
         oracle = json.load(f)
-    m = _module(os.path.join(DATA, name))
+    m = _root(os.path.join(DATA, name))
     info = oracle["info"]
     assert m.scalar("bytecode_version") == info["bytecode_version"]
     assert m.scalar("operator_version") == info["operator_version"]
@@ -214,6 +250,202 @@ def test_generated_ids_read_what_torch_reports(name: str) -> None:
         assert extra == oracle["mobile"]["extra_files"]   # base64, as oracle.py stores it
     state = m.scalar("state_obj")
     assert ivalues[state].union("val")[0] == lib.MOBILE_I_VALUE_UNION_OBJECT
+
+
+# ------------------------------------- ExecuTorch's files, read by the project's schemas
+
+ET_DATA = os.path.join(DATA, "et")
+ET_FILES = sorted(f[:-4] for f in os.listdir(ET_DATA) if f.endswith(".pte")) \
+    if os.path.isdir(ET_DATA) else []
+
+
+def _et_oracle(stem: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    import numpy as np
+    with open(os.path.join(ET_DATA, stem + ".oracle.json"), encoding="utf-8") as f:
+        oracle = json.load(f)
+    with np.load(os.path.join(ET_DATA, stem + ".oracle.npz")) as z:
+        return oracle, {k: z[k].tobytes() for k in z.files}
+
+
+def _le(buf: bytes, at: int, width: int) -> int:
+    return int.from_bytes(buf[at:at + width], "little")
+
+
+def _tensor_of(t: _Reader) -> Dict[str, Any]:
+    alloc, info = t.table_("allocation_info"), t.table_("extra_tensor_info")
+    return {"scalar_type": t.scalar("scalar_type"), "sizes": t.scalars("sizes"),
+            "dim_order": t.scalars("dim_order"), "data_buffer_idx": t.scalar("data_buffer_idx"),
+            "storage_offset": t.scalar("storage_offset"),
+            "shape_dynamism": t.scalar("shape_dynamism"),
+            "allocation": None if alloc is None else [
+                alloc.scalar(n) for n in ("memory_id", "memory_offset_low",
+                                          "memory_offset_high")],
+            "fqn": None if info is None else (info.string("fully_qualified_name") or b"")
+            .decode(),
+            "location": None if info is None else info.scalar("location")}
+
+
+def _plan_of(plan: _Reader) -> Dict[str, Any]:
+    values = []
+    for v in plan.tables("values"):
+        kind, val = v.union("val")
+        entry: Dict[str, Any] = {"kind": v.member("val")}
+        assert val is not None and val.table == entry["kind"]
+        if kind == lib.ET_KERNEL_TYPES_TENSOR:
+            entry.update(_tensor_of(val))
+        elif entry["kind"] in ("Int", "Bool", "Double"):
+            entry["value"] = val.scalar(entry["kind"].lower() + "_val")
+        elif entry["kind"] in ("IntList", "TensorList", "BoolList", "OptionalTensorList"):
+            entry["items"] = val.scalars("items")
+        values.append(entry)
+    delegates = []
+    for d in plan.tables("delegates"):
+        ref = d.table_("processed")
+        assert ref is not None
+        delegates.append({"id": (d.string("id") or b"").decode(),
+                          "location": ref.scalar("location"), "index": ref.scalar("index"),
+                          "compile_specs": [(c.string("key") or b"").decode()
+                                            for c in d.tables("compile_specs")]})
+    return {
+        "name": (plan.string("name") or b"").decode(),
+        "inputs": plan.scalars("inputs"), "outputs": plan.scalars("outputs"),
+        "values": values,
+        "operators": [[(op.string(n) or b"").decode() for n in ("name", "overload")]
+                      for op in plan.tables("operators")],
+        "chains": [{"inputs": c.scalars("inputs"), "outputs": c.scalars("outputs"),
+                    "instructions": [i.member("instr_args") for i in c.tables("instructions")]}
+                   for c in plan.tables("chains")],
+        "delegates": delegates,
+        "non_const_buffer_sizes": plan.scalars("non_const_buffer_sizes")}
+
+
+@pytest.mark.parametrize("stem", ET_FILES)
+def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
+    """Every field the schema names reads, by its id, what ExecuTorch's own reader found;
+    the `eh00` header places the segments, and the bytes they hold are ExecuTorch's."""
+    oracle, arrays = _et_oracle(stem)
+    path = os.path.join(ET_DATA, stem + ".pte")
+    with open(path, "rb") as f:
+        data = f.read()
+    # eh00 at byte 8: magic, u32 length, u64 program size, u64 segment base, u64 data size;
+    # a program with no segments has none
+    header: Optional[Dict[str, int]] = None
+    if data[8:12] == b"eh00":
+        header = {"length": _le(data, 12, 4), "program_size": _le(data, 16, 8),
+                  "segment_base_offset": _le(data, 24, 8),
+                  "segment_data_size": _le(data, 32, 8)}
+    assert header == oracle["header"]
+    program_size, base, size = len(data), len(data), 0
+    if header is not None:
+        program_size = header["program_size"]
+        base, size = header["segment_base_offset"], header["segment_data_size"]
+    assert program_size <= base and base + size == len(data)
+    p = _root(path, "executorch_program", program_size)
+    want = oracle["program"]
+    got = {
+        "version": p.scalar("version"),
+        "execution_plan": [_plan_of(e) for e in p.tables("execution_plan")],
+        "constant_buffer_count": len(p.tables("constant_buffer")),
+        "backend_delegate_data_count": len(p.tables("backend_delegate_data")),
+        "segments": [[s.scalar("offset"), s.scalar("size")] for s in p.tables("segments")],
+        "constant_segment": None,
+        "mutable_data_segments": [{"segment_index": m.scalar("segment_index"),
+                                   "offsets": m.scalars("offsets")}
+                                  for m in p.tables("mutable_data_segments")],
+        "named_data": [[(n.string("key") or b"").decode(), n.scalar("segment_index")]
+                       for n in p.tables("named_data")]}
+    cs = p.table_("constant_segment")
+    if cs is not None:
+        got["constant_segment"] = {"segment_index": cs.scalar("segment_index"),
+                                   "offsets": cs.scalars("offsets")}
+    assert got == want
+    segments = [data[base + o:base + o + n] for o, n in got["segments"]]
+    assert all(o + n <= size for o, n in got["segments"])
+    # the constant segment cuts into buffers at its offsets: ExecuTorch's buffers (it
+    # reads segments only when the extended header says where they are)
+    restored = oracle["restored"]
+    if header is not None and cs is not None and got["constant_segment"]["offsets"]:
+        seg = segments[got["constant_segment"]["segment_index"]]
+        offsets = got["constant_segment"]["offsets"] + [len(seg)]
+        assert [seg[a:b] for a, b in zip(offsets, offsets[1:])] == \
+            [arrays[k] for k in restored["constant_buffer"]]
+    for key, segment_index in got["named_data"]:
+        assert segments[segment_index] == arrays[restored["named_data"][key]]
+    # every constant tensor's bytes are one of the module's own weights, of its shape
+    weights = {(tuple(w["shape"]), arrays[w["data"]]) for w in oracle["weights"].values()}
+    buffers = [arrays[k] for k in restored["constant_buffer"]]
+    for plan in got["execution_plan"]:
+        for v in plan["values"]:
+            if v["kind"] == "Tensor" and v["data_buffer_idx"] and \
+                    v["location"] != lib.ET_TENSOR_DATA_LOCATION_EXTERNAL:
+                nbytes = 4 * _count(v["sizes"])
+                assert v["scalar_type"] == lib.ET_SCALAR_TYPE_FLOAT
+                assert (tuple(v["sizes"]), buffers[v["data_buffer_idx"]][:nbytes]) in weights
+    runtime = oracle["runtime"]
+    assert "error" not in runtime, runtime
+    plans = {e["name"]: e for e in got["execution_plan"]}
+    assert runtime["method_names"] == sorted(plans)
+    for name, meta in runtime["methods"].items():
+        for which in ("inputs", "outputs"):
+            tensors = [plans[name]["values"][i] for i in plans[name][which]]
+            assert [[t["scalar_type"], t["sizes"]] for t in tensors] == \
+                [[m["dtype"], m["sizes"]] for m in meta[which]]
+
+
+def _count(sizes: List[int]) -> int:
+    n = 1
+    for d in sizes:
+        n *= d
+    return n
+
+
+@pytest.mark.parametrize("stem", [s for s in ET_FILES
+                                  if os.path.exists(os.path.join(ET_DATA, s + ".ptd"))])
+def test_executorch_data_file_reads_as_executorch_reports(stem: str) -> None:
+    oracle, arrays = _et_oracle(stem)
+    want = oracle["data_file"]
+    path = os.path.join(ET_DATA, stem + ".ptd")
+    with open(path, "rb") as f:
+        data = f.read()
+    # FH01 at byte 8: magic, u32 length, u64 flatbuffer offset and size, segment base, size
+    assert data[8:12] == b"FH01"
+    header = {"length": _le(data, 12, 4), "flatbuffer_offset": _le(data, 16, 8),
+              "flatbuffer_size": _le(data, 24, 8), "segment_base_offset": _le(data, 32, 8),
+              "segment_data_size": _le(data, 40, 8)}
+    assert header == want["header"]
+    # the flatbuffer spans [0, offset + size): its tables start after the padded header
+    base, end = header["segment_base_offset"], header["flatbuffer_offset"] + \
+        header["flatbuffer_size"]
+    assert 48 <= header["flatbuffer_offset"] and end <= base
+    assert base + header["segment_data_size"] == len(data)
+    ft = _root(path, "executorch_flat_tensor", end)
+    assert ft.scalar("version") == want["version"]
+    segments = [[s.scalar("offset"), s.scalar("size")] for s in ft.tables("segments")]
+    assert segments == want["segments"]
+    named: List[Dict[str, Any]] = []
+    for entry in ft.tables("named_data"):
+        layout = entry.table_("tensor_layout")
+        assert layout is not None
+        named.append({"key": (entry.string("key") or b"").decode(),
+                      "segment_index": entry.scalar("segment_index"),
+                      "scalar_type": layout.scalar("scalar_type"),
+                      "sizes": layout.scalars("sizes"), "dim_order": layout.scalars("dim_order")})
+    assert named == want["named_data"]
+    # keyed by the weights' names, holding the module's own bytes
+    assert {n["key"] for n in named} == set(oracle["weights"])
+    for n in named:
+        w = oracle["weights"][n["key"]]
+        o, size = segments[n["segment_index"]]
+        assert n["sizes"] == w["shape"] and n["scalar_type"] == lib.FT_SCALAR_TYPE_FLOAT
+        assert data[base + o:base + o + size][:4 * _count(w["shape"])] == arrays[w["data"]]
+    # the program names these tensors EXTERNAL by the same keys, with the same layouts
+    program = _root(os.path.join(ET_DATA, stem + ".pte"), "executorch_program")
+    external = {t["fqn"]: [t["scalar_type"], t["sizes"], t["dim_order"]]
+                for plan in program.tables("execution_plan") for t in
+                (v for v in _plan_of(plan)["values"] if v["kind"] == "Tensor")
+                if t["location"] == lib.ET_TENSOR_DATA_LOCATION_EXTERNAL}
+    assert external == {n["key"]: [n["scalar_type"], n["sizes"], n["dim_order"]]
+                        for n in named}
 
 
 def test_union_names_are_the_schemas() -> None:
