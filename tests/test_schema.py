@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import glob
+import hashlib
 import importlib.util
 import json
 import os
@@ -369,8 +370,13 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
         offsets = got["constant_segment"]["offsets"] + [len(seg)]
         assert [seg[a:b] for a, b in zip(offsets, offsets[1:])] == \
             [arrays[k] for k in restored["constant_buffer"]]
+    xnnpack = any(d["id"] == "XnnpackBackend" for e in got["execution_plan"]
+                  for d in e["delegates"])
     for key, segment_index in got["named_data"]:
         assert segments[segment_index] == arrays[restored["named_data"][key]]
+        if xnnpack:   # XNNPACK keys the data it stores by the SHA-256 of its bytes
+            assert hashlib.sha256(segments[segment_index]).hexdigest() == key
+    assert bool(got["named_data"]) == xnnpack   # no other file here has named data
     # every constant tensor's bytes are one of the module's own weights, of its shape
     weights = {(tuple(w["shape"]), arrays[w["data"]]) for w in oracle["weights"].values()}
     buffers = [arrays[k] for k in restored["constant_buffer"]]
