@@ -454,6 +454,43 @@ def test_executorch_data_file_reads_as_executorch_reports(stem: str) -> None:
                         for n in named}
 
 
+def _executorch_dir() -> Optional[str]:
+    spec = importlib.util.find_spec("executorch")   # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def _wire(s: Any) -> Dict[str, Any]:
+    """What decides the bytes: per table its fields in order (name, stored type, vector,
+    default, alignment), per enum and union its members and numbers; plus root and id."""
+    out: Dict[str, Any] = {"": (s.root_type, s.file_identifier)}
+    for name, d in s.decls.items():
+        if d.kind in ("table", "struct"):
+            out[name] = (d.kind, [(f.name, fbsgen.scalar_of(s, f.type) or f.type, f.vector,
+                                   f.default, f.attrs.get("force_align")) for f in d.fields])
+        else:
+            out[name] = (d.kind, d.base, d.values)
+    return out
+
+
+@pytest.mark.parametrize("stem,theirs", [
+    ("executorch_program", "exir/_serialize/program.fbs"),
+    ("executorch_flat_tensor", "extension/flat_tensor/serialize/flat_tensor.fbs")])
+def test_executorch_schemas_are_wire_identical_to_executorchs(stem: str, theirs: str) -> None:
+    """Where ExecuTorch is installed, its own schema files (their `include` of
+    scalar_type.fbs spliced in) declare the same wire format as the project's."""
+    root = _executorch_dir()
+    if root is None:
+        pytest.skip("executorch is not installed")
+    with open(os.path.join(root, "exir", "_serialize", "scalar_type.fbs"), encoding="utf-8") as f:
+        scalar_type = re.sub(r"namespace [\w.]+;", "", f.read())
+    with open(os.path.join(root, theirs), encoding="utf-8") as f:
+        text = f.read().replace('include "scalar_type.fbs";', scalar_type)
+    text = text.replace("executorch_flatbuffer.ScalarType", "ScalarType")
+    assert _wire(_schema(stem)) == _wire(fbsgen.parse(text, theirs))
+
+
 def test_union_names_are_the_schemas() -> None:
     union = _schema().decls["IValueUnion"]
     assert UNION_NAMES == ("NONE",) + tuple(n for n, _ in union.values)
