@@ -454,6 +454,13 @@ def test_executorch_data_file_reads_as_executorch_reports(stem: str) -> None:
                         for n in named}
 
 
+def test_both_executorch_schemas_number_scalar_types_alike() -> None:
+    """Each schema declares ScalarType itself (the parser takes no `include`)."""
+    a, b = (_schema(stem).decls["ScalarType"]
+            for stem in ("executorch_program", "executorch_flat_tensor"))
+    assert (a.kind, a.base, a.values) == (b.kind, b.base, b.values)
+
+
 def _executorch_dir() -> Optional[str]:
     spec = importlib.util.find_spec("executorch")   # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
