@@ -63,6 +63,14 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.l1(x).sum(dim=0)
 
+    class ChannelsLast(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(2, 3, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x.to(memory_format=torch.channels_last))
+
     def seeded(cls: Callable[[], nn.Module]) -> nn.Module:
         torch.manual_seed(0)
         return cls().eval()
@@ -87,8 +95,13 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         batch = torch.export.Dim("batch", min=1, max=16)
         return m, torch.export.export(m, (torch.randn(3, 5),), dynamic_shapes=({0: batch},))
 
+    def channels_last() -> Tuple[Any, Any]:
+        m = seeded(ChannelsLast)
+        return m, torch.export.export(m, (torch.randn(1, 2, 3, 3),))
+
     return {"mlp": mlp, "two_methods": two_methods, "mutable": mutable,
-            "dynamic": dynamic, "xnnpack": mlp, "external": mlp}
+            "dynamic": dynamic, "channels_last": channels_last, "xnnpack": mlp,
+            "external": mlp}
 
 
 def _write(name: str) -> Dict[str, Any]:
@@ -316,7 +329,8 @@ def main(argv: List[str]) -> int:
     if argv[1:2] == ["--child"]:
         _child(argv[2], argv[3], argv[4])
         return 0
-    names = ["mlp", "two_methods", "mutable", "dynamic", "xnnpack", "external"]
+    names = ["mlp", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
+             "external"]
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)
