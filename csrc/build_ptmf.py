@@ -3,7 +3,8 @@
 The cdef comes from the headers themselves: the declarations between the ``cdef``
 markers of ``ptmf.h`` and of the generated schema headers in ``gen/`` (written by
 ``schemas/fbsgen.py``), plus the ``ptmf_status`` enum expanded from
-``PTMF_STATUS_TABLE``. Every ``.c`` file in this directory is compiled.
+``PTMF_STATUS_TABLE``; the module's source includes ``ptmf.h`` and every generated
+header, so that each name of the cdef is declared. Every ``.c`` file in this directory is compiled.
 Extra compiler flags come from ``PTMF_CFLAGS`` (CI sets ``-Werror`` and the
 sanitizers there).
 """
@@ -48,7 +49,7 @@ ffibuilder = FFI()
 ffibuilder.cdef(cdef_source(_read(HEADER), [_read(path) for path in GENERATED]))
 ffibuilder.set_source(
     "pyflatmodule._ptmf",
-    '#include "ptmf.h"',
+    "".join(f'#include "{os.path.relpath(path, HERE)}"\n' for path in [HEADER] + GENERATED),
     sources=[os.path.relpath(path) for path in SOURCES],
     depends=[os.path.relpath(path) for path in HEADERS],
     include_dirs=[os.path.relpath(HERE)],

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import base64
 import glob
+import hashlib
 import importlib.util
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -49,8 +52,9 @@ def _schema(stem: str = "mobile_bytecode") -> Any:
         return fbsgen.parse(f.read(), path)
 
 
-def test_the_seed_schema_is_there() -> None:
-    assert [os.path.basename(p) for p in SCHEMAS][:1] == ["mobile_bytecode.fbs"]
+def test_the_schemas_are_there() -> None:
+    assert {"mobile_bytecode.fbs", "executorch_program.fbs", "executorch_flat_tensor.fbs"} \
+        <= {os.path.basename(p) for p in SCHEMAS}
 
 
 @pytest.mark.parametrize("path", SCHEMAS, ids=os.path.basename)
@@ -62,11 +66,14 @@ def test_checked_in_header_is_what_the_schema_gives(path: str) -> None:
         assert f.read() == expected, f"regenerate: python csrc/schemas/fbsgen.py {path}"
 
 
-def test_compiled_ids_are_the_schemas() -> None:
+@pytest.mark.parametrize("path", SCHEMAS, ids=os.path.basename)
+def test_compiled_ids_are_the_schemas(path: str) -> None:
     """What the core was built with (exposed through the cdef) is the schema's."""
-    s = _schema()
+    stem = os.path.splitext(os.path.basename(path))[0]
+    s = _schema(stem)
+    P = fbsgen.prefix(stem)
     for name, d in s.decls.items():
-        prefix = "MOBILE_" + fbsgen.snake(name).upper()
+        prefix = P + "_" + fbsgen.snake(name).upper()
         if d.kind == "table":
             fields = [n for n, _, _ in fbsgen._ordered_fields(s, d)]
             assert getattr(lib, prefix + "_FIELD_COUNT") == len(fields)
@@ -80,35 +87,87 @@ def test_compiled_ids_are_the_schemas() -> None:
             size, align, _ = fbsgen.struct_layout(s, d)
             assert (getattr(lib, prefix + "_SIZE"), getattr(lib, prefix + "_ALIGN")) == \
                 (size, align)
-    assert lib.MOBILE_FILE_IDENTIFIER == int.from_bytes(s.file_identifier.encode(), "little")
+    assert getattr(lib, P + "_FILE_IDENTIFIER") == \
+        int.from_bytes(s.file_identifier.encode(), "little")
+
+
+def test_generated_headers_declare_no_name_twice() -> None:
+    """Headers included together (the core includes them all) share no C name."""
+    owner: Dict[str, str] = {}
+    for path in SCHEMAS:
+        stem = os.path.splitext(os.path.basename(path))[0]
+        with open(os.path.join(CSRC, "gen", stem + ".h"), encoding="utf-8") as f:
+            text = f.read()
+        names = set(re.findall(r"^\s+([A-Z][A-Z0-9_]*) = ", text, re.M))
+        names |= set(re.findall(r"^(?:static const \w+|enum) (\w+)", text, re.M))
+        names |= set(re.findall(r"^#define (\w+)", text, re.M))
+        for n in names:
+            assert owner.setdefault(n, stem) == stem, f"{n} in {owner[n]} and {stem}"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_generated_headers_compile_together(tmp_path: Any) -> None:
+    src = tmp_path / "all.c"
+    src.write_text("".join(f'#include "gen/{os.path.basename(p)[:-4]}.h"\n' for p in SCHEMAS)
+                   + "int main(void) { return 0; }\n")
+    p = subprocess.run(["cc", "-fsyntax-only", "-std=c99", "-Wall", "-Wextra", "-Wconversion",
+                        "-pedantic", "-Werror", "-I", CSRC, str(src)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
 
 
 # ----------------------------------------------- torch's files, read by the schema
 
-class _Reader:
-    """Fields of one table of a torch-written file, found by the compiled field ids and
-    read with FlatBuffers' own Python Table API, typed by the schema."""
+_FLAGS = {"bool": N.BoolFlags, "byte": N.Int8Flags, "ubyte": N.Uint8Flags,
+          "short": N.Int16Flags, "ushort": N.Uint16Flags, "int": N.Int32Flags,
+          "uint": N.Uint32Flags, "long": N.Int64Flags, "ulong": N.Uint64Flags,
+          "float": N.Float32Flags, "double": N.Float64Flags}
 
-    def __init__(self, schema: Any, buf: bytearray, table: str, pos: int) -> None:
-        self.schema, self.buf, self.table = schema, buf, table
+
+class _Reader:
+    """Fields of one table of a file, found by the compiled field ids (prefix `P` of the
+    schema's header) and read with FlatBuffers' own Python Table API, typed by the schema."""
+
+    def __init__(self, schema: Any, buf: bytearray, table: str, pos: int,
+                 P: str = "MOBILE") -> None:
+        self.schema, self.buf, self.table, self.P = schema, buf, table, P
         self.tab = Table(buf, pos)
         self.decl = schema.decls[table]
         self.fields = {n: f for n, f, is_type in fbsgen._ordered_fields(schema, self.decl)
                        if not is_type}
 
     def _offset(self, name: str) -> int:
-        vt_id = getattr(lib, f"MOBILE_{fbsgen.snake(self.table).upper()}_{name.upper()}")
+        vt_id = getattr(lib, f"{self.P}_{fbsgen.snake(self.table).upper()}_{name.upper()}")
         return int(self.tab.Offset(4 + 2 * vt_id))
 
     def scalar(self, name: str) -> Any:
         f = self.fields[name]
         kind = fbsgen.scalar_of(self.schema, f.type)
-        flags = {"bool": N.BoolFlags, "byte": N.Int8Flags, "ubyte": N.Uint8Flags,
-                 "int": N.Int32Flags, "uint": N.Uint32Flags, "long": N.Int64Flags}[kind]
+        assert not f.vector and kind in _FLAGS
+        o = self._offset(name)
+        if not o:   # absent: the schema's default
+            ref = self.schema.decls.get(f.type)
+            return dict(ref.values)[f.default] if ref and f.default in dict(ref.values) \
+                else int(f.default or "0", 0)
+        return self.tab.Get(_FLAGS[kind], o + self.tab.Pos)
+
+    def scalars(self, name: str) -> List[Any]:
+        f = self.fields[name]
+        kind = fbsgen.scalar_of(self.schema, f.type)
+        assert f.vector and kind in _FLAGS
         o = self._offset(name)
         if not o:
-            return int(f.default or "0", 0)   # absent: the schema's default
-        return self.tab.Get(flags, o + self.tab.Pos)
+            return []
+        start, flags = self.tab.Vector(o), _FLAGS[kind]
+        return [self.tab.Get(flags, start + i * flags.bytewidth)
+                for i in range(self.tab.VectorLen(o))]
+
+    def table_(self, name: str) -> Optional["_Reader"]:
+        f = self.fields[name]
+        assert not f.vector and self.schema.decls[f.type].kind == "table"
+        o = self._offset(name)
+        return _Reader(self.schema, self.buf, f.type, self.tab.Indirect(o + self.tab.Pos),
+                       self.P) if o else None
 
     def string(self, name: str) -> Optional[bytes]:
         assert self.fields[name].type == "string" and not self.fields[name].vector
@@ -122,8 +181,8 @@ class _Reader:
         if not o:
             return []
         start = self.tab.Vector(o)
-        return [_Reader(self.schema, self.buf, f.type, self.tab.Indirect(start + 4 * i))
-                for i in range(self.tab.VectorLen(o))]
+        return [_Reader(self.schema, self.buf, f.type, self.tab.Indirect(start + 4 * i),
+                        self.P) for i in range(self.tab.VectorLen(o))]
 
     def union(self, name: str) -> Tuple[int, Optional["_Reader"]]:
         f = self.fields[name]
@@ -136,23 +195,33 @@ class _Reader:
             return kind, None
         t = Table(self.buf, 0)
         self.tab.Union(t, o)
-        return kind, _Reader(self.schema, self.buf, members[kind], t.Pos)
+        return kind, _Reader(self.schema, self.buf, members[kind], t.Pos, self.P)
+
+    def member(self, name: str) -> str:
+        """The member name of union field `name` ("NONE" when absent)."""
+        kind, _ = self.union(name)
+        members: Dict[int, str] = {v: n for n, v in
+                                   self.schema.decls[self.fields[name].type].values}
+        return members.get(kind, "NONE")
 
 
-def _module(path: str) -> _Reader:
+def _root(path: str, stem: str = "mobile_bytecode", size: Optional[int] = None) -> _Reader:
+    """The root table of the file at `path` (its first `size` bytes), read by schema `stem`."""
     with open(path, "rb") as f:
         buf = bytearray(f.read())
-    s = _schema()
+    if size is not None:
+        buf = buf[:size]
+    s = _schema(stem)
     assert bytes(buf[4:8]) == s.file_identifier.encode()
     root = flatbuffers.encode.Get(N.UOffsetTFlags.packer_type, buf, 0)
-    return _Reader(s, buf, s.root_type, root)
+    return _Reader(s, buf, s.root_type, root, fbsgen.prefix(stem))
 
 
 @pytest.mark.parametrize("name", TORCH_FILES)
 def test_generated_ids_read_what_torch_reports(name: str) -> None:
     with open(os.path.join(DATA, name[:-3] + ".oracle.json"), encoding="utf-8") as f:
         oracle = json.load(f)
-    m = _module(os.path.join(DATA, name))
+    m = _root(os.path.join(DATA, name))
     info = oracle["info"]
     assert m.scalar("bytecode_version") == info["bytecode_version"]
     assert m.scalar("operator_version") == info["operator_version"]
@@ -182,6 +251,251 @@ def test_generated_ids_read_what_torch_reports(name: str) -> None:
         assert extra == oracle["mobile"]["extra_files"]   # base64, as oracle.py stores it
     state = m.scalar("state_obj")
     assert ivalues[state].union("val")[0] == lib.MOBILE_I_VALUE_UNION_OBJECT
+
+
+# ------------------------------------- ExecuTorch's files, read by the project's schemas
+
+ET_DATA = os.path.join(DATA, "et")
+ET_FILES = sorted(f[:-4] for f in os.listdir(ET_DATA) if f.endswith(".pte")) \
+    if os.path.isdir(ET_DATA) else []
+
+
+def _et_oracle(stem: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    import numpy as np
+    with open(os.path.join(ET_DATA, stem + ".oracle.json"), encoding="utf-8") as f:
+        oracle = json.load(f)
+    with np.load(os.path.join(ET_DATA, stem + ".oracle.npz")) as z:
+        return oracle, {k: z[k].tobytes() for k in z.files}
+
+
+def _le(buf: bytes, at: int, width: int) -> int:
+    return int.from_bytes(buf[at:at + width], "little")
+
+
+def _tensor_of(t: _Reader) -> Dict[str, Any]:
+    alloc, info = t.table_("allocation_info"), t.table_("extra_tensor_info")
+    return {"scalar_type": t.scalar("scalar_type"), "sizes": t.scalars("sizes"),
+            "dim_order": t.scalars("dim_order"), "data_buffer_idx": t.scalar("data_buffer_idx"),
+            "storage_offset": t.scalar("storage_offset"),
+            "shape_dynamism": t.scalar("shape_dynamism"),
+            "allocation": None if alloc is None else [
+                alloc.scalar(n) for n in ("memory_id", "memory_offset_low",
+                                          "memory_offset_high")],
+            "fqn": None if info is None else (info.string("fully_qualified_name") or b"")
+            .decode(),
+            "location": None if info is None else info.scalar("location")}
+
+
+def _plan_of(plan: _Reader) -> Dict[str, Any]:
+    values = []
+    for v in plan.tables("values"):
+        kind, val = v.union("val")
+        entry: Dict[str, Any] = {"kind": v.member("val")}
+        assert val is not None and val.table == entry["kind"]
+        if kind == lib.ET_KERNEL_TYPES_TENSOR:
+            entry.update(_tensor_of(val))
+        elif entry["kind"] in ("Int", "Bool", "Double"):
+            entry["value"] = val.scalar(entry["kind"].lower() + "_val")
+        elif entry["kind"] in ("IntList", "TensorList", "BoolList", "OptionalTensorList"):
+            entry["items"] = val.scalars("items")
+        values.append(entry)
+    delegates = []
+    for d in plan.tables("delegates"):
+        ref = d.table_("processed")
+        assert ref is not None
+        delegates.append({"id": (d.string("id") or b"").decode(),
+                          "location": ref.scalar("location"), "index": ref.scalar("index"),
+                          "compile_specs": [(c.string("key") or b"").decode()
+                                            for c in d.tables("compile_specs")]})
+    return {
+        "name": (plan.string("name") or b"").decode(),
+        "inputs": plan.scalars("inputs"), "outputs": plan.scalars("outputs"),
+        "values": values,
+        "operators": [[(op.string(n) or b"").decode() for n in ("name", "overload")]
+                      for op in plan.tables("operators")],
+        "chains": [{"inputs": c.scalars("inputs"), "outputs": c.scalars("outputs"),
+                    "instructions": [i.member("instr_args") for i in c.tables("instructions")]}
+                   for c in plan.tables("chains")],
+        "delegates": delegates,
+        "non_const_buffer_sizes": plan.scalars("non_const_buffer_sizes")}
+
+
+@pytest.mark.parametrize("stem", ET_FILES)
+def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
+    """Every field the schema names reads, by its id, what ExecuTorch's own reader found;
+    the `eh00` header places the segments, and the bytes they hold are ExecuTorch's."""
+    oracle, arrays = _et_oracle(stem)
+    path = os.path.join(ET_DATA, stem + ".pte")
+    with open(path, "rb") as f:
+        data = f.read()
+    # eh00 at byte 8: magic, u32 length, u64 program size, u64 segment base, u64 data size;
+    # a program with no segments has none
+    header: Optional[Dict[str, int]] = None
+    if data[8:12] == b"eh00":
+        header = {"length": _le(data, 12, 4), "program_size": _le(data, 16, 8),
+                  "segment_base_offset": _le(data, 24, 8),
+                  "segment_data_size": _le(data, 32, 8)}
+    assert header == oracle["header"]
+    program_size, base, size = len(data), len(data), 0
+    if header is not None:
+        program_size = header["program_size"]
+        base, size = header["segment_base_offset"], header["segment_data_size"]
+    assert program_size <= base and base + size == len(data)
+    p = _root(path, "executorch_program", program_size)
+    want = oracle["program"]
+    got = {
+        "version": p.scalar("version"),
+        "execution_plan": [_plan_of(e) for e in p.tables("execution_plan")],
+        "constant_buffer_count": len(p.tables("constant_buffer")),
+        "backend_delegate_data_count": len(p.tables("backend_delegate_data")),
+        "segments": [[s.scalar("offset"), s.scalar("size")] for s in p.tables("segments")],
+        "constant_segment": None,
+        "mutable_data_segments": [{"segment_index": m.scalar("segment_index"),
+                                   "offsets": m.scalars("offsets")}
+                                  for m in p.tables("mutable_data_segments")],
+        "named_data": [[(n.string("key") or b"").decode(), n.scalar("segment_index")]
+                       for n in p.tables("named_data")]}
+    cs = p.table_("constant_segment")
+    if cs is not None:
+        got["constant_segment"] = {"segment_index": cs.scalar("segment_index"),
+                                   "offsets": cs.scalars("offsets")}
+    assert got == want
+    segments = [data[base + o:base + o + n] for o, n in got["segments"]]
+    assert all(o + n <= size for o, n in got["segments"])
+    # the constant segment cuts into buffers at its offsets: ExecuTorch's buffers (it
+    # reads segments only when the extended header says where they are)
+    restored = oracle["restored"]
+    if header is not None and cs is not None and got["constant_segment"]["offsets"]:
+        seg = segments[got["constant_segment"]["segment_index"]]
+        offsets = got["constant_segment"]["offsets"] + [len(seg)]
+        assert [seg[a:b] for a, b in zip(offsets, offsets[1:])] == \
+            [arrays[k] for k in restored["constant_buffer"]]
+    xnnpack = any(d["id"] == "XnnpackBackend" for e in got["execution_plan"]
+                  for d in e["delegates"])
+    for key, segment_index in got["named_data"]:
+        assert segments[segment_index] == arrays[restored["named_data"][key]]
+        if xnnpack:   # XNNPACK keys the data it stores by the SHA-256 of its bytes
+            assert hashlib.sha256(segments[segment_index]).hexdigest() == key
+    assert bool(got["named_data"]) == xnnpack   # no other file here has named data
+    # every constant tensor's bytes are one of the module's own weights, of its shape
+    weights = {(tuple(w["shape"]), arrays[w["data"]]) for w in oracle["weights"].values()}
+    buffers = [arrays[k] for k in restored["constant_buffer"]]
+    for plan in got["execution_plan"]:
+        for v in plan["values"]:
+            if v["kind"] == "Tensor" and v["data_buffer_idx"] and \
+                    v["location"] != lib.ET_TENSOR_DATA_LOCATION_EXTERNAL:
+                nbytes = 4 * _count(v["sizes"])
+                assert v["scalar_type"] == lib.ET_SCALAR_TYPE_FLOAT
+                assert (tuple(v["sizes"]), buffers[v["data_buffer_idx"]][:nbytes]) in weights
+    runtime = oracle["runtime"]
+    assert "error" not in runtime, runtime
+    plans = {e["name"]: e for e in got["execution_plan"]}
+    assert runtime["method_names"] == sorted(plans)
+    for name, meta in runtime["methods"].items():
+        for which in ("inputs", "outputs"):
+            tensors = [plans[name]["values"][i] for i in plans[name][which]]
+            assert [[t["scalar_type"], t["sizes"]] for t in tensors] == \
+                [[m["dtype"], m["sizes"]] for m in meta[which]]
+
+
+def _count(sizes: List[int]) -> int:
+    n = 1
+    for d in sizes:
+        n *= d
+    return n
+
+
+@pytest.mark.parametrize("stem", [s for s in ET_FILES
+                                  if os.path.exists(os.path.join(ET_DATA, s + ".ptd"))])
+def test_executorch_data_file_reads_as_executorch_reports(stem: str) -> None:
+    oracle, arrays = _et_oracle(stem)
+    want = oracle["data_file"]
+    path = os.path.join(ET_DATA, stem + ".ptd")
+    with open(path, "rb") as f:
+        data = f.read()
+    # FH01 at byte 8: magic, u32 length, u64 flatbuffer offset and size, segment base, size
+    assert data[8:12] == b"FH01"
+    header = {"length": _le(data, 12, 4), "flatbuffer_offset": _le(data, 16, 8),
+              "flatbuffer_size": _le(data, 24, 8), "segment_base_offset": _le(data, 32, 8),
+              "segment_data_size": _le(data, 40, 8)}
+    assert header == want["header"]
+    # the flatbuffer spans [0, offset + size): its tables start after the padded header
+    base, end = header["segment_base_offset"], header["flatbuffer_offset"] + \
+        header["flatbuffer_size"]
+    assert 48 <= header["flatbuffer_offset"] and end <= base
+    assert base + header["segment_data_size"] == len(data)
+    ft = _root(path, "executorch_flat_tensor", end)
+    assert ft.scalar("version") == want["version"]
+    segments = [[s.scalar("offset"), s.scalar("size")] for s in ft.tables("segments")]
+    assert segments == want["segments"]
+    named: List[Dict[str, Any]] = []
+    for entry in ft.tables("named_data"):
+        layout = entry.table_("tensor_layout")
+        assert layout is not None
+        named.append({"key": (entry.string("key") or b"").decode(),
+                      "segment_index": entry.scalar("segment_index"),
+                      "scalar_type": layout.scalar("scalar_type"),
+                      "sizes": layout.scalars("sizes"), "dim_order": layout.scalars("dim_order")})
+    assert named == want["named_data"]
+    # keyed by the weights' names, holding the module's own bytes
+    assert {n["key"] for n in named} == set(oracle["weights"])
+    for n in named:
+        w = oracle["weights"][n["key"]]
+        o, size = segments[n["segment_index"]]
+        assert n["sizes"] == w["shape"] and n["scalar_type"] == lib.FT_SCALAR_TYPE_FLOAT
+        assert data[base + o:base + o + size][:4 * _count(w["shape"])] == arrays[w["data"]]
+    # the program names these tensors EXTERNAL by the same keys, with the same layouts
+    program = _root(os.path.join(ET_DATA, stem + ".pte"), "executorch_program")
+    external = {t["fqn"]: [t["scalar_type"], t["sizes"], t["dim_order"]]
+                for plan in program.tables("execution_plan") for t in
+                (v for v in _plan_of(plan)["values"] if v["kind"] == "Tensor")
+                if t["location"] == lib.ET_TENSOR_DATA_LOCATION_EXTERNAL}
+    assert external == {n["key"]: [n["scalar_type"], n["sizes"], n["dim_order"]]
+                        for n in named}
+
+
+def test_both_executorch_schemas_number_scalar_types_alike() -> None:
+    """Each schema declares ScalarType itself (the parser takes no `include`)."""
+    a, b = (_schema(stem).decls["ScalarType"]
+            for stem in ("executorch_program", "executorch_flat_tensor"))
+    assert (a.kind, a.base, a.values) == (b.kind, b.base, b.values)
+
+
+def _executorch_dir() -> Optional[str]:
+    spec = importlib.util.find_spec("executorch")   # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def _wire(s: Any) -> Dict[str, Any]:
+    """What decides the bytes: per table its fields in order (name, stored type, vector,
+    default, alignment), per enum and union its members and numbers; plus root and id."""
+    out: Dict[str, Any] = {"": (s.root_type, s.file_identifier)}
+    for name, d in s.decls.items():
+        if d.kind in ("table", "struct"):
+            out[name] = (d.kind, [(f.name, fbsgen.scalar_of(s, f.type) or f.type, f.vector,
+                                   f.default, f.attrs.get("force_align")) for f in d.fields])
+        else:
+            out[name] = (d.kind, d.base, d.values)
+    return out
+
+
+@pytest.mark.parametrize("stem,theirs", [
+    ("executorch_program", "exir/_serialize/program.fbs"),
+    ("executorch_flat_tensor", "extension/flat_tensor/serialize/flat_tensor.fbs")])
+def test_executorch_schemas_are_wire_identical_to_executorchs(stem: str, theirs: str) -> None:
+    """Where ExecuTorch is installed, its own schema files (their `include` of
+    scalar_type.fbs spliced in) declare the same wire format as the project's."""
+    root = _executorch_dir()
+    if root is None:
+        pytest.skip("executorch is not installed")
+    with open(os.path.join(root, "exir", "_serialize", "scalar_type.fbs"), encoding="utf-8") as f:
+        scalar_type = re.sub(r"namespace [\w.]+;", "", f.read())
+    with open(os.path.join(root, theirs), encoding="utf-8") as f:
+        text = f.read().replace('include "scalar_type.fbs";', scalar_type)
+    text = text.replace("executorch_flatbuffer.ScalarType", "ScalarType")
+    assert _wire(_schema(stem)) == _wire(fbsgen.parse(text, theirs))
 
 
 def test_union_names_are_the_schemas() -> None:
@@ -261,6 +575,19 @@ def test_good_schema_parses() -> None:
     assert s.namespace == "a.b" and s.root_type == "T"
     assert "MOBILE_T_X = 0" not in fbsgen.generate(s, "good")   # prefix from the stem
     assert "GOOD_T_X = 0" in fbsgen.generate(s, "good")
+
+
+def test_prefixes_keep_the_executorch_schemas_apart() -> None:
+    assert [fbsgen.prefix(stem) for stem in ("mobile_bytecode", "executorch_program",
+                                             "executorch_flat_tensor", "a_b")] == \
+        ["MOBILE", "ET", "FT", "A"]
+
+
+def test_a_table_without_fields_gets_ids_but_no_descriptor_array() -> None:
+    header = fbsgen.generate(fbsgen.parse("table E {} union U { E } table T { u:U; } "
+                                          "root_type T;", "empty.fbs"), "empty")
+    assert "EMPTY_E_FIELD_COUNT = 0" in header and "EMPTY_U_E = 1," in header
+    assert "empty_e[" not in header and "static const fb_field empty_t[" in header
 
 
 def test_explicit_ids_order_fields_and_a_union_takes_two() -> None:

@@ -8,8 +8,9 @@ strict and takes the subset the project's schemas use: ``namespace``, ``struct``
 anything inconsistent (unknown types, repeated names or ids, defaults out of range, a
 struct holding a table), raises :class:`SchemaError` with the file and line.
 
-The header, for a schema ``<stem>.fbs`` with prefix ``P`` (the stem up to its first
-underscore, uppercased), holds:
+The header, for a schema ``<stem>.fbs`` with prefix ``P`` (:data:`PREFIXES` names it for
+schemas that share a first word; otherwise the stem up to its first underscore,
+uppercased), holds:
 
 - between ``cdef`` markers (so that cffi exposes them to Python): one enum per schema
   enum and union (``P_<ENUM>_<VALUE>``, unions with ``P_<UNION>_COUNT``), the vtable id
@@ -17,7 +18,7 @@ underscore, uppercased), holds:
   field ``f`` takes the ids of ``f_type`` and ``f``), and each struct's size, alignment
   and field offsets (``P_<STRUCT>_SIZE``, ``_ALIGN``, ``P_<STRUCT>_<FIELD>_OFFSET``);
 - after them, one ``fb_field`` descriptor array per table, indexed by field id
-  (``p_<table>[P_<TABLE>_<FIELD>]``), and one ``fb_member`` array per union, indexed by
+  (``p_<table>[P_<TABLE>_<FIELD>]``; none for a table without fields), and one ``fb_member`` array per union, indexed by
   type number, whose entries ``fb.h`` reads to check every access.
 """
 from __future__ import annotations
@@ -45,6 +46,9 @@ SCALARS: Dict[str, Tuple[str, int, float, float]] = {
 ALIASES = {"int8": "byte", "uint8": "ubyte", "int16": "short", "uint16": "ushort",
            "int32": "int", "uint32": "uint", "int64": "long", "uint64": "ulong",
            "float32": "float", "float64": "double"}
+#: C prefixes of schemas whose stems share a first word: headers included together must
+#: not declare the same names (both ExecuTorch schemas declare DataSegment and NamedData).
+PREFIXES = {"executorch_program": "ET", "executorch_flat_tensor": "FT"}
 FIELD_ATTRIBUTES = {"id", "deprecated", "required", "force_align"}
 
 TOKEN = re.compile(r"""
@@ -486,9 +490,14 @@ def _ordered_fields(s: Schema, d: Decl) -> List[Tuple[str, Field, bool]]:
     return out
 
 
+def prefix(stem: str) -> str:
+    """The C prefix of the names generated from ``<stem>.fbs``."""
+    return PREFIXES.get(stem, stem.split("_")[0].upper())
+
+
 def generate(s: Schema, stem: str) -> str:
     """The C header for schema `s` read from ``<stem>.fbs``."""
-    P = stem.split("_")[0].upper()
+    P = prefix(stem)
     p = P.lower()
     guard = f"{stem.upper()}_GENERATED_H"
     refs = {name: i for i, name in enumerate(s.decls)}
@@ -548,7 +557,7 @@ def generate(s: Schema, stem: str) -> str:
                 out.append(f'    {{"{name}", {kind}, {size}, {align}, '
                            f"{P}_DECL_{snake(name).upper()}}},")
             out += ["};", ""]
-        elif d.kind == "table":
+        elif d.kind == "table" and d.fields:   # C99 has no empty arrays
             fields = _ordered_fields(s, d)
             out.append(f"static const fb_field {p}_{snake(d.name)}[{E}_FIELD_COUNT] = {{")
             for i, (name, f, is_type) in enumerate(fields):

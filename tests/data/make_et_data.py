@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""Regenerate the ExecuTorch test files in tests/data/et/ (needs torch 2.13, executorch 1.5.1).
+
+    python tests/data/make_et_data.py [--only NAME,NAME]
+
+For every program NAME it writes, each step in a child process (ExecuTorch may crash):
+
+- ``NAME.pte`` (and for ``external`` the data file ``NAME.ptd``), written by ExecuTorch;
+- ``NAME.oracle.json`` + ``NAME.oracle.npz``: what ExecuTorch's own readers say of it:
+  ``header`` (its extended-header reader), ``program`` (its flatbuffer reader, before it
+  moves the segments back into the program: segments, constant_segment offsets, named
+  data), ``restored`` (``deserialize_pte_binary``: the constant buffers and named data it
+  cuts out of the segments, bytes in the npz), ``weights`` (the exported module's own
+  tensors by fully qualified name), ``runtime`` (the C++ runtime's method names and
+  metadata, or ``{"error": ...}``); for a ``.ptd``, ``data_file`` (its header and flat
+  tensor reader: segments, named data with layouts).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from typing import Any, Callable, Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "et")
+TIMEOUT = 900.0
+
+warnings.filterwarnings("ignore")
+
+
+# ----------------------------------------------------------------- models (child only)
+
+def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
+    import torch
+    from torch import nn
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l1 = nn.Linear(4, 8)
+            self.l2 = nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.l2(torch.relu(self.l1(x)))
+
+    class Counter(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("count", torch.zeros(2, 3))
+            self.scale = nn.Parameter(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.count.add_(x)
+            return self.count * self.scale
+
+    class Dyn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l1 = nn.Linear(5, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.l1(x).sum(dim=0)
+
+    class ChannelsLast(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(2, 3, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x.to(memory_format=torch.channels_last))
+
+    def seeded(cls: Callable[[], nn.Module]) -> nn.Module:
+        torch.manual_seed(0)
+        return cls().eval()
+
+    x4 = (torch.randn(2, 4),)
+
+    def mlp() -> Tuple[Any, Any]:
+        m = seeded(MLP)
+        return m, torch.export.export(m, x4)
+
+    def two_methods() -> Tuple[Any, Any]:
+        m = seeded(MLP)
+        return m, {"forward": torch.export.export(m, x4),
+                   "first_layer": torch.export.export(m.l1, x4)}
+
+    def mutable() -> Tuple[Any, Any]:
+        m = seeded(Counter)
+        return m, torch.export.export(m, (torch.ones(2, 3),))
+
+    def dynamic() -> Tuple[Any, Any]:
+        m = seeded(Dyn)
+        batch = torch.export.Dim("batch", min=1, max=16)
+        return m, torch.export.export(m, (torch.randn(3, 5),), dynamic_shapes=({0: batch},))
+
+    def channels_last() -> Tuple[Any, Any]:
+        m = seeded(ChannelsLast)
+        return m, torch.export.export(m, (torch.randn(1, 2, 3, 3),))
+
+    return {"mlp": mlp, "two_methods": two_methods, "mutable": mutable,
+            "dynamic": dynamic, "channels_last": channels_last, "xnnpack": mlp,
+            "external": mlp}
+
+
+def _write(name: str) -> Dict[str, Any]:
+    """Exports and lowers program `name`, writes its files; returns how."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+    module, exported = _models()[name]()
+    if name == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+        how = "to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()]).to_executorch()"
+    else:
+        edge = to_edge(exported)
+        how = "to_edge(...).to_executorch()"
+    config = ExecutorchBackendConfig(external_constants=True) if name == "external" else None
+    prog = edge.to_executorch(config) if config else edge.to_executorch()
+    if config:
+        how = "to_edge(...).to_executorch(ExecutorchBackendConfig(external_constants=True))"
+    with open(os.path.join(OUT, name + ".pte"), "wb") as f:
+        prog.write_to_file(f)
+    if name == "external":
+        with tempfile.TemporaryDirectory() as d:
+            prog.write_tensor_data_to_file(d)
+            written = os.listdir(d)
+            assert len(written) == 1, written
+            with open(os.path.join(d, written[0]), "rb") as src, \
+                    open(os.path.join(OUT, name + ".ptd"), "wb") as dst:
+                dst.write(src.read())
+        how += " + write_tensor_data_to_file (wrote " + written[0] + ")"
+    state = module.state_dict() if name != "mutable" else dict(module.named_buffers(),
+                                                                **dict(module.named_parameters()))
+    return {"writer": how, "weights": {k: v for k, v in state.items()}}
+
+
+# ------------------------------------------------------------------ oracle (child only)
+
+class _Arrays:
+    def __init__(self) -> None:
+        self.arrays: Dict[str, Any] = {}
+
+    def put(self, key: str, data: bytes) -> str:
+        import numpy as np
+        self.arrays[key] = np.frombuffer(bytes(data), dtype=np.uint8)
+        return key
+
+
+def _kind(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def _tensor(t: Any) -> Dict[str, Any]:
+    info = t.extra_tensor_info
+    alloc = t.allocation_info
+    return {"scalar_type": int(t.scalar_type), "sizes": list(t.sizes),
+            "dim_order": list(t.dim_order), "data_buffer_idx": t.data_buffer_idx,
+            "storage_offset": t.storage_offset, "shape_dynamism": int(t.shape_dynamism),
+            "allocation": None if alloc is None else [
+                alloc.memory_id, alloc.memory_offset_low, alloc.memory_offset_high],
+            "fqn": None if info is None else info.fully_qualified_name,
+            "location": None if info is None else int(info.location)}
+
+
+def _plan(plan: Any) -> Dict[str, Any]:
+    values = []
+    for v in plan.values:
+        entry: Dict[str, Any] = {"kind": _kind(v.val)}
+        if entry["kind"] == "Tensor":
+            entry.update(_tensor(v.val))
+        elif entry["kind"] in ("Int", "Bool", "Double"):
+            entry["value"] = getattr(v.val, entry["kind"].lower() + "_val")
+        elif entry["kind"] in ("IntList", "TensorList", "BoolList", "OptionalTensorList"):
+            entry["items"] = list(v.val.items)
+        values.append(entry)
+    return {
+        "name": plan.name, "inputs": list(plan.inputs), "outputs": list(plan.outputs),
+        "values": values,
+        "operators": [[op.name, op.overload] for op in plan.operators],
+        "chains": [{"inputs": list(c.inputs), "outputs": list(c.outputs),
+                    "instructions": [_kind(i.instr_args) for i in c.instructions]}
+                   for c in plan.chains],
+        "delegates": [{"id": d.id, "location": int(d.processed.location),
+                       "index": d.processed.index,
+                       "compile_specs": [s.key for s in d.compile_specs]}
+                      for d in plan.delegates],
+        "non_const_buffer_sizes": list(plan.non_const_buffer_sizes)}
+
+
+def _oracle_pte(path: str, arrays: _Arrays) -> Dict[str, Any]:
+    from executorch.exir._serialize import _program as P
+    with open(path, "rb") as f:
+        data = f.read()
+    eh = P._get_extended_header(data)   # None: no segments follow the flatbuffer
+    raw = P._flatbuffer_to_program(data[:eh.program_size] if eh else data)
+    program = {
+        "version": raw.version,
+        "execution_plan": [_plan(p) for p in raw.execution_plan],
+        "constant_buffer_count": len(raw.constant_buffer or []),
+        "backend_delegate_data_count": len(raw.backend_delegate_data or []),
+        "segments": [[s.offset, s.size] for s in (raw.segments or [])],
+        "constant_segment": None if raw.constant_segment is None else {
+            "segment_index": raw.constant_segment.segment_index,
+            "offsets": list(raw.constant_segment.offsets)},
+        "mutable_data_segments": [{"segment_index": m.segment_index, "offsets": list(m.offsets)}
+                                  for m in (raw.mutable_data_segments or [])],
+        "named_data": [[n.key, n.segment_index] for n in (raw.named_data or [])]}
+    pte = P.deserialize_pte_binary(data)
+    restored: Dict[str, Any] = {
+        "constant_buffer": [arrays.put(f"constant_buffer/{i}", b.storage)
+                            for i, b in enumerate(pte.program.constant_buffer)],
+        "mutable_data": [arrays.put(f"mutable_data/{i}", b.storage)
+                         for i, b in enumerate(pte.mutable_data or [])],
+        "named_data": {}}
+    if pte.named_data is not None:
+        store = pte.named_data
+        for key, entry in store.pte_data.items():
+            restored["named_data"][key] = arrays.put(
+                "named_data/" + key, store.buffers[entry.buffer_index])
+    return {"header": None if eh is None else {
+                "length": eh.length, "program_size": eh.program_size,
+                "segment_base_offset": eh.segment_base_offset,
+                "segment_data_size": eh.segment_data_size},
+            "program": program, "restored": restored}
+
+
+def _oracle_ptd(path: str) -> Dict[str, Any]:
+    from executorch.extension.flat_tensor.serialize import serialize as S
+    with open(path, "rb") as f:
+        data = f.read()
+    h = S._get_extended_header(data)
+    assert h is not None
+    ft = S._deserialize_to_flat_tensor(data)
+    return {"header": {"length": h.length, "flatbuffer_offset": h.flatbuffer_offset,
+                       "flatbuffer_size": h.flatbuffer_size,
+                       "segment_base_offset": h.segment_base_offset,
+                       "segment_data_size": h.segment_data_size},
+            "version": ft.version,
+            "segments": [[s.offset, s.size] for s in ft.segments],
+            "named_data": [{"key": n.key, "segment_index": n.segment_index,
+                            "scalar_type": int(n.tensor_layout.scalar_type),
+                            "sizes": list(n.tensor_layout.sizes),
+                            "dim_order": list(n.tensor_layout.dim_order)}
+                           for n in ft.named_data]}
+
+
+def _runtime(path: str) -> Dict[str, Any]:
+    from executorch.runtime import Runtime
+    program = Runtime.get().load_program(path)
+    out: Dict[str, Any] = {"method_names": sorted(program.method_names), "methods": {}}
+    for name in sorted(program.method_names):
+        meta = program.metadata(name)
+
+        def infos(get: Callable[[int], Any], n: int) -> List[Dict[str, Any]]:
+            return [{"dtype": int(get(i).dtype()), "sizes": list(get(i).sizes()),
+                     "nbytes": get(i).nbytes(), "memory_planned": get(i).is_memory_planned()}
+                    for i in range(n)]
+        out["methods"][name] = {
+            "inputs": infos(meta.input_tensor_meta, meta.num_inputs()),
+            "outputs": infos(meta.output_tensor_meta, meta.num_outputs())}
+    return out
+
+
+# --------------------------------------------------------------------------- driver
+
+def _child(step: str, name: str, result: str) -> None:
+    import numpy as np
+    arrays = _Arrays()
+    res: Dict[str, Any]
+    if step == "write":
+        w = _write(name)
+        res = {"writer": w["writer"], "weights": {}}
+        for fqn, t in w["weights"].items():
+            t = t.detach().contiguous()
+            res["weights"][fqn] = {"dtype": str(t.dtype).replace("torch.", ""),
+                                   "shape": list(t.shape),
+                                   "data": arrays.put("weights/" + fqn,
+                                                      t.numpy().tobytes())}
+    elif step == "pte":
+        res = _oracle_pte(os.path.join(OUT, name + ".pte"), arrays)
+    elif step == "ptd":
+        res = _oracle_ptd(os.path.join(OUT, name + ".ptd"))
+    else:
+        res = _runtime(os.path.join(OUT, name + ".pte"))
+    with open(result + ".json", "w", encoding="utf-8") as f:
+        json.dump(res, f)
+    np.savez(result + ".npz", **arrays.arrays)
+
+
+def _run(step: str, name: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    import numpy as np
+    with tempfile.TemporaryDirectory() as d:
+        pre = os.path.join(d, "out")
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", step, name,
+                            pre], capture_output=True, text=True, timeout=TIMEOUT)
+        if p.returncode != 0:
+            lines = (p.stderr or "").strip().splitlines()
+            return {"error": f"exit {p.returncode}: {lines[-1] if lines else ''}"}, {}
+        with open(pre + ".json", encoding="utf-8") as f:
+            res = json.load(f)
+        with np.load(pre + ".npz") as z:
+            return res, {k: z[k] for k in z.files}
+
+
+def make(name: str) -> None:
+    """Writes program `name` and its oracle."""
+    import numpy as np
+    written, arrays = _run("write", name)
+    if "error" in written:
+        raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
+    oracle: Dict[str, Any] = {"writer": written.pop("writer")}
+    for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()):
+        res, more = _run(step, name)
+        oracle["data_file" if step == "ptd" else step] = res
+        arrays.update(more)
+    pte = oracle.pop("pte")
+    oracle.update(pte if "error" not in pte else {"pte_error": pte["error"]})
+    oracle["weights"] = written["weights"]
+    with open(os.path.join(OUT, name + ".oracle.json"), "w", encoding="utf-8") as f:
+        json.dump(oracle, f, indent=1)
+    with open(os.path.join(OUT, name + ".oracle.npz"), "wb") as f:
+        np.savez_compressed(f, **arrays)
+    print(name, os.path.getsize(os.path.join(OUT, name + ".pte")), "bytes")
+
+
+def main(argv: List[str]) -> int:
+    """Command line (see the module docstring)."""
+    if argv[1:2] == ["--child"]:
+        _child(argv[2], argv[3], argv[4])
+        return 0
+    names = ["mlp", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
+             "external"]
+    if argv[1:2] == ["--only"]:
+        names = argv[2].split(",")
+    os.makedirs(OUT, exist_ok=True)
+    for name in names:
+        make(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
