@@ -390,16 +390,17 @@ static int children(ctx *c, const ptmf_ivalue *out, uint32_t self, const vec *v,
     return PTMF_OK;
 }
 
-/* Dict keys are None, str, int, float, complex or bool: the scalars a Python dict
- * can hold (of TorchScript's key types, a Tensor it cannot; lists and dicts are no
- * key at all). Checked when verifying, so that a verified file decodes. */
+/* Dict keys are None, str, int, float, complex, bool or Tensor: TorchScript's key
+ * types (a Tensor key is hashed by identity, as torch does; the Python side wraps
+ * it), and None; lists, tuples and dicts are no key at all. Checked when verifying,
+ * so that a verified file decodes. */
 static int dict_keys(ctx *c, const ptmf_ivalue *out, const vec *keys) {
     uint32_t i;
     for (i = 0; i < keys->count; i++) {
         uint64_t where = keys->data + 4 * (uint64_t)i;
         uint8_t t = out[ld32(c->buf + where)].type;
         if (t != UT_NONE && t != UT_INT && t != UT_BOOL && t != UT_DOUBLE
-            && t != UT_COMPLEX && t != UT_STRING) {
+            && t != UT_COMPLEX && t != UT_STRING && t != UT_TENSOR) {
             push(c, "", i);
             return fail(c, PTMF_E_UNHASHABLE_KEY, where);
         }

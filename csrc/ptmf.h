@@ -49,7 +49,7 @@
     X(PTMF_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
     X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")                \
     X(PTMF_E_BAD_UTF8, "string is not valid UTF-8")                                \
-    X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex or bool: a Python dict cannot hold it")
+    X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex, bool or Tensor: no TorchScript dict key")
 
 /* --- cdef begin --- */
 

@@ -4,6 +4,12 @@ A small C core verifies every offset, index and tensor extent once and indexes t
 file; proxies decode values lazily; tensor storage is memory-mapped straight into
 read-only numpy arrays.
 
+Values decode to Python's own types (None, bool, int, float, complex, str, list,
+tuple, dict) and: tensors to read-only numpy arrays or QuantizedTensor, objects to
+Object, functions to Function, devices to Device, enum constants to EnumValue. A dict
+with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by TensorKey, whose
+``value`` is the tensor, hashed by identity as torch hashes tensors.
+
     >>> import pyflatmodule as pfm
     >>> with pfm.load("model.ptl") as m:
     ...     weights = m.state_dict()
@@ -13,12 +19,13 @@ from .errors import FormatError
 from .functions import Argument, Function, Methods, Operator, Schema
 from .module import Module, VerifyReport, load, verify
 from .tensors import QuantizedTensor
-from .values import Device, EnumValue, Object
+from .values import Device, EnumValue, Object, TensorKey
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Argument", "Device", "EnumValue", "FormatError", "Function", "Methods", "Module",
-    "Object", "ObjectType", "Operator", "QuantizedTensor", "Schema", "VerifyReport", "load",
+    "Object", "ObjectType", "Operator", "QuantizedTensor", "Schema", "TensorKey",
+    "VerifyReport", "load",
     "verify",
 ]

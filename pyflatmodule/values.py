@@ -1,4 +1,4 @@
-"""Decoded values: the IValue decoder, objects, devices and enum values."""
+"""Decoded values: the IValue decoder, objects, devices, enum values and tensor keys."""
 from __future__ import annotations
 
 import itertools
@@ -17,7 +17,7 @@ from ._setstate import replay
 from .tensors import QuantizedTensor
 from ._native import format_error, lib
 
-__all__ = ["Device", "EnumValue", "Object", "decode"]
+__all__ = ["Device", "EnumValue", "Object", "TensorKey", "decode"]
 
 _INT = struct.Struct("<q").unpack_from
 _DOUBLE = struct.Struct("<d").unpack_from
@@ -76,6 +76,34 @@ class EnumValue:
         return hash((self.type_name, self.value))
 
 
+class TensorKey:
+    """A tensor as a dict key (TorchScript's ``Dict[Tensor, V]``): ``value`` is the
+    tensor, an ndarray or a QuantizedTensor. Hashed and compared by the identity of
+    ``value``, as torch hashes tensors; a decoded dict's keys are the only ones that
+    find its entries (iterate ``items()``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: "np.ndarray | QuantizedTensor") -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        dtype = (self.value.dtype_name if isinstance(self.value, QuantizedTensor)
+                 else str(self.value.dtype))
+        return f"TensorKey(shape={tuple(self.value.shape)}, dtype={dtype})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorKey) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def _key(value: Any) -> Any:
+    """A decoded dict key as a Python dict holds it: tensors wrapped in TensorKey."""
+    return TensorKey(value) if isinstance(value, (np.ndarray, QuantizedTensor)) else value
+
+
 def _where(i: int, t: int) -> str:
     return f"ivalues[{i}].val<{UNION_NAMES[t]}>"
 
@@ -112,7 +140,7 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
                  for j in image.refs(i, a, n, _where(i, t) + ".items")]
         out = items if t == LIST else tuple(items)
     elif t == DICT:
-        keys = [decode(image, j, memo, depth + 1)
+        keys = [_key(decode(image, j, memo, depth + 1))
                 for j in image.refs(i, a, n, _where(i, t) + ".keys")]
         values = [decode(image, j, memo, depth + 1)
                   for j in image.refs(i, b, n, _where(i, t) + ".values")]
@@ -311,7 +339,8 @@ def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
             out[i] = list(map(get, own[k:k + n]))
         elif t == DICT:
             try:
-                out[i] = dict(zip(map(get, own[k:k + n]), map(get, own[k + n:k + 2 * n])))
+                out[i] = dict(zip(map(_key, map(get, own[k:k + n])),
+                                  map(get, own[k + n:k + 2 * n])))
             except TypeError:
                 raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a, _where(i, t) + ".keys") from None
         else:

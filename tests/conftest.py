@@ -150,6 +150,9 @@ def assert_value(expected: Dict[str, Any], arrays: Dict[str, np.ndarray], actual
         assert type(actual) is dict, where
         assert len(expected["v"]) == len(actual), where
         for (ek, ev), (ak, av) in zip(expected["v"], actual.items()):
+            if ek["t"] == "tensor":     # a Dict[Tensor, V]: keyed by the tensor's wrapper
+                assert isinstance(ak, pfm.TensorKey), where
+                ak = ak.value
             assert_value(ek, arrays, ak, f"{where}.key")
             assert_value(ev, arrays, av, f"{where}[{ak!r}]")
     elif t == "tensor":

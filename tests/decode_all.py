@@ -58,7 +58,10 @@ def touch(value: Any) -> None:
             if isinstance(v, (np.ndarray, pfm.QuantizedTensor)):
                 touch(v)
     elif isinstance(value, dict):
-        for v in value.values():
+        for k, v in value.items():
+            if isinstance(k, pfm.TensorKey):
+                _ = hash(k), repr(k)
+                touch(k.value)
             if isinstance(v, (np.ndarray, pfm.QuantizedTensor)):
                 touch(v)
 

@@ -266,11 +266,9 @@ CASES = {
         "storage_data[0].data", "out_of_bounds"),
     "string_bad_utf8": (lambda: extra(Str(b"ok\xff\xfe")), IV(N, "String") + ".data",
                         "bad_utf8"),
-    "dict_key_unhashable": (lambda: extra(Dict_([4], [1])), IV(N, "Dict") + ".keys",
-                            "unhashable_key"),
-    # valid TorchScript, but no Python dict holds a tensor key: verify says so at load
-    "dict_key_tensor": (lambda: extra(Dict_([5], [1], "Dict[Tensor, int]")),
-                        IV(N, "Dict") + ".keys", "unhashable_key"),
+    # a List key: no TorchScript key type, and no Python dict holds it
+    "dict_key_unhashable": (lambda: extra(Dict_([4], [1], "Dict[List[int], int]")),
+                            IV(N, "Dict") + ".keys", "unhashable_key"),
     "offset_to_last_byte": (with_patch(to_last_byte), "ivalues[2]", "out_of_bounds"),
     "union_offset_to_last_byte": (with_patch(union_to_last_byte), "ivalues[2]",
                                   "out_of_bounds"),
@@ -374,6 +372,25 @@ def test_crafted_building_blocks_are_valid() -> None:
             full_decode(pfm.load(data, verify=verify))
     q = pfm.load(per_channel()).ivalues[N]
     assert q.qscheme == "per_channel_affine" and q.axis == 0 and len(q.scales) == 2
+
+
+@pytest.mark.parametrize("verify", [True, False], ids=["verify", "lazy"])
+def test_tensor_dict_keys_are_tensor_keys(verify: bool) -> None:
+    """Dict[Tensor, V] is valid TorchScript: each key decodes to a TensorKey holding
+    the tensor (from the file's bytes), hashed by that tensor's identity as torch
+    hashes tensors; one value at a time and in bulk alike."""
+    data = extra(Tensor([2]), Dict_([5, N], [1, 6], "Dict[Tensor, int]"))
+    m = pfm.load(data, verify=verify)
+    for d in (m.ivalues[N + 1], list(m.ivalues)[N + 1]):
+        assert type(d) is dict and list(d.values()) == [42, True]
+        first, second = d
+        assert isinstance(first, pfm.TensorKey) and isinstance(second, pfm.TensorKey)
+        assert np.array_equal(first.value, c.STORAGE0.reshape(2, 3))
+        assert np.array_equal(second.value, c.STORAGE0[:2])
+        assert first.value.dtype == second.value.dtype == np.float32
+        assert repr(first) == "TensorKey(shape=(2, 3), dtype=float32)"
+        assert first == pfm.TensorKey(first.value) and first != second
+        assert pfm.TensorKey(first.value.copy()) not in d and d[first] == 42
 
 
 # ------------------------------------------------------------------ the cases

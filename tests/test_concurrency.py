@@ -66,6 +66,8 @@ def canon(v: Any, depth: int = 0) -> Any:
         return (type(v).__name__, [canon(x, depth + 1) for x in v])
     if isinstance(v, dict):
         return ("dict", [(canon(k, depth + 1), canon(x, depth + 1)) for k, x in v.items()])
+    if isinstance(v, pfm.TensorKey):
+        return ("tensor_key", canon(v.value, depth + 1))
     if isinstance(v, (set, frozenset)):
         return ("set", sorted(map(repr, v)))
     if isinstance(v, pfm.EnumValue):

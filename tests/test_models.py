@@ -463,3 +463,29 @@ def test_empty_tensors_of_every_dtype_carry_the_files_strides():
             size = numpy_dtype(st).itemsize
             assert ((2, 0, 3), (7 * size, 5 * size, size), False) == (
                 a.shape, a.strides, a.flags.writeable), DTYPE_NAMES[st]
+
+
+# ------------------------------------------------------------- tensor dict keys
+
+def test_tensor_dict_keys_load_as_torch_wrote_them():
+    """torch writes a Dict[Tensor, int] attribute (valid TorchScript) and both its
+    loaders load the file: so does load with default options, each key a TensorKey
+    holding the tensor torch read (bytes, shape, dtype), one by one and in bulk."""
+    doc, arrays = load_expectation("tensor_keys.ff", "oracle")
+    assert doc["mobile"]["loaded"] is True            # torch's lite loader
+    expected = _part(doc, "attributes")["attrs"]["d"]  # torch's jit loader
+    assert [k["t"] for k, _ in expected["v"]] == ["tensor", "tensor"]
+    with pfm.load(model_path("tensor_keys.ff")) as m:
+        bulk = [v for v in m.ivalues if isinstance(v, dict) and v]
+        for d in [m.root.d] + bulk:
+            assert len(expected["v"]) == len(d)
+            for (key, value), (actual_key, actual_value) in zip(expected["v"], d.items()):
+                assert isinstance(actual_key, pfm.TensorKey)
+                tensor = actual_key.value
+                assert key["v"]["dtype"] == tensor.dtype.name
+                assert key["v"]["shape"] == list(tensor.shape)
+                assert arrays[key["v"]["data"]].tobytes() == tensor.tobytes()
+                assert value["v"] == actual_value
+                assert d[actual_key] == actual_value
+        assert len(bulk) == 1
+        assert_value(expected, arrays, m.root.d)

@@ -370,6 +370,19 @@ class QuantLSTM(nn.Module):
         return self.lstm(x)[0]
 
 
+class TensorKeys(nn.Module):
+    """A Dict[Tensor, int] attribute: valid TorchScript (torch hashes tensors by
+    identity), written and loaded by torch."""
+    d: Dict[Tensor, int]
+
+    def __init__(self):
+        super().__init__()
+        self.d = {torch.ones(2): 1, torch.arange(3, dtype=torch.int64): 2}
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + len(self.d)
+
+
 class Strides(nn.Module):
     """Layouts whose strides numpy would not derive from the shape: channels-last conv
     weights (3x3 and 1x1), empty tensors, size-1 dimensions with odd strides."""
@@ -824,6 +837,16 @@ def build_strides(path):
     return r
 
 
+def build_tensor_keys(path):
+    mod = TensorKeys()
+    sm = torch.jit.script(mod)
+    w = save_jit(sm, path)
+    r = Result("tensor_keys.ff", w, methods=["forward"], qualified_names=_qualified(sm),
+               covers="a Dict[Tensor, int] attribute (tensor dict keys)")
+    r.values["attributes"] = {"d": mod.d}
+    return r
+
+
 BUILDERS = [
     ("ivalues.ff", build_ivalues),
     ("enum_constant.ff", build_enum),
@@ -845,6 +868,7 @@ BUILDERS = [
     ("empty_vectors_mobile.ff", build_empty_vectors_mobile),
     ("lstm_dynamic_quant.ff", build_lstm_dynamic_quant),
     ("strides.ff", build_strides),
+    ("tensor_keys.ff", build_tensor_keys),
 ]
 
 
