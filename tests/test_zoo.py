@@ -17,11 +17,10 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Tuple
 
-import numpy as np
 import pytest
+from conftest import assert_tensor
 
 import pyflatmodule as pfm
-from pyflatmodule.tensors import DTYPE_NAMES, numpy_dtype
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]
 
@@ -60,23 +59,6 @@ def _zoo_listing() -> Any:
 ZOO = _zoo_listing()
 
 
-def assert_same_tensor(expected: Dict[str, Any], arrays: Dict[str, np.ndarray], actual: Any,
-                       where: str) -> None:
-    """``actual`` is torch's tensor: dtype, shape, strides (all of them), bytes."""
-    if "qscheme" in expected:
-        assert isinstance(actual, pfm.QuantizedTensor), where
-        assert expected["qscheme"] == actual.qscheme, where
-        assert list(expected["shape"]) == list(actual.shape), where
-        assert arrays[expected["int_repr"]].tobytes() == \
-            np.ascontiguousarray(actual.int_repr).tobytes(), where
-        return
-    assert isinstance(actual, np.ndarray), where
-    assert numpy_dtype(DTYPE_NAMES.index(expected["dtype"])) == actual.dtype, where
-    assert list(expected["shape"]) == list(actual.shape), where
-    assert [s * actual.itemsize for s in expected["stride"]] == list(actual.strides), where
-    assert arrays[expected["data"]].tobytes() == np.ascontiguousarray(actual).tobytes(), where
-
-
 @pytest.mark.parametrize("form", list(ORACLE_PART))
 @pytest.mark.parametrize("model", ZOO.MODELS)
 def test_zoo_file_matches_torch(zoo: Tuple[str, List[Dict[str, Any]]], model: str,
@@ -107,4 +89,4 @@ def test_zoo_file_matches_torch(zoo: Tuple[str, List[Dict[str, Any]]], model: st
     else:
         assert expected["keys"] == list(actual)
     for key in expected["keys"]:
-        assert_same_tensor(expected["tensors"][key], arrays, actual[key], f"{model}.{form}:{key}")
+        assert_tensor(expected["tensors"][key], arrays, actual[key], f"{model}.{form}:{key}")
