@@ -25,6 +25,8 @@ def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
             return f.read(8)[4:8], source
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return bytes(memoryview(source).cast("B")[4:8]) if len(source) >= 8 else b"", source
+    if not hasattr(source, "read"):
+        return b"", source   # the PTMF loader names what it cannot read
     seekable = getattr(source, "seekable", None)
     if seekable is not None and seekable():
         start = source.tell()
