@@ -50,6 +50,7 @@ typedef struct walk {
     vec segments;                  /* DataSegment tables */
     vec constant_buffer;           /* Buffer tables (inline constants) */
     vec constant_offsets;          /* uint64 offsets into the constant segment */
+    vec mutable_segments;          /* SubsegmentOffsets tables: mutable buffers' first values */
     uint64_t constant_start, constant_size;   /* the constant segment, file offsets */
     /* the execution plan being walked */
     uint32_t plan, n_values, n_operators, n_delegates;
@@ -218,6 +219,25 @@ static int tensor_layout(walk *w, const tbl *t, const fb_field *type_f, const fb
     return PTMF_OK;
 }
 
+/* File offset and size of sub-buffer `index` of a segment that starts at `start` and holds
+ * `size` bytes, cut at `offsets` (buffer i runs from offsets[i] to offsets[i + 1], the
+ * last one to the segment's end). */
+static int subsegment(walk *w, const vec *offsets, uint64_t start, uint64_t size,
+                      uint32_t index, uint64_t where, uint64_t *at, uint64_t *n) {
+    ctx *c = &w->c;
+    uint64_t off, next;
+    if (index >= offsets->count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
+    off = ld64(c->buf + offsets->data + 8 * (uint64_t)index);
+    next = index + 1 < offsets->count
+               ? ld64(c->buf + offsets->data + 8 * ((uint64_t)index + 1))
+               : size;
+    if (off > next || next > size)
+        return fail(c, PTMF_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
+    *at = start + off;
+    *n = next - off;
+    return PTMF_OK;
+}
+
 /* Where a constant's bytes are: buffer `index` of the constant segment, or of the inline
  * constant_buffer when the program has one (the runtime's order). */
 static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) {
@@ -232,16 +252,10 @@ static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) 
         start = storage.data;
         end = storage.data + storage.count;
     } else {
-        uint64_t off, next;
-        if (index >= w->constant_offsets.count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
-        off = ld64(c->buf + w->constant_offsets.data + 8 * (uint64_t)index);
-        next = index + 1 < w->constant_offsets.count
-                   ? ld64(c->buf + w->constant_offsets.data + 8 * ((uint64_t)index + 1))
-                   : w->constant_size;
-        if (off > next || next > w->constant_size)
-            return fail(c, PTMF_E_BAD_SEGMENT, w->constant_offsets.data + 8 * (uint64_t)index);
-        start = w->constant_start + off;
-        end = w->constant_start + next;
+        uint64_t n;
+        TRY(subsegment(w, &w->constant_offsets, w->constant_start, w->constant_size, index,
+                       where, &start, &n));
+        end = start + n;
     }
     if (r->nbytes > end - start) return fail(c, PTMF_E_OUTSIDE_STORAGE, where);
     r->data = start;
@@ -298,6 +312,27 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
             return fail(c, PTMF_E_OUTSIDE_STORAGE, alloc.pos);
         r->stored = ET_STORED_PLANNED;
         pop(c);
+        if (index > 0 && w->mutable_segments.count) {
+            /* a mutable buffer's first values: sub-buffer data_buffer_idx of mutable data
+             * segment extra_tensor_info.mutable_data_segments_idx */
+            uint64_t which = 0, start, size, at, n;
+            uint32_t segment;
+            tbl m;
+            vec offsets;
+            if (has_extra)
+                TRY(fld_u64(c, &extra, &et_extra_tensor_info[
+                                           ET_EXTRA_TENSOR_INFO_MUTABLE_DATA_SEGMENTS_IDX], &which));
+            if (which >= w->mutable_segments.count) return fail(c, PTMF_E_BAD_INDEX, t->pos);
+            TRY(vec_table(c, &w->mutable_segments, (uint32_t)which, &m));
+            TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX],
+                        &segment));
+            TRY(segment_at(w, segment, m.pos, &start, &size));
+            TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
+            TRY(subsegment(w, &offsets, start, size, index, t->pos, &at, &n));
+            if (r->nbytes > n) return fail(c, PTMF_E_OUTSIDE_STORAGE, t->pos);
+            r->data = at;
+            r->initial = 1;
+        }
     } else if (index > 0) {
         TRY(constant_data(w, index, t->pos, r));
         r->stored = ET_STORED_CONSTANT;
@@ -496,7 +531,7 @@ static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
 
 static int program(walk *w, const tbl *root) {
     ctx *c = &w->c;
-    vec plans, inline_data, named, mutable_segments;
+    vec plans, inline_data, named;
     tbl cs;
     int has_cs;
     uint32_t i;
@@ -515,14 +550,14 @@ static int program(walk *w, const tbl *root) {
             TRY(segment_at(w, index, cs.pos, &w->constant_start, &w->constant_size));
         pop(c);
     }
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &mutable_segments));
-    for (i = 0; i < mutable_segments.count; i++) {
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &w->mutable_segments));
+    for (i = 0; i < w->mutable_segments.count; i++) {
         tbl m;
         uint32_t index, k;
         uint64_t start, size;
         vec offsets;
         push(c, "mutable_data_segments", i);
-        TRY(vec_table(c, &mutable_segments, i, &m));
+        TRY(vec_table(c, &w->mutable_segments, i, &m));
         TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
         TRY(segment_at(w, index, m.pos, &start, &size));
         TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));

@@ -61,7 +61,8 @@ class TensorSpec(NamedTuple):
 
     ``stored`` is ``"none"`` (an input or output the runtime fills), ``"planned"``
     (memory-planned: ``allocation`` is (memory_id, byte offset)) or ``"external"``
-    (data in a ``.ptd`` not given to ``load``, found by ``name``)."""
+    (data in a ``.ptd`` not given to ``load``, found by ``name``). A mutable buffer the
+    program stores first values for has them in ``initial`` (a read-only view)."""
 
     dtype: str
     shape: Tuple[int, ...]
@@ -69,6 +70,7 @@ class TensorSpec(NamedTuple):
     stored: str
     allocation: Optional[Tuple[int, int]]
     name: Optional[str]
+    initial: Optional[np.ndarray] = None
 
 
 class Operator(NamedTuple):
@@ -504,7 +506,8 @@ class Program(_File):
         dtype, shape, order = self._layout(r)
         allocation = ((int(r["memory_id"]), int(r["memory_offset"]))
                       if stored == lib.ET_STORED_PLANNED else None)
-        return TensorSpec(dtype, shape, order, STORED[stored], allocation, name)
+        initial = self._array(r) if r["initial"] else None
+        return TensorSpec(dtype, shape, order, STORED[stored], allocation, name, initial)
 
     def _delegate_data(self, location: int, index: int) -> memoryview:
         if location == lib.ET_DATA_LOCATION_INLINE:
@@ -526,14 +529,15 @@ class Program(_File):
 
     def state_dict(self) -> Dict[str, np.ndarray]:
         """Every tensor whose name the files hold, by that name: the data files' tensors
-        by key, and constants and resolved external tensors by fully qualified name."""
+        by key; constants, mutable buffers' initial values and resolved external tensors
+        by fully qualified name."""
         out: Dict[str, np.ndarray] = {}
         records, _ = self._index()
         for r in records:
             if not r["name"]:
                 continue
             name = self._string(int(r["name"]), int(r["name_len"]))
-            if r["stored"] == lib.ET_STORED_CONSTANT:
+            if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
                 out.setdefault(name, self._array(r))
             elif name in self._external:
                 out.setdefault(name, self._external[name])
