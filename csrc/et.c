@@ -54,6 +54,7 @@ typedef struct walk {
     uint64_t constant_start, constant_size;   /* the constant segment, file offsets */
     /* the execution plan being walked */
     uint32_t plan, n_values, n_operators, n_delegates;
+    vec values;                    /* EValue tables */
     vec buffer_sizes;              /* int64 non_const_buffer_sizes */
 } walk;
 
@@ -456,6 +457,29 @@ static int delegate(walk *w, const tbl *t, uint32_t n_inline) {
     return PTMF_OK;
 }
 
+/* The items of a list value: indices of values of kind `kind` (boxed lists: an IntList
+ * holds the indices of Int values, a TensorList of Tensor values), -1 too in an
+ * OptionalTensorList; `wide` items are int64, others int32. */
+static int list_items(walk *w, const tbl *t, const fb_field *f, uint8_t kind, int wide,
+                      int optional) {
+    ctx *c = &w->c;
+    vec items;
+    uint32_t i;
+    TRY(fld_vec(c, t, f, &items));
+    for (i = 0; i < items.count; i++) {
+        uint64_t at = items.data + (wide ? 8 : 4) * (uint64_t)i;
+        int64_t x = wide ? (int64_t)ld64(c->buf + at) : (int64_t)as_i32(ld32(c->buf + at));
+        tbl v;
+        uint8_t type;
+        if (optional && x == -1) continue;
+        if (x < 0 || (uint64_t)x >= w->n_values) return fail(c, PTMF_E_BAD_INDEX, at);
+        TRY(vec_table(c, &w->values, (uint32_t)x, &v));
+        TRY(fld_u8(c, &v, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
+        if (type != kind) return fail(c, PTMF_E_KIND_MISMATCH, at);
+    }
+    return PTMF_OK;
+}
+
 static int evalue(walk *w, const tbl *t, uint32_t value) {
     ctx *c = &w->c;
     uint8_t type;
@@ -470,10 +494,13 @@ static int evalue(walk *w, const tbl *t, uint32_t value) {
     push(c, et_kernel_types[type].name, PATH_MEMBER);
     if (type == ET_KERNEL_TYPES_TENSOR)
         TRY(tensor_value(w, &v, value));
+    else if (type == ET_KERNEL_TYPES_INT_LIST)
+        TRY(list_items(w, &v, &et_int_list[ET_INT_LIST_ITEMS], ET_KERNEL_TYPES_INT, 1, 0));
     else if (type == ET_KERNEL_TYPES_TENSOR_LIST)
-        TRY(value_list_field(w, &v, &et_tensor_list[ET_TENSOR_LIST_ITEMS], 0));
+        TRY(list_items(w, &v, &et_tensor_list[ET_TENSOR_LIST_ITEMS], ET_KERNEL_TYPES_TENSOR, 0, 0));
     else if (type == ET_KERNEL_TYPES_OPTIONAL_TENSOR_LIST)
-        TRY(value_list_field(w, &v, &et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_ITEMS], 1));
+        TRY(list_items(w, &v, &et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_ITEMS],
+                       ET_KERNEL_TYPES_TENSOR, 0, 1));
     pop(c);
     pop(c);
     return PTMF_OK;
@@ -481,24 +508,24 @@ static int evalue(walk *w, const tbl *t, uint32_t value) {
 
 static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
     ctx *c = &w->c;
-    vec values, chains, operators, delegates, devices;
+    vec chains, operators, delegates, devices;
     uint32_t i;
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &values));
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], &delegates));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_SIZES],
                 &w->buffer_sizes));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], &devices));
-    w->n_values = values.count;
+    w->n_values = w->values.count;
     w->n_operators = operators.count;
     w->n_delegates = delegates.count;
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_INPUTS], 0));
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_OUTPUTS], 0));
-    for (i = 0; i < values.count; i++) {
+    for (i = 0; i < w->values.count; i++) {
         tbl v;
         push(c, ".values", i);
-        TRY(vec_table(c, &values, i, &v));
+        TRY(vec_table(c, &w->values, i, &v));
         TRY(evalue(w, &v, i));
         pop(c);
     }

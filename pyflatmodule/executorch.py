@@ -314,7 +314,11 @@ class Method:
             return v.scalar(member.lower() + "_val")
         if member == "String":
             return v.string("string_val")
-        if member in ("IntList", "DoubleList", "BoolList", "TensorList"):
+        if member == "IntList":   # boxed: the indices of Int values (the verifier checked)
+            values = self._table.tables("values")
+            return [values[k].union("val")[1].scalar("int_val")   # type: ignore[union-attr]
+                    for k in v.vector("items").tolist()]
+        if member in ("DoubleList", "BoolList", "TensorList"):
             return v.vector("items").tolist()
         if member == "OptionalTensorList":
             return [None if x == -1 else x for x in v.vector("items").tolist()]

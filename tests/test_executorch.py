@@ -103,6 +103,9 @@ def test_every_value_decodes_as_executorch_reads_it(stem: str) -> None:
                     assert got == want["value"] and type(got) is type(want["value"])
                 elif want["kind"] == "Null":
                     assert got is None
+                elif want["kind"] == "IntList":   # boxed: items are indices of Int values
+                    assert got == [plan["values"][k]["value"] for k in want["items"]]
+                    assert all(plan["values"][k]["kind"] == "Int" for k in want["items"])
                 else:
                     assert got == want["items"]
             assert [[type(ins).__name__ for ins in c.instructions] for c in m.chains] == \
@@ -268,6 +271,22 @@ def test_a_segment_past_the_end_is_named() -> None:
     with pytest.raises(pfm.FormatError) as e:
         pfm.load(bytes(raw))
     assert e.value.code == "bad_header" and e.value.path == "header"
+
+
+def test_a_boxed_list_pointing_at_a_value_of_another_kind_is_refused() -> None:
+    doc, _ = _oracle("sample")
+    values = doc["program"]["execution_plan"][0]["values"]
+    at_list = next(i for i, v in enumerate(values) if v["kind"] == "IntList")
+    tensor = next(i for i, v in enumerate(values) if v["kind"] == "Tensor")
+    raw = bytearray(open(os.path.join(ET, "sample.pte"), "rb").read())
+    items = values[at_list]["items"]
+    needle = np.array([len(items)], "<u4").tobytes() + np.array(items, "<i8").tobytes()
+    at = raw.index(needle) + 4
+    raw[at:at + 8] = tensor.to_bytes(8, "little")
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bytes(raw))
+    assert e.value.code == "kind_mismatch" and e.value.offset == at
+    assert e.value.path == f"execution_plan[0].values[{at_list}].val<IntList>"
 
 
 def test_errors_carry_schema_paths() -> None:
