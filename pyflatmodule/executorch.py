@@ -316,7 +316,7 @@ class Method:
             return v.string("string_val")
         if member == "IntList":   # boxed: the indices of Int values (the verifier checked)
             values = self._table.tables("values")
-            return [values[k].union("val")[1].scalar("int_val")   # type: ignore[union-attr]
+            return [values[k].union("val")[1].scalar("int_val")
                     for k in v.vector("items").tolist()]
         if member in ("DoubleList", "BoolList", "TensorList"):
             return v.vector("items").tolist()
