@@ -672,15 +672,23 @@ static int walk_file(const uint8_t *buf, const ptmf_options *opt, et_summary *s,
     w.blobs = blobs;
     if (!schema) return fail(&w.c, PTMF_E_BAD_IDENTIFIER, 4);
     TRY(deref(&w.c, 0, &s->root));
-    if (verify_structure) TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
+    if (verify_structure) {
+        TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
+        s->tables_visited = w.c.tables;
+        s->elements_visited = w.c.elements;
+    }
+    /* The meaning walk gets budgets of its own: it opens each table again (and the value
+     * each list item points at), which the structural pass already bounded. */
+    w.c.tables = 0;
+    w.c.elements = 0;
     TRY(tbl_open(&w.c, s->root, &root));
     rc = s->identifier == ET_FILE_IDENTIFIER ? program(&w, &root) : data_file(&w, &root);
     if (rc != PTMF_OK) return rc;
     if (!tensors) {
         s->n_tensors = w.n_tensors;
         s->n_blobs = w.n_blobs;
-        s->tables_visited = w.c.tables;
-        s->elements_visited = w.c.elements;
+        s->tables_visited += w.c.tables;
+        s->elements_visited += w.c.elements;
     } else if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs) {
         return fail(&w.c, PTMF_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
     }
