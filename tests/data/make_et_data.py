@@ -98,6 +98,13 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         m = seeded(MLP)
         return m, torch.export.export(m, x4)
 
+    def mlp_changed() -> Tuple[Any, Any]:
+        """mlp with one weight changed: l2.bias[1] += 0.5 (for diff)."""
+        m = seeded(MLP)
+        with torch.no_grad():
+            m.l2.bias[1] += 0.5
+        return m, torch.export.export(m, x4)
+
     def two_methods() -> Tuple[Any, Any]:
         m = seeded(MLP)
         return m, {"forward": torch.export.export(m, x4),
@@ -120,7 +127,7 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         m = seeded(SampleNet)
         return m, torch.export.export(m, (torch.randn(1, 3, 8, 8),))
 
-    return {"sample": sample, "mlp": mlp, "two_methods": two_methods, "mutable": mutable,
+    return {"sample": sample, "mlp": mlp, "mlp_changed": mlp_changed, "two_methods": two_methods, "mutable": mutable,
             "dynamic": dynamic, "channels_last": channels_last, "xnnpack": mlp,
             "external": mlp}
 
@@ -352,7 +359,7 @@ def main(argv: List[str]) -> int:
     if argv[1:2] == ["--child"]:
         _child(argv[2], argv[3], argv[4])
         return 0
-    names = ["sample", "mlp", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
+    names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
              "external"]
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
