@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import (HAS_TORCH, MODEL_FILES, assert_tensor, load_expectation,
-                      model_path, same_float)
 from pyflatmodule.export import CHUNK_BYTES, iter_bytes
+from support import (HAS_TORCH, MODEL_FILES, assert_tensor, load_expectation, model_path,
+                     same_float)
 
 ALL_MODELS = MODEL_FILES + ["sample.ptl"]
 COMMANDS = ("info", "verify", "tree", "dis", "ops", "export", "extract")
