@@ -50,4 +50,4 @@ def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
 @pytest.fixture(params=MODEL_FILES + ["sample.ptl"])
 def model_name(request: Any) -> str:
     """Every real model file the tests hold."""
-    return request.param
+    return str(request.param)
