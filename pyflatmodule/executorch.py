@@ -550,6 +550,15 @@ class Program(_File):
                 out.setdefault(key, array)
         return out
 
+    def named_tensors(self) -> Dict[str, np.ndarray]:
+        """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
+        remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
+        out = self.state_dict()
+        names = list(self.methods)
+        for plan, value, array in self.constants():
+            out.setdefault(f"{names[plan]}.values[{value}]", array)
+        return out
+
     def info(self) -> Dict[str, Any]:
         """Sizes, methods, operators, delegates and segments."""
         s = self._summary
