@@ -125,7 +125,8 @@ def _structure(a: Opened, b: Opened) -> List[Change]:
 def _tensors(f: Opened) -> Dict[str, Tensor]:
     if isinstance(f, Module):
         return f.state_dict()
-    return f.named_tensors() if isinstance(f, Program) else dict(f.tensors)
+    out: Dict[str, Tensor] = dict(f.named_tensors() if isinstance(f, Program) else f.tensors)
+    return out
 
 
 def _layout(t: Tensor) -> Tuple[str, Tuple[int, ...]]:
