@@ -18,14 +18,14 @@ from ._image import ObjectType
 from .errors import FormatError
 from .functions import Argument, Function, Methods, Operator, Schema
 from .module import Module, VerifyReport, load, verify
-from .tensors import QuantizedTensor
+from .tensors import QuantizedTensor, TensorRecord
 from .values import Device, EnumValue, Object, TensorKey
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Argument", "Device", "EnumValue", "FormatError", "Function", "Methods", "Module",
-    "Object", "ObjectType", "Operator", "QuantizedTensor", "Schema", "TensorKey",
+    "Object", "ObjectType", "Operator", "QuantizedTensor", "Schema", "TensorKey", "TensorRecord",
     "VerifyReport", "load",
     "verify",
 ]
