@@ -42,8 +42,8 @@ _DTYPES: List[Optional[np.dtype]] = (
     + [np.dtype("u1")] * 7 + [np.dtype("i1")] * 7               # uint1..7, int1..7: a byte each
     + [None, np.dtype("u1")]                   # float8_e8m0fnu; float4_e2m1fn_x2: packed pairs
 )
-_ML_DTYPES = {15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn", 25: "float8_e5m2fnuz",
-              26: "float8_e4m3fnuz", 44: "float8_e8m0fnu"}
+#: ml_dtypes names them as torch does.
+_ML_DTYPES = {st: DTYPE_NAMES[st] for st, dtype in enumerate(_DTYPES) if dtype is None}
 assert len(_DTYPES) == len(DTYPE_NAMES) == lib.PTMF_SCALAR_TYPE_COUNT
 
 #: Packed quantized types: values per byte.

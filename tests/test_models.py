@@ -99,7 +99,7 @@ def test_state_dict_with_modules_walked_in_python(model_name, parity, monkeypatc
     """Every other declared field-object module handed to the Python side of the walk
     (as set-state modules are), whose field submodules go back to the C walk under
     their prefix: the same state_dict, torch's."""
-    from pyflatmodule import module as walk
+    from pyflatmodule import _state_dict as walk
     init = walk._ModuleWalk.__init__
 
     def every_other_in_python(self, image, decls):
