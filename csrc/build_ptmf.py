@@ -18,7 +18,11 @@ from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = os.path.join(HERE, "ptmf.h")
+#: Headers whose cdef parts come before ptmf.h's: the descriptor types, then the
+#: generated schema headers; ExecuTorch's after it (it uses ptmf.h's types).
+DESCRIPTORS = os.path.join(HERE, "fb_schema.h")
 GENERATED = sorted(glob.glob(os.path.join(HERE, "gen", "*.h")))
+FORMATS = [os.path.join(HERE, "et.h")]
 SOURCES = sorted(glob.glob(os.path.join(HERE, "*.c")))
 HEADERS = sorted(glob.glob(os.path.join(HERE, "*.h"))) + GENERATED
 
@@ -27,11 +31,13 @@ def _cdef_part(text: str) -> str:
     return text.split("/* --- cdef begin --- */")[1].split("/* --- cdef end --- */")[0]
 
 
-def cdef_source(header_text: str, generated: Iterable[str] = ()) -> str:
-    """The cffi declarations taken from the header text and the generated headers' texts."""
+def cdef_source(header_text: str, generated: Iterable[str] = (), after: Iterable[str] = ()) -> str:
+    """The cffi declarations taken from the header text, the texts of the headers it
+    stands on (`generated`: descriptor types and generated schema headers) and of the
+    headers that stand on it (`after`)."""
     names = re.findall(r"X\((PTMF_\w+),", header_text)
     enum = "enum ptmf_status {\n" + "".join(f"    {n} = {i},\n" for i, n in enumerate(names))
-    parts = [_cdef_part(text) for text in generated] + [_cdef_part(header_text)]
+    parts = [_cdef_part(text) for text in [*generated, header_text, *after]]
     return enum + "    PTMF_STATUS_COUNT\n};\n" + "".join(parts)
 
 
@@ -46,10 +52,12 @@ def _flags() -> list:
 
 
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source(_read(HEADER), [_read(path) for path in GENERATED]))
+ffibuilder.cdef(cdef_source(_read(HEADER), [_read(p) for p in [DESCRIPTORS] + GENERATED],
+                            [_read(p) for p in FORMATS]))
 ffibuilder.set_source(
     "pyflatmodule._ptmf",
-    "".join(f'#include "{os.path.relpath(path, HERE)}"\n' for path in [HEADER] + GENERATED),
+    "".join(f'#include "{os.path.relpath(path, HERE)}"\n'
+            for path in [HEADER] + GENERATED + FORMATS),
     sources=[os.path.relpath(path) for path in SOURCES],
     depends=[os.path.relpath(path) for path in HEADERS],
     include_dirs=[os.path.relpath(HERE)],

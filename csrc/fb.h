@@ -197,8 +197,9 @@ static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     return PTMF_OK;
 }
 
-/* Position of field `id` holding `size` bytes, or 0 when absent. */
-static inline int tbl_field(ctx *c, const tbl *t, unsigned id, unsigned size, uint64_t *at) {
+/* Position of field `id` holding `size` bytes aligned to `align`, or 0 when absent. */
+static inline int tbl_field_aligned(ctx *c, const tbl *t, unsigned id, unsigned size,
+                                    unsigned align, uint64_t *at) {
     uint64_t slot = 4 + 2 * (uint64_t)id;
     uint16_t off;
     *at = 0;
@@ -207,8 +208,13 @@ static inline int tbl_field(ctx *c, const tbl *t, unsigned id, unsigned size, ui
     if (off == 0) return PTMF_OK;
     if (off < 4 || (uint64_t)off + size > t->size) return fail(c, PTMF_E_BAD_VTABLE, t->vt + slot);
     *at = t->pos + off;
-    if (c->verify && *at % size != 0) return fail(c, PTMF_E_MISALIGNED, *at);
+    if (c->verify && align > 1 && *at % align != 0) return fail(c, PTMF_E_MISALIGNED, *at);
     return PTMF_OK;
+}
+
+/* Position of scalar field `id` of `size` bytes (aligned to its size), or 0. */
+static inline int tbl_field(ctx *c, const tbl *t, unsigned id, unsigned size, uint64_t *at) {
+    return tbl_field_aligned(c, t, id, size, size, at);
 }
 
 /* A reader given a field of another kind than its own: a mistake of the caller,
@@ -239,6 +245,15 @@ static inline int fld_i32(ctx *c, const tbl *t, const fb_field *f, int32_t *out)
     uint32_t u;
     TRY(fld_u32(c, t, f, &u));
     *out = as_i32(u);
+    return PTMF_OK;
+}
+
+/* Eight-byte integer scalar; its default when absent. */
+static inline int fld_u64(ctx *c, const tbl *t, const fb_field *f, uint64_t *out) {
+    uint64_t at;
+    TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 8 && f->type != FB_F64));
+    TRY(tbl_field(c, t, f->id, 8, &at));
+    *out = at ? ld64(c->buf + at) : (uint64_t)f->int_default;
     return PTMF_OK;
 }
 
@@ -372,5 +387,11 @@ static inline uint32_t vec_u32(const ctx *c, const vec *v, uint32_t i) {
     return ld32(c->buf + v->data + 4 * (uint64_t)i);
 }
 
+/* Verifies the table at `pos` as declaration `decl` of schema `s` and everything it
+ * reaches, by the schema's descriptors alone: every field inside its table and aligned,
+ * every offset inside the buffer, strings NUL-terminated (and UTF-8 when verifying),
+ * vectors inside the buffer, union types known, nesting within c->max_depth, tables and
+ * elements within their budgets; errors carry the path of field names (fb_verify.c). */
+int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos);
 
 #endif /* FB_H */

@@ -5,7 +5,10 @@
 #ifndef FB_SCHEMA_H
 #define FB_SCHEMA_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* --- cdef begin --- */
 
 /* What a table field holds. */
 enum fb_kind {
@@ -55,5 +58,33 @@ typedef struct fb_member {
     uint8_t align;
     uint16_t ref;
 } fb_member;
+
+/* What a declaration is. */
+enum fb_decl_kind { FB_DECL_ENUM, FB_DECL_UNION, FB_DECL_STRUCT, FB_DECL_TABLE };
+
+/* One declaration of a schema, at index = its declaration number (a descriptor's ref). */
+typedef struct fb_decl {
+    const char *name;        /* as declared */
+    uint8_t kind;            /* enum fb_decl_kind */
+    uint8_t size;            /* a struct's size; an enum's underlying scalar size */
+    uint8_t align;
+    uint16_t count;          /* fields of a table, members of a union (type numbers) */
+    const fb_field *fields;  /* a table's, in vtable id order; NULL otherwise */
+    const fb_member *members;/* a union's, by type number; NULL otherwise */
+} fb_decl;
+
+/* A whole schema: what the generic verifier and the Python reader walk. */
+typedef struct fb_schema {
+    const char *name;        /* the schema file's stem */
+    uint32_t identifier;     /* file_identifier as a little-endian uint32, 0 if none */
+    uint16_t root;           /* declaration number of the root table */
+    uint16_t count;          /* declarations */
+    const fb_decl *decls;
+} fb_schema;
+
+/* The compiled schema whose file identifier is `identifier`, or NULL (schemas.c). */
+const fb_schema *fb_schema_find(uint32_t identifier);
+
+/* --- cdef end --- */
 
 #endif /* FB_SCHEMA_H */

@@ -49,7 +49,12 @@
     X(PTMF_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
     X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")                \
     X(PTMF_E_BAD_UTF8, "string is not valid UTF-8")                                \
-    X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex, bool or Tensor: no TorchScript dict key")
+    X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex, bool or Tensor: no TorchScript dict key") \
+    X(PTMF_E_BAD_HEADER, "extended header (eh00/FH01) is malformed or reaches past the end of the file") \
+    X(PTMF_E_BAD_SEGMENT, "data lies outside its segment, or the segment outside the file's segment data") \
+    X(PTMF_E_BAD_DIM_ORDER, "dim_order is not a permutation of the tensor's dimensions") \
+    X(PTMF_E_MISSING_DATA, "external tensor data is in none of the data files given") \
+    X(PTMF_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size")
 
 /* --- cdef begin --- */
 

@@ -17,15 +17,18 @@ with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by TensorKey, whos
 from ._image import ObjectType
 from .errors import FormatError
 from .functions import Argument, Function, Methods, Operator, Schema
-from .module import Module, VerifyReport, load, verify
+from .executorch import DataFile, Method, Program, TensorSpec
+from .files import load
+from .module import Module, VerifyReport, verify
 from .tensors import QuantizedTensor, TensorRecord
 from .values import Device, EnumValue, Object, TensorKey
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Argument", "Device", "EnumValue", "FormatError", "Function", "Methods", "Module",
-    "Object", "ObjectType", "Operator", "QuantizedTensor", "Schema", "TensorKey", "TensorRecord",
+    "Argument", "DataFile", "Device", "EnumValue", "FormatError", "Function", "Method", "Methods", "Module",
+    "Object", "ObjectType", "Operator", "Program", "QuantizedTensor", "Schema", "TensorKey",
+    "TensorRecord", "TensorSpec",
     "VerifyReport", "load",
     "verify",
 ]

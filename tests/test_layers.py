@@ -20,14 +20,14 @@ PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 #: A package (``cli``) is one unit.
 LAYERS: List[Tuple[str, List[str]]] = [
     ("base", ["errors", "_names", "_types", "_jit_source", "_setstate"]),
-    ("index", ["_ptmf", "_native", "_source", "_image"]),      # _ptmf: the compiled core
+    ("index", ["_ptmf", "_native", "_fbread", "_source", "_image"]),  # _ptmf: the compiled core
     ("decoding", ["tensors", "values", "functions", "_decoder", "_state_dict"]),
-    ("public API", ["module", "__init__"]),
-    ("clients", ["export", "interop", "cli", "__main__"]),
+    ("public API", ["module", "executorch", "files", "__init__"]),
+    ("clients", ["export", "interop", "diff", "cli", "__main__"]),
 ]
 RANK: Dict[str, Tuple[int, int]] = {name: (layer, k) for layer, (_, names) in enumerate(LAYERS)
                                     for k, name in enumerate(names)}
-CLIENTS = ("cli", "export", "interop")
+CLIENTS = ("cli", "export", "interop", "diff")
 
 
 def _sources() -> Iterator[Tuple[str, str]]:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import (HAS_TORCH, assert_info, assert_state_dict, assert_value,
-                      decoded_extra_files, load_expectation, model_path)
 from decode_all import full_decode
+from support import (HAS_TORCH, assert_info, assert_state_dict, assert_tensor, assert_value,
+                     decoded_extra_files, load_expectation, model_path)
 
 
 def _part(doc, name):
@@ -168,7 +168,6 @@ def test_saved_parameters_match_torchs_reader():
     with pfm.load(model_path("mlp_params.ff")) as m:
         sd = m.state_dict()
     assert sorted(expected["keys"]) == sorted(sd)
-    from conftest import assert_tensor
     for key in expected["keys"]:
         assert_tensor(expected["tensors"][key], arrays, sd[key], key)
 

@@ -26,7 +26,7 @@ from typing import List, NamedTuple
 
 import pytest
 
-from conftest import HAS_TORCH, SAMPLE
+from support import HAS_TORCH, SAMPLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")

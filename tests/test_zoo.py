@@ -18,9 +18,9 @@ import sys
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from conftest import assert_tensor
 
 import pyflatmodule as pfm
+from support import assert_tensor
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]
 

@@ -98,4 +98,16 @@ static const fb_field ft_flat_tensor[FT_FLAT_TENSOR_FIELD_COUNT] = {
     {"named_data", ".named_data", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, FT_DECL_NAMED_DATA},
 };
 
+static const fb_decl ft_decl_table[FT_DECL_COUNT] = {
+    {"ScalarType", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
+    {"TensorLayout", FB_DECL_TABLE, 4, 4, 3, ft_tensor_layout, NULL},
+    {"DataSegment", FB_DECL_TABLE, 4, 4, 2, ft_data_segment, NULL},
+    {"NamedData", FB_DECL_TABLE, 4, 4, 3, ft_named_data, NULL},
+    {"FlatTensor", FB_DECL_TABLE, 4, 4, 3, ft_flat_tensor, NULL},
+};
+
+static const fb_schema ft_schema_file = {
+    "executorch_flat_tensor", 0x31305446, FT_DECL_FLAT_TENSOR, FT_DECL_COUNT, ft_decl_table
+};
+
 #endif /* EXECUTORCH_FLAT_TENSOR_GENERATED_H */

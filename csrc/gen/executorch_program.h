@@ -584,4 +584,54 @@ static const fb_field et_program[ET_PROGRAM_FIELD_COUNT] = {
     {"named_data", ".named_data", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_NAMED_DATA},
 };
 
+static const fb_decl et_decl_table[ET_DECL_COUNT] = {
+    {"ScalarType", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
+    {"TensorShapeDynamism", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
+    {"TensorDataLocation", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
+    {"DeviceType", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
+    {"DataLocation", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
+    {"ContainerMetadata", FB_DECL_TABLE, 4, 4, 2, et_container_metadata, NULL},
+    {"Null", FB_DECL_TABLE, 4, 4, 0, NULL, NULL},
+    {"AllocationDetails", FB_DECL_TABLE, 4, 4, 3, et_allocation_details, NULL},
+    {"ExtraTensorInfo", FB_DECL_TABLE, 4, 4, 5, et_extra_tensor_info, NULL},
+    {"Tensor", FB_DECL_TABLE, 4, 4, 10, et_tensor, NULL},
+    {"Int", FB_DECL_TABLE, 4, 4, 1, et_int, NULL},
+    {"Bool", FB_DECL_TABLE, 4, 4, 1, et_bool, NULL},
+    {"Double", FB_DECL_TABLE, 4, 4, 1, et_double, NULL},
+    {"String", FB_DECL_TABLE, 4, 4, 1, et_string, NULL},
+    {"IntList", FB_DECL_TABLE, 4, 4, 1, et_int_list, NULL},
+    {"DoubleList", FB_DECL_TABLE, 4, 4, 1, et_double_list, NULL},
+    {"BoolList", FB_DECL_TABLE, 4, 4, 1, et_bool_list, NULL},
+    {"TensorList", FB_DECL_TABLE, 4, 4, 1, et_tensor_list, NULL},
+    {"OptionalTensorList", FB_DECL_TABLE, 4, 4, 1, et_optional_tensor_list, NULL},
+    {"KernelTypes", FB_DECL_UNION, 1, 1, ET_KERNEL_TYPES_COUNT, NULL, et_kernel_types},
+    {"EValue", FB_DECL_TABLE, 4, 4, 2, et_e_value, NULL},
+    {"Operator", FB_DECL_TABLE, 4, 4, 2, et_operator, NULL},
+    {"KernelCall", FB_DECL_TABLE, 4, 4, 2, et_kernel_call, NULL},
+    {"DelegateCall", FB_DECL_TABLE, 4, 4, 2, et_delegate_call, NULL},
+    {"MoveCall", FB_DECL_TABLE, 4, 4, 2, et_move_call, NULL},
+    {"JumpFalseCall", FB_DECL_TABLE, 4, 4, 2, et_jump_false_call, NULL},
+    {"FreeCall", FB_DECL_TABLE, 4, 4, 1, et_free_call, NULL},
+    {"InstructionArguments", FB_DECL_UNION, 1, 1, ET_INSTRUCTION_ARGUMENTS_COUNT, NULL, et_instruction_arguments},
+    {"Instruction", FB_DECL_TABLE, 4, 4, 2, et_instruction, NULL},
+    {"Frame", FB_DECL_TABLE, 4, 4, 4, et_frame, NULL},
+    {"FrameList", FB_DECL_TABLE, 4, 4, 1, et_frame_list, NULL},
+    {"Chain", FB_DECL_TABLE, 4, 4, 4, et_chain, NULL},
+    {"BackendDelegateDataReference", FB_DECL_TABLE, 4, 4, 2, et_backend_delegate_data_reference, NULL},
+    {"CompileSpec", FB_DECL_TABLE, 4, 4, 2, et_compile_spec, NULL},
+    {"BackendDelegate", FB_DECL_TABLE, 4, 4, 3, et_backend_delegate, NULL},
+    {"NonConstBufferDevice", FB_DECL_TABLE, 4, 4, 3, et_non_const_buffer_device, NULL},
+    {"ExecutionPlan", FB_DECL_TABLE, 4, 4, 10, et_execution_plan, NULL},
+    {"Buffer", FB_DECL_TABLE, 4, 4, 1, et_buffer, NULL},
+    {"BackendDelegateInlineData", FB_DECL_TABLE, 4, 4, 1, et_backend_delegate_inline_data, NULL},
+    {"DataSegment", FB_DECL_TABLE, 4, 4, 2, et_data_segment, NULL},
+    {"SubsegmentOffsets", FB_DECL_TABLE, 4, 4, 2, et_subsegment_offsets, NULL},
+    {"NamedData", FB_DECL_TABLE, 4, 4, 2, et_named_data, NULL},
+    {"Program", FB_DECL_TABLE, 4, 4, 8, et_program, NULL},
+};
+
+static const fb_schema et_schema_file = {
+    "executorch_program", 0x32315445, ET_DECL_PROGRAM, ET_DECL_COUNT, et_decl_table
+};
+
 #endif /* EXECUTORCH_PROGRAM_GENERATED_H */

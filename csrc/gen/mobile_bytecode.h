@@ -426,4 +426,41 @@ static const fb_field mobile_module[MOBILE_MODULE_FIELD_COUNT] = {
     {"mobile_ivalue_size", ".mobile_ivalue_size", 11, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
+static const fb_decl mobile_decl_table[MOBILE_DECL_COUNT] = {
+    {"Int", FB_DECL_STRUCT, 8, 8, 0, NULL, NULL},
+    {"Bool", FB_DECL_STRUCT, 1, 1, 0, NULL, NULL},
+    {"Double", FB_DECL_STRUCT, 8, 8, 0, NULL, NULL},
+    {"PerTensorAffineSchema", FB_DECL_STRUCT, 16, 8, 0, NULL, NULL},
+    {"QuantizedSchema", FB_DECL_TABLE, 4, 4, 6, mobile_quantized_schema, NULL},
+    {"TensorMetadata", FB_DECL_TABLE, 4, 4, 7, mobile_tensor_metadata, NULL},
+    {"String", FB_DECL_TABLE, 4, 4, 1, mobile_string, NULL},
+    {"Device", FB_DECL_TABLE, 4, 4, 1, mobile_device, NULL},
+    {"List", FB_DECL_TABLE, 4, 4, 2, mobile_list, NULL},
+    {"IntList", FB_DECL_TABLE, 4, 4, 1, mobile_int_list, NULL},
+    {"DoubleList", FB_DECL_TABLE, 4, 4, 1, mobile_double_list, NULL},
+    {"BoolList", FB_DECL_TABLE, 4, 4, 1, mobile_bool_list, NULL},
+    {"Tuple", FB_DECL_TABLE, 4, 4, 1, mobile_tuple, NULL},
+    {"Dict", FB_DECL_TABLE, 4, 4, 3, mobile_dict, NULL},
+    {"TypeType", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
+    {"ObjectType", FB_DECL_TABLE, 4, 4, 3, mobile_object_type, NULL},
+    {"Object", FB_DECL_TABLE, 4, 4, 4, mobile_object, NULL},
+    {"ComplexDouble", FB_DECL_STRUCT, 16, 8, 0, NULL, NULL},
+    {"EnumValue", FB_DECL_TABLE, 4, 4, 2, mobile_enum_value, NULL},
+    {"Instruction", FB_DECL_STRUCT, 8, 4, 0, NULL, NULL},
+    {"Operator", FB_DECL_TABLE, 4, 4, 3, mobile_operator, NULL},
+    {"Arg", FB_DECL_TABLE, 4, 4, 3, mobile_arg, NULL},
+    {"Schema", FB_DECL_TABLE, 4, 4, 2, mobile_schema, NULL},
+    {"DebugInfo", FB_DECL_TABLE, 4, 4, 1, mobile_debug_info, NULL},
+    {"Function", FB_DECL_TABLE, 4, 4, 9, mobile_function, NULL},
+    {"StorageData", FB_DECL_TABLE, 4, 4, 1, mobile_storage_data, NULL},
+    {"IValueUnion", FB_DECL_UNION, 1, 1, MOBILE_I_VALUE_UNION_COUNT, NULL, mobile_i_value_union},
+    {"IValue", FB_DECL_TABLE, 4, 4, 2, mobile_i_value, NULL},
+    {"ExtraFile", FB_DECL_TABLE, 4, 4, 2, mobile_extra_file, NULL},
+    {"Module", FB_DECL_TABLE, 4, 4, 12, mobile_module, NULL},
+};
+
+static const fb_schema mobile_schema_file = {
+    "mobile_bytecode", 0x464d5450, MOBILE_DECL_MODULE, MOBILE_DECL_COUNT, mobile_decl_table
+};
+
 #endif /* MOBILE_BYTECODE_GENERATED_H */

@@ -563,8 +563,37 @@ def generate(s: Schema, stem: str) -> str:
             for i, (name, f, is_type) in enumerate(fields):
                 out.append("    " + _descriptor(s, P, i, name, f, is_type) + ",")
             out += ["};", ""]
-    out += [f"#endif /* {guard} */", ""]
+    out += _decl_table(s, P) + [f"#endif /* {guard} */", ""]
     return "\n".join(out)
+
+
+def _decl_table(s: Schema, P: str) -> List[str]:
+    """The schema's declarations as an fb_decl array and the fb_schema over it."""
+    p = P.lower()
+    out = [f"static const fb_decl {p}_decl_table[{P}_DECL_COUNT] = {{"]
+    for d in s.decls.values():
+        E = f"{P}_{snake(d.name).upper()}"
+        array = f"{p}_{snake(d.name)}"
+        if d.kind == "table":
+            fields = _ordered_fields(s, d)
+            out.append(f'    {{"{d.name}", FB_DECL_TABLE, 4, 4, {len(fields)}, '
+                       f'{array if fields else "NULL"}, NULL}},')
+        elif d.kind == "union":
+            out.append(f'    {{"{d.name}", FB_DECL_UNION, 1, 1, {E}_COUNT, NULL, {array}}},')
+        elif d.kind == "struct":
+            size, align, _ = struct_layout(s, d)
+            out.append(f'    {{"{d.name}", FB_DECL_STRUCT, {size}, {align}, 0, NULL, NULL}},')
+        else:
+            size, align = inline_size(s, d.name)
+            out.append(f'    {{"{d.name}", FB_DECL_ENUM, {size}, {align}, 0, NULL, NULL}},')
+    ident = int.from_bytes(s.file_identifier.encode(), "little") if s.file_identifier else 0
+    stem = os.path.splitext(os.path.basename(s.path))[0]
+    out += ["};", "",
+            f"static const fb_schema {p}_schema_file = {{",
+            f'    "{stem}", {ident:#010x}, {P}_DECL_{snake(s.root_type).upper()}, '
+            f"{P}_DECL_COUNT, {p}_decl_table",
+            "};", ""]
+    return out
 
 
 def _check_unique(s: Schema, lines: List[str]) -> None:

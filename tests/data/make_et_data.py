@@ -6,6 +6,7 @@
 For every program NAME it writes, each step in a child process (ExecuTorch may crash):
 
 - ``NAME.pte`` (and for ``external`` the data file ``NAME.ptd``), written by ExecuTorch;
+  ``sample.pte`` is also copied to ``pyflatmodule/data/``, the package's sample program;
 - ``NAME.oracle.json`` + ``NAME.oracle.npz``: what ExecuTorch's own readers say of it:
   ``header`` (its extended-header reader), ``program`` (its flatbuffer reader, before it
   moves the segments back into the program: segments, constant_segment offsets, named
@@ -17,6 +18,7 @@ For every program NAME it writes, each step in a child process (ExecuTorch may c
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,9 @@ from typing import Any, Callable, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "et")
+#: The sample program the package ships (the same bytes as et/sample.pte).
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "pyflatmodule", "data",
+                      "sample.pte")
 TIMEOUT = 900.0
 
 warnings.filterwarnings("ignore")
@@ -71,6 +76,18 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.conv(x.to(memory_format=torch.channels_last))
 
+    class SampleNet(nn.Module):
+        """The package's sample program (pyflatmodule/data/sample.pte)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.classifier = nn.Linear(8, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = torch.relu(self.conv(x)).mean(dim=(2, 3))
+            return self.classifier(x).softmax(dim=-1)
+
     def seeded(cls: Callable[[], nn.Module]) -> nn.Module:
         torch.manual_seed(0)
         return cls().eval()
@@ -79,6 +96,13 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
 
     def mlp() -> Tuple[Any, Any]:
         m = seeded(MLP)
+        return m, torch.export.export(m, x4)
+
+    def mlp_changed() -> Tuple[Any, Any]:
+        """mlp with one weight changed: l2.bias[1] += 0.5 (for diff)."""
+        m = seeded(MLP)
+        with torch.no_grad():
+            m.l2.bias[1] += 0.5
         return m, torch.export.export(m, x4)
 
     def two_methods() -> Tuple[Any, Any]:
@@ -99,7 +123,11 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         m = seeded(ChannelsLast)
         return m, torch.export.export(m, (torch.randn(1, 2, 3, 3),))
 
-    return {"mlp": mlp, "two_methods": two_methods, "mutable": mutable,
+    def sample() -> Tuple[Any, Any]:
+        m = seeded(SampleNet)
+        return m, torch.export.export(m, (torch.randn(1, 3, 8, 8),))
+
+    return {"sample": sample, "mlp": mlp, "mlp_changed": mlp_changed, "two_methods": two_methods, "mutable": mutable,
             "dynamic": dynamic, "channels_last": channels_last, "xnnpack": mlp,
             "external": mlp}
 
@@ -121,6 +149,8 @@ def _write(name: str) -> Dict[str, Any]:
         how = "to_edge(...).to_executorch(ExecutorchBackendConfig(external_constants=True))"
     with open(os.path.join(OUT, name + ".pte"), "wb") as f:
         prog.write_to_file(f)
+    if name == "sample":
+        shutil.copyfile(os.path.join(OUT, name + ".pte"), SAMPLE)
     if name == "external":
         with tempfile.TemporaryDirectory() as d:
             prog.write_tensor_data_to_file(d)
@@ -329,7 +359,7 @@ def main(argv: List[str]) -> int:
     if argv[1:2] == ["--child"]:
         _child(argv[2], argv[3], argv[4])
         return 0
-    names = ["mlp", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
+    names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
              "external"]
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")

@@ -1,0 +1,609 @@
+"""ExecuTorch programs (``.pte``) and data files (``.ptd``), zero-copy and verified.
+
+``pyflatmodule.load`` returns a :class:`Program` for a file whose identifier is ``ET12``
+and a :class:`DataFile` for ``FT01``. The C core checks the whole file when it is opened:
+its structure by the project's schemas (csrc/schemas/executorch_program.fbs,
+executorch_flat_tensor.fbs), then every reference the runtime follows (values,
+operators, delegates, segments, constant and planned tensor extents, dim_order), with
+64-bit segment offsets. Everything here then reads the verified bytes lazily: values
+decode when asked for; constant tensors are read-only numpy views of the mapping with
+the strides their ``dim_order`` gives; delegate payloads and named data are read-only
+``memoryview``s of it.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from typing import (Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
+
+import numpy as np
+
+from ._fbread import Schema, Table, schema_of
+from ._image import Options
+from ._native import check, ffi, format_error, lib, new_error
+from ._source import ADVICE, Source, SourceLike, apply_advice, open_source
+from .tensors import numpy_dtype, scalar_type_name
+
+__all__ = ["DataFile", "Delegate", "Chain", "Method", "Operator", "Program", "TensorSpec",
+           "KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall",
+           "Instruction", "Frame", "open_executorch"]
+
+#: Where a tensor's bytes are, by et_record.stored.
+STORED = {lib.ET_STORED_NONE: "none", lib.ET_STORED_CONSTANT: "constant",
+          lib.ET_STORED_EXTERNAL: "external", lib.ET_STORED_PLANNED: "planned"}
+
+
+def _record_dtype(ctype: str) -> np.dtype:
+    """A numpy structured dtype laid out as the C struct ``ctype`` (named fields)."""
+    sizes = {"uint64_t": "<u8", "uint32_t": "<u4", "int32_t": "<i4", "int8_t": "i1",
+             "uint8_t": "u1"}
+    fields = ffi.typeof(ctype).fields
+    names, formats, offsets = [], [], []
+    for name, field in fields:
+        if field.type.kind == "array":
+            continue
+        names.append(name)
+        formats.append(sizes[field.type.cname])
+        offsets.append(field.offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": ffi.sizeof(ctype)})
+
+
+RECORD = _record_dtype("et_record")
+BLOB = _record_dtype("et_blob")
+
+
+# ------------------------------------------------------------------ value types
+
+class TensorSpec(NamedTuple):
+    """A tensor value without data in the files: its layout and where the runtime puts it.
+
+    ``stored`` is ``"none"`` (an input or output the runtime fills), ``"planned"``
+    (memory-planned: ``allocation`` is (memory_id, byte offset)) or ``"external"``
+    (data in a ``.ptd`` not given to ``load``, found by ``name``). A mutable buffer the
+    program stores first values for has them in ``initial`` (a read-only view)."""
+
+    dtype: str
+    shape: Tuple[int, ...]
+    dim_order: Tuple[int, ...]
+    stored: str
+    allocation: Optional[Tuple[int, int]]
+    name: Optional[str]
+    initial: Optional[np.ndarray] = None
+
+
+class Operator(NamedTuple):
+    """A kernel operator an execution plan calls, e.g. ``aten::add`` overload ``out``."""
+
+    name: str
+    overload: str
+
+    def __str__(self) -> str:
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+
+class KernelCall(NamedTuple):
+    """Call operator ``op_index`` on the values ``args``."""
+    op_index: int
+    args: Tuple[int, ...]
+
+
+class DelegateCall(NamedTuple):
+    """Run delegate ``delegate_index`` on the values ``args``."""
+    delegate_index: int
+    args: Tuple[int, ...]
+
+
+class MoveCall(NamedTuple):
+    """Copy value ``move_from`` into value ``move_to``."""
+    move_from: int
+    move_to: int
+
+
+class JumpFalseCall(NamedTuple):
+    """Jump to ``destination_instruction`` when value ``cond_value_index`` is false."""
+    cond_value_index: int
+    destination_instruction: int
+
+
+class FreeCall(NamedTuple):
+    """Free the memory of value ``value_index``."""
+    value_index: int
+
+
+Instruction = Union[KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall]
+
+
+class Frame(NamedTuple):
+    """One frame of an instruction's stack trace."""
+    filename: Optional[str]
+    lineno: int
+    name: Optional[str]
+    context: Optional[str]
+
+
+def _instruction(member: str, t: Table) -> Instruction:
+    if member == "KernelCall":
+        return KernelCall(t.scalar("op_index"), tuple(t.vector("args").tolist()))
+    if member == "DelegateCall":
+        return DelegateCall(t.scalar("delegate_index"), tuple(t.vector("args").tolist()))
+    if member == "MoveCall":
+        return MoveCall(t.scalar("move_from"), t.scalar("move_to"))
+    if member == "JumpFalseCall":
+        return JumpFalseCall(t.scalar("cond_value_index"), t.scalar("destination_instruction"))
+    return FreeCall(t.scalar("value_index"))
+
+
+class Chain:
+    """A sequence of instructions of an execution plan."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    @property
+    def inputs(self) -> List[int]:
+        """Value indices the chain reads."""
+        return list(self._table.vector("inputs").tolist())
+
+    @property
+    def outputs(self) -> List[int]:
+        """Value indices the chain writes."""
+        return list(self._table.vector("outputs").tolist())
+
+    @property
+    def instructions(self) -> List[Instruction]:
+        """The instructions, decoded (KernelCall, DelegateCall, MoveCall, ...)."""
+        out = []
+        for t in self._table.tables("instructions"):
+            member, args = t.union("instr_args")
+            assert args is not None   # the verifier refuses instructions without arguments
+            out.append(_instruction(member, args))
+        return out
+
+    @property
+    def stacktrace(self) -> Optional[List[List[Frame]]]:
+        """One list of frames per instruction, or None when the file has none."""
+        if not self._table.has("stacktrace"):
+            return None
+        out = []
+        for frames in self._table.tables("stacktrace"):
+            items = frames.tables("items")
+            out.append([Frame(f.string("filename"), f.scalar("lineno"), f.string("name"),
+                              f.string("context")) for f in items])
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Chain of {len(self._table.tables('instructions'))} instructions>"
+
+
+class Delegate:
+    """A backend delegate: its id, compile specs and processed payload (zero-copy)."""
+
+    __slots__ = ("_table", "_program")
+
+    def __init__(self, table: Table, program: "Program") -> None:
+        self._table = table
+        self._program = program
+
+    @property
+    def id(self) -> str:
+        """The backend's id, e.g. ``"XnnpackBackend"``."""
+        return self._table.string("id") or ""
+
+    @property
+    def compile_specs(self) -> Dict[str, bytes]:
+        """Compile specs by key."""
+        return {spec.string("key") or "": bytes(spec.vector("value"))
+                for spec in self._table.tables("compile_specs")}
+
+    @property
+    def location(self) -> str:
+        """``"inline"`` (in the program's flatbuffer) or ``"segment"``."""
+        ref = self._table.table("processed")
+        assert ref is not None   # verified
+        return "inline" if ref.scalar("location") == lib.ET_DATA_LOCATION_INLINE else "segment"
+
+    @property
+    def data(self) -> memoryview:
+        """The processed payload the backend runs: read-only bytes of the mapping."""
+        ref = self._table.table("processed")
+        assert ref is not None
+        return self._program._delegate_data(int(ref.scalar("location")), int(ref.scalar("index")))
+
+    def __repr__(self) -> str:
+        return f"<Delegate {self.id} ({self.location}, {len(self.data)} bytes)>"
+
+
+class Values(Sequence[Any]):
+    """An execution plan's values; ``values[i]`` decodes value i when asked for."""
+
+    __slots__ = ("_tables", "_method")
+
+    def __init__(self, tables: Sequence[Table], method: "Method") -> None:
+        self._tables = tables
+        self._method = method
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"value index {i} out of range ({len(self)} values)")
+        return self._method._decode(self._tables[i], i)
+
+    def kind(self, i: int) -> str:
+        """The value's kind as the schema names it (``"Tensor"``, ``"Int"``...)."""
+        return self._tables[i].union("val")[0]
+
+    def __repr__(self) -> str:
+        return f"<Values of {len(self)}>"
+
+
+class Method:
+    """One execution plan of a program."""
+
+    __slots__ = ("_table", "_program", "index")
+
+    def __init__(self, table: Table, program: "Program", index: int) -> None:
+        self._table = table
+        self._program = program
+        #: its position among the program's execution plans
+        self.index = index
+
+    @property
+    def name(self) -> str:
+        """The method's name, e.g. ``"forward"``."""
+        return self._table.string("name") or ""
+
+    @property
+    def inputs(self) -> List[int]:
+        """Value indices of the inputs."""
+        return list(self._table.vector("inputs").tolist())
+
+    @property
+    def outputs(self) -> List[int]:
+        """Value indices of the outputs."""
+        return list(self._table.vector("outputs").tolist())
+
+    @property
+    def values(self) -> Values:
+        """The values, each decoded on demand."""
+        return Values(self._table.tables("values"), self)
+
+    @property
+    def operators(self) -> List[Operator]:
+        """The kernel operators the instructions call, by op_index."""
+        return [Operator(t.string("name") or "", t.string("overload") or "")
+                for t in self._table.tables("operators")]
+
+    @property
+    def chains(self) -> List[Chain]:
+        """The instruction chains."""
+        return [Chain(t) for t in self._table.tables("chains")]
+
+    @property
+    def delegates(self) -> List[Delegate]:
+        """The backend delegates, by delegate_index."""
+        return [Delegate(t, self._program) for t in self._table.tables("delegates")]
+
+    @property
+    def non_const_buffer_sizes(self) -> List[int]:
+        """Bytes of each memory-planned buffer (entry 0 is reserved)."""
+        return list(self._table.vector("non_const_buffer_sizes").tolist())
+
+    @property
+    def container_metadata(self) -> Optional[Tuple[str, str]]:
+        """(encoded_inp_str, encoded_out_str): the pytree specs of inputs and outputs."""
+        meta = self._table.table("container_meta_type")
+        if meta is None:
+            return None
+        return meta.string("encoded_inp_str") or "", meta.string("encoded_out_str") or ""
+
+    def _decode(self, t: Table, i: int) -> Any:
+        member, v = t.union("val")
+        if v is None or member == "Null":
+            return None
+        if member in ("Int", "Bool", "Double"):
+            return v.scalar(member.lower() + "_val")
+        if member == "String":
+            return v.string("string_val")
+        if member == "IntList":   # boxed: the indices of Int values (the verifier checked)
+            values = self._table.tables("values")
+            return [values[k].union("val")[1].scalar("int_val")
+                    for k in v.vector("items").tolist()]
+        if member in ("DoubleList", "BoolList", "TensorList"):
+            return v.vector("items").tolist()
+        if member == "OptionalTensorList":
+            return [None if x == -1 else x for x in v.vector("items").tolist()]
+        return self._program._tensor(self.index, i)
+
+    def __repr__(self) -> str:
+        return f"<Method {self.name}: {len(self._table.tables('values'))} values>"
+
+
+# ------------------------------------------------------------------ files
+
+class _File:
+    """What a program and a data file share: the mapping, the index, named data."""
+
+    def __init__(self, source: Source, summary: Any, options: Options) -> None:
+        self._source: Optional[Source] = source
+        self._summary = summary
+        self._options = options
+        self._schema: Schema = schema_of(int(summary.identifier))
+        self._records: Optional[np.ndarray] = None
+        self._blobs: Optional[np.ndarray] = None
+        self._by_value: Optional[Dict[Tuple[int, int], int]] = None
+
+    @property
+    def _buf(self) -> Any:
+        if self._source is None:
+            raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
+        return self._source.obj
+
+    @property
+    def _root(self) -> Table:
+        return Table(self._schema, self._buf, int(self._summary.root), self._schema.root)
+
+    def _index(self) -> Tuple[np.ndarray, np.ndarray]:
+        if self._records is None or self._blobs is None:
+            s = self._summary
+            tensors = ffi.new("et_record[]", max(1, s.n_tensors))
+            blobs = ffi.new("et_blob[]", max(1, s.n_blobs))
+            err = new_error()
+            buf = self._buf
+            check(lib.et_index(ffi.from_buffer(buf), len(self._source or b""), s, tensors, blobs,
+                               err), err)
+            self._records = np.frombuffer(ffi.buffer(tensors), RECORD)[:s.n_tensors].copy()
+            self._blobs = np.frombuffer(ffi.buffer(blobs), BLOB)[:s.n_blobs].copy()
+        return self._records, self._blobs
+
+    def _bytes(self, start: int, size: int) -> memoryview:
+        return memoryview(self._buf)[start:start + size].toreadonly()
+
+    def _string(self, pos: int, n: int) -> str:
+        return bytes(memoryview(self._buf)[pos:pos + n]).decode("utf-8")
+
+    def _array(self, r: Any) -> np.ndarray:
+        """The read-only view of a record's bytes, strides from its dim_order."""
+        buf = self._buf
+        n = int(r["ndim"])
+        sizes = tuple(np.frombuffer(buf, "<i4", n, int(r["sizes"])).tolist()) if n else ()
+        order = (tuple(np.frombuffer(buf, "u1", n, int(r["dim_order"])).tolist())
+                 if r["dim_order"] else tuple(range(n)))
+        dtype = numpy_dtype(int(r["scalar_type"]))
+        strides = [0] * n
+        step = dtype.itemsize
+        for d in reversed(order):
+            strides[d] = step
+            step *= max(1, sizes[d])
+        out = np.ndarray(sizes, dtype, buffer=buf, offset=int(r["data"]), strides=strides)
+        out.flags.writeable = False
+        return out
+
+    def _layout(self, r: Any) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
+        buf = self._buf
+        n = int(r["ndim"])
+        sizes = tuple(np.frombuffer(buf, "<i4", n, int(r["sizes"])).tolist()) if n else ()
+        order = (tuple(np.frombuffer(buf, "u1", n, int(r["dim_order"])).tolist())
+                 if r["dim_order"] else tuple(range(n)))
+        return scalar_type_name(int(r["scalar_type"])), sizes, order
+
+    @property
+    def named_data(self) -> Dict[str, memoryview]:
+        """Named data by key: read-only bytes of the mapping."""
+        _, blobs = self._index()
+        return {self._string(int(b["key"]), int(b["key_len"])):
+                self._bytes(int(b["data"]), int(b["size"])) for b in blobs}
+
+    @property
+    def version(self) -> int:
+        """The file's schema version field."""
+        return int(self._root.scalar("version"))
+
+    @property
+    def size(self) -> int:
+        """Bytes in the file."""
+        return len(self._source) if self._source is not None else 0
+
+    def close(self) -> None:
+        """Drop this object's hold on the mapping; arrays taken earlier stay valid."""
+        self._source = None
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._source is None
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class DataFile(_File):
+    """An ExecuTorch data file (``.ptd``): named tensors and blobs in segments."""
+
+    @property
+    def tensors(self) -> Dict[str, np.ndarray]:
+        """Stored tensors by key: read-only zero-copy arrays with their layouts."""
+        records, _ = self._index()
+        return {self._string(int(r["name"]), int(r["name_len"])): self._array(r)
+                for r in records}
+
+    def state_dict(self) -> Dict[str, np.ndarray]:
+        """Every tensor of the file by key (the same as :attr:`tensors`)."""
+        return self.tensors
+
+    def info(self) -> Dict[str, Any]:
+        """Sizes and counts: file bytes, segments, named data, tensors."""
+        s = self._summary
+        return {"format": "ptd", "size": self.size, "version": self.version,
+                "flatbuffer_size": int(s.flatbuffer_end),
+                "segment_data_size": int(s.segment_size),
+                "segments": len(self._root.tables("segments")),
+                "named_data": int(s.n_blobs), "tensors": int(s.n_tensors)}
+
+    def __repr__(self) -> str:
+        return f"<DataFile: {int(self._summary.n_blobs)} named data entries>"
+
+
+class Program(_File):
+    """An ExecuTorch program (``.pte``)."""
+
+    def __init__(self, source: Source, summary: Any, options: Options,
+                 data: Sequence[DataFile] = ()) -> None:
+        super().__init__(source, summary, options)
+        #: the data files given to ``load``, searched in order for external tensors
+        self.data_files = list(data)
+        self._external: Dict[str, np.ndarray] = {}
+        for f in self.data_files:
+            for key, array in f.tensors.items():
+                self._external.setdefault(key, array)
+        if self.data_files:
+            self._resolve_external()
+
+    def _resolve_external(self) -> None:
+        records, _ = self._index()
+        for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]:
+            name = self._string(int(r["name"]), int(r["name_len"]))
+            array = self._external.get(name)
+            where = f"execution_plan[{int(r['plan'])}].values[{int(r['value'])}]"
+            if array is None:
+                raise format_error(lib.PTMF_E_MISSING_DATA, int(r["table"]), where,
+                                   f"external tensor {name!r} is in none of the data files "
+                                   f"given ({len(self.data_files)})")
+            dtype, shape, _ = self._layout(r)
+            if array.dtype != numpy_dtype(int(r["scalar_type"])) or array.nbytes != int(r["nbytes"]):
+                raise format_error(lib.PTMF_E_DATA_MISMATCH, int(r["table"]), where,
+                                   f"external tensor {name!r}: the program wants {dtype} "
+                                   f"{list(shape)}, the data file holds {array.dtype} "
+                                   f"{list(array.shape)}")
+
+    @property
+    def methods(self) -> Dict[str, Method]:
+        """Execution plans by name, in file order."""
+        return {m.name: m for m in (Method(t, self, i)
+                                    for i, t in enumerate(self._root.tables("execution_plan")))}
+
+    def _tensor(self, plan: int, value: int) -> Union[np.ndarray, TensorSpec]:
+        records, _ = self._index()
+        if self._by_value is None:
+            self._by_value = {(p, v): i for i, (p, v) in enumerate(
+                zip(records["plan"].tolist(), records["value"].tolist()))}
+        r = records[self._by_value[plan, value]]
+        stored = int(r["stored"])
+        name = self._string(int(r["name"]), int(r["name_len"])) if r["name"] else None
+        if stored == lib.ET_STORED_CONSTANT:
+            return self._array(r)
+        if stored == lib.ET_STORED_EXTERNAL and name in self._external:
+            array = self._external[name]
+            return array.reshape(self._layout(r)[1]) if array.ndim == 0 else array
+        dtype, shape, order = self._layout(r)
+        allocation = ((int(r["memory_id"]), int(r["memory_offset"]))
+                      if stored == lib.ET_STORED_PLANNED else None)
+        initial = self._array(r) if r["initial"] else None
+        return TensorSpec(dtype, shape, order, STORED[stored], allocation, name, initial)
+
+    def _delegate_data(self, location: int, index: int) -> memoryview:
+        if location == lib.ET_DATA_LOCATION_INLINE:
+            data = self._root.tables("backend_delegate_data")[index]
+            start, n = data.vector_span("data")
+            return self._bytes(start, n)
+        return self._segment(index)
+
+    def _segment(self, index: int) -> memoryview:
+        seg = self._root.tables("segments")[index]
+        start = int(self._summary.segment_base) + int(seg.scalar("offset"))
+        return self._bytes(start, int(seg.scalar("size")))
+
+    def constants(self) -> List[Tuple[int, int, np.ndarray]]:
+        """Every constant tensor as (plan index, value index, array), in file order."""
+        records, _ = self._index()
+        return [(int(r["plan"]), int(r["value"]), self._array(r))
+                for r in records if r["stored"] == lib.ET_STORED_CONSTANT]
+
+    def state_dict(self) -> Dict[str, np.ndarray]:
+        """Every tensor whose name the files hold, by that name: the data files' tensors
+        by key; constants, mutable buffers' initial values and resolved external tensors
+        by fully qualified name."""
+        out: Dict[str, np.ndarray] = {}
+        records, _ = self._index()
+        for r in records:
+            if not r["name"]:
+                continue
+            name = self._string(int(r["name"]), int(r["name_len"]))
+            if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
+                out.setdefault(name, self._array(r))
+            elif name in self._external:
+                out.setdefault(name, self._external[name])
+        for f in self.data_files:
+            for key, array in f.tensors.items():
+                out.setdefault(key, array)
+        return out
+
+    def info(self) -> Dict[str, Any]:
+        """Sizes, methods, operators, delegates and segments."""
+        s = self._summary
+        methods = []
+        for m in self.methods.values():
+            methods.append({"name": m.name, "values": len(m.values), "inputs": m.inputs,
+                            "outputs": m.outputs,
+                            "instructions": sum(len(c.instructions) for c in m.chains),
+                            "operators": [str(o) for o in m.operators],
+                            "delegates": [d.id for d in m.delegates],
+                            "non_const_buffer_sizes": m.non_const_buffer_sizes})
+        records, _ = self._index()
+        constants = records[records["stored"] == lib.ET_STORED_CONSTANT]
+        return {"format": "pte", "size": self.size, "version": self.version,
+                "flatbuffer_size": int(s.flatbuffer_end),
+                "segment_data_size": int(s.segment_size),
+                "segments": len(self._root.tables("segments")),
+                "named_data": int(s.n_blobs), "constant_tensors": len(constants),
+                "constant_bytes": int(constants["nbytes"].sum()), "methods": methods}
+
+    def __repr__(self) -> str:
+        return f"<Program: methods {list(self.methods)}>"
+
+
+def open_executorch(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
+                    copy: bool = False, strict: bool = False, advise: Optional[str] = None,
+                    populate: bool = False, max_depth: int = 200, max_tables: int = 0,
+                    max_elements: int = 0) -> Union[Program, DataFile]:
+    """Open an ExecuTorch program or data file; see :func:`pyflatmodule.load`."""
+    if advise is not None and advise not in ADVICE:
+        raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, not {advise!r}")
+    options = Options(verify, strict, max_depth, max_tables, max_elements, advise)
+    opened = open_source(source, copy, populate)
+    try:
+        summary = ffi.new("et_summary *")
+        err = new_error()
+        buf = opened.obj
+        check(lib.et_open(ffi.from_buffer(buf), len(opened), options.to_c(), summary, err), err)
+        # Segment data (constants, payloads) gets readahead; the flatbuffer stays random.
+        start = int(summary.segment_base) // mmap.PAGESIZE * mmap.PAGESIZE
+        end = int(summary.segment_base + summary.segment_size)
+        apply_advice(opened, advise, [(start, end)] if end > start else [])
+    finally:
+        opened.release_fd()
+    if summary.identifier == lib.FT_FILE_IDENTIFIER:
+        if data:
+            raise ValueError("data= is for programs (.pte); this is a data file (.ptd)")
+        return DataFile(opened, summary, options)
+    files = []
+    for d in data:
+        f = d if isinstance(d, DataFile) else open_executorch(
+            d, verify=verify, copy=copy, strict=strict, advise=advise, populate=populate,
+            max_depth=max_depth, max_tables=max_tables, max_elements=max_elements)
+        if not isinstance(f, DataFile):
+            raise ValueError(f"data= takes data files (.ptd); {os.fspath(d) if isinstance(d, (str, os.PathLike)) else type(d).__name__} is a program")
+        files.append(f)
+    return Program(opened, summary, options, files)

@@ -1,0 +1,340 @@
+"""ExecuTorch programs and data files against what ExecuTorch itself said of them.
+
+The files in tests/data/et/ were written by ExecuTorch 1.5.1 with torch 2.13
+(tests/data/make_et_data.py). Beside each, ``<name>.oracle.json/.npz`` hold the answers of
+ExecuTorch's own readers: its extended-header reader, its flatbuffer reader (values,
+operators, chains, delegates, segments), ``deserialize_pte_binary`` (the constant buffers
+and named data it cuts out of the segments), its C++ runtime (method names, input and
+output metadata), and the exported module's own weights. Nothing here needs ExecuTorch or
+torch installed.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pytest
+
+import pyflatmodule as pfm
+from pyflatmodule.tensors import numpy_dtype
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ET = os.path.join(HERE, "data", "et")
+PROGRAMS = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".pte"))
+DATA_FILES = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".ptd"))
+
+
+def _oracle(stem: str) -> Tuple[Dict[str, Any], Any]:
+    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    return doc, np.load(os.path.join(ET, stem + ".oracle.npz"))
+
+
+def _weight(arrays: Any, w: Dict[str, Any]) -> np.ndarray:
+    """An exported module's weight, stored as its row-major bytes."""
+    return np.frombuffer(arrays[w["data"]].tobytes(), w["dtype"]).reshape(w["shape"])
+
+
+def _open(stem: str) -> Any:
+    data = [os.path.join(ET, stem + ".ptd")] if stem in DATA_FILES else []
+    return pfm.load(os.path.join(ET, stem + ".pte"), data=data)
+
+
+def test_every_kind_of_program_is_here() -> None:
+    assert {"mlp", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
+            "external"} <= set(PROGRAMS)
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_load_gives_a_program_and_the_runtimes_methods(stem: str) -> None:
+    doc, _ = _oracle(stem)
+    with _open(stem) as p:
+        assert isinstance(p, pfm.Program)
+        assert sorted(p.methods) == sorted(doc["runtime"]["method_names"])
+        assert list(p.methods) == [plan["name"] for plan in doc["program"]["execution_plan"]]
+        assert p.version == doc["program"]["version"]
+        for name, meta in doc["runtime"]["methods"].items():
+            m = p.methods[name]
+            for index, want in zip(m.inputs + m.outputs, meta["inputs"] + meta["outputs"]):
+                spec = m.values[index]
+                assert isinstance(spec, pfm.TensorSpec)
+                assert spec.dtype == _dtype_name(want["dtype"])
+                assert list(spec.shape) == want["sizes"]
+                assert spec.stored == ("planned" if want["memory_planned"] else "none")
+
+
+def _dtype_name(scalar_type: int) -> str:
+    return {6: "float32", 4: "int64", 3: "int32", 11: "bool", 7: "float64"}[scalar_type]
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_header_and_segments_are_executorchs(stem: str) -> None:
+    doc, _ = _oracle(stem)
+    with _open(stem) as p:
+        info = p.info()
+        header = doc["header"]
+        if header is None:
+            assert info["flatbuffer_size"] == info["size"]
+            assert info["segment_data_size"] == 0
+        else:
+            assert info["flatbuffer_size"] == header["program_size"]
+            assert info["segment_data_size"] == header["segment_data_size"]
+        assert info["segments"] == len(doc["program"]["segments"])
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_every_value_decodes_as_executorch_reads_it(stem: str) -> None:
+    doc, _ = _oracle(stem)
+    with _open(stem) as p:
+        for plan in doc["program"]["execution_plan"]:
+            m = p.methods[plan["name"]]
+            assert m.inputs == plan["inputs"] and m.outputs == plan["outputs"]
+            assert [(o.name, o.overload) for o in m.operators] == [tuple(o) for o in plan["operators"]]
+            assert m.non_const_buffer_sizes == plan["non_const_buffer_sizes"]
+            assert len(m.values) == len(plan["values"])
+            for i, want in enumerate(plan["values"]):
+                assert m.values.kind(i) == want["kind"]
+                got = m.values[i]
+                if want["kind"] == "Tensor":
+                    _check_tensor(got, want)
+                elif want["kind"] in ("Int", "Bool", "Double", "String"):
+                    assert got == want["value"] and type(got) is type(want["value"])
+                elif want["kind"] == "Null":
+                    assert got is None
+                elif want["kind"] == "IntList":   # boxed: items are indices of Int values
+                    assert got == [plan["values"][k]["value"] for k in want["items"]]
+                    assert all(plan["values"][k]["kind"] == "Int" for k in want["items"])
+                else:
+                    assert got == want["items"]
+            assert [[type(ins).__name__ for ins in c.instructions] for c in m.chains] == \
+                [c["instructions"] for c in plan["chains"]]
+            assert [(d.id, d.location, d.compile_specs) for d in m.delegates] == [
+                (d["id"], "inline" if d["location"] == 0 else "segment",
+                 {k: bytes.fromhex(v) for k, v in d["compile_specs"]}) for d in plan["delegates"]]
+
+
+def _check_tensor(got: Any, want: Dict[str, Any]) -> None:
+    shape = tuple(want["sizes"])
+    if isinstance(got, np.ndarray):
+        assert got.shape == shape
+        assert got.dtype == numpy_dtype(want["scalar_type"])
+        assert not got.flags.writeable
+        assert want["allocation"] is None
+        assert want["data_buffer_idx"] > 0 or want["location"] == 1
+        return
+    assert isinstance(got, pfm.TensorSpec)
+    assert got.shape == shape and got.dim_order == tuple(want["dim_order"])
+    assert got.name == want["fqn"]
+    if want["allocation"] is not None:
+        memory_id, low, high = want["allocation"]
+        assert got.stored == "planned" and got.allocation == (memory_id, low | high << 32)
+    elif want["location"] == 1:
+        assert got.stored == "external"
+    else:
+        assert got.stored == "none" and want["data_buffer_idx"] == 0
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_constants_are_the_bytes_executorch_cuts_out(stem: str) -> None:
+    doc, arrays = _oracle(stem)
+    buffers = [arrays[key] for key in doc["restored"]["constant_buffer"]]
+    with _open(stem) as p:
+        for plan in doc["program"]["execution_plan"]:
+            m = p.methods[plan["name"]]
+            for i, want in enumerate(plan["values"]):
+                if want["kind"] != "Tensor" or want["allocation"] is not None:
+                    continue
+                if want["location"] == 1 or want["data_buffer_idx"] == 0:
+                    continue
+                got = m.values[i]
+                raw = buffers[want["data_buffer_idx"]].tobytes()
+                assert _storage_bytes(got) == raw[:got.nbytes]
+
+
+def _storage_bytes(a: np.ndarray) -> bytes:
+    """The bytes under a view, in memory order (what the file stores)."""
+    order = np.argsort(a.strides)[::-1]
+    return np.ascontiguousarray(a.transpose(order)).tobytes()
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_every_weight_of_the_exported_module_is_a_constant(stem: str) -> None:
+    doc, arrays = _oracle(stem)
+    with _open(stem) as p:
+        named = p.state_dict()
+        constants = [a for _, _, a in p.constants()] + list(named.values())
+        for name, w in doc["weights"].items():
+            want = _weight(arrays, w)
+            if name in named:
+                np.testing.assert_array_equal(named[name], want)
+                continue
+            if stem == "mutable" and name == "count":
+                continue   # a mutable buffer: memory-planned, its zeros are not stored
+            if stem == "xnnpack":
+                continue   # inside the delegate's payload (named data, no layout)
+            assert any(c.shape == want.shape and np.array_equal(c, want) for c in constants), name
+
+
+def test_channels_last_constants_take_their_strides_from_dim_order() -> None:
+    doc, arrays = _oracle("channels_last")
+    with _open("channels_last") as p:
+        m = p.methods["forward"]
+        plan = doc["program"]["execution_plan"][0]
+        for i, want in enumerate(plan["values"]):
+            if want["kind"] != "Tensor" or want["data_buffer_idx"] == 0:
+                continue
+            a = m.values[i]
+            order = want["dim_order"]
+            expect = [0] * len(order)
+            step = a.itemsize
+            for d in reversed(order):
+                expect[d] = step
+                step *= max(1, want["sizes"][d])
+            assert list(a.strides) == expect
+
+
+def test_named_data_is_the_bytes_executorch_restores() -> None:
+    doc, arrays = _oracle("xnnpack")
+    with _open("xnnpack") as p:
+        named = p.named_data
+        assert list(named) == [k for k, _ in doc["program"]["named_data"]]
+        for key, ref in doc["restored"]["named_data"].items():
+            assert bytes(named[key]) == arrays[ref].tobytes()
+            assert named[key].readonly
+        d = p.methods["forward"].delegates[0]
+        assert d.id == "XnnpackBackend" and d.location == "segment"
+        assert bytes(d.data[4:8]) == b"XH00"   # the XNNPACK payload's own header
+
+
+@pytest.mark.parametrize("stem", DATA_FILES)
+def test_data_file_is_what_executorch_reads(stem: str) -> None:
+    doc, arrays = _oracle(stem)
+    want = doc["data_file"]
+    with pfm.load(os.path.join(ET, stem + ".ptd")) as d:
+        assert isinstance(d, pfm.DataFile)
+        info = d.info()
+        assert info["flatbuffer_size"] == want["header"]["flatbuffer_offset"] + \
+            want["header"]["flatbuffer_size"]
+        assert info["segment_data_size"] == want["header"]["segment_data_size"]
+        assert d.version == want["version"]
+        tensors = d.tensors
+        assert list(tensors) == [e["key"] for e in want["named_data"]]
+        for e in want["named_data"]:
+            t = tensors[e["key"]]
+            assert t.dtype == numpy_dtype(e["scalar_type"]) and list(t.shape) == e["sizes"]
+            np.testing.assert_array_equal(t, _weight(arrays, doc["weights"][e["key"]]))
+        assert list(d.named_data) == list(tensors)
+
+
+def test_external_tensors_resolve_by_name_and_missing_ones_are_named() -> None:
+    doc, arrays = _oracle("external")
+    pte = os.path.join(ET, "external.pte")
+    with pfm.load(pte, data=[os.path.join(ET, "external.ptd")]) as p:
+        sd = p.state_dict()
+        assert set(sd) == set(doc["weights"])
+        for name, w in doc["weights"].items():
+            np.testing.assert_array_equal(sd[name], _weight(arrays, w))
+        assert isinstance(p.methods["forward"].values[0], np.ndarray)
+    with pfm.load(pte) as p:   # no data file: the program is still readable
+        spec = p.methods["forward"].values[0]
+        assert isinstance(spec, pfm.TensorSpec) and spec.stored == "external"
+        assert spec.name == "l1.weight"
+    # A data file that lacks one of the names the program asks for.
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(pte, data=[_data_file_without("l2.bias")])
+    assert e.value.code == "missing_data" and "'l2.bias'" in str(e.value)
+    assert e.value.path.startswith("execution_plan[0].values[")
+
+
+def _data_file_without(key: str) -> bytes:
+    """external.ptd with one key's first byte changed, so that no key matches it."""
+    raw = bytearray(open(os.path.join(ET, "external.ptd"), "rb").read())
+    at = raw.index(key.encode() + b"\0")
+    raw[at] ^= 0x20
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("cut", [0, 7, 12, 30, 200, -1])
+def test_truncated_programs_are_format_errors(cut: int) -> None:
+    raw = open(os.path.join(ET, "mlp.pte"), "rb").read()
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(raw[:cut])
+    assert e.value.code in ("too_small", "bad_header", "out_of_bounds", "bad_identifier")
+
+
+def test_a_segment_past_the_end_is_named() -> None:
+    raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
+    # eh00's segment data size (u64 at byte 32) grown past the end of the file
+    raw[32:40] = (len(raw)).to_bytes(8, "little")
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bytes(raw))
+    assert e.value.code == "bad_header" and e.value.path == "header"
+
+
+def test_a_boxed_list_pointing_at_a_value_of_another_kind_is_refused() -> None:
+    doc, _ = _oracle("sample")
+    values = doc["program"]["execution_plan"][0]["values"]
+    at_list = next(i for i, v in enumerate(values) if v["kind"] == "IntList")
+    tensor = next(i for i, v in enumerate(values) if v["kind"] == "Tensor")
+    raw = bytearray(open(os.path.join(ET, "sample.pte"), "rb").read())
+    items = values[at_list]["items"]
+    needle = np.array([len(items)], "<u4").tobytes() + np.array(items, "<i8").tobytes()
+    at = raw.index(needle) + 4
+    raw[at:at + 8] = tensor.to_bytes(8, "little")
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bytes(raw))
+    assert e.value.code == "kind_mismatch" and e.value.offset == at
+    assert e.value.path == f"execution_plan[0].values[{at_list}].val<IntList>"
+
+
+def test_errors_carry_schema_paths() -> None:
+    raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
+    # A tensor's sizes [8, 4] (count 2, then two int32): make the first one negative.
+    at = raw.index(np.array([2, 8, 4], "<u4").tobytes()) + 4
+    raw[at:at + 4] = (-8).to_bytes(4, "little", signed=True)
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bytes(raw))
+    assert e.value.code == "negative_dimension"
+    assert e.value.path.startswith("execution_plan[0].values[")
+    assert e.value.path.endswith("].val<Tensor>")
+    assert e.value.offset == at
+
+
+def _decode_all(p: Any) -> None:
+    p.info()
+    p.state_dict()
+    list(p.named_data.items())
+    for m in p.methods.values():
+        list(m.values)
+        for c in m.chains:
+            c.instructions
+            c.stacktrace
+        for d in m.delegates:
+            d.compile_specs, bytes(d.data)
+        m.operators, m.container_metadata
+
+
+@pytest.mark.parametrize("stem", PROGRAMS + DATA_FILES)
+def test_single_byte_edits_never_crash(stem: str) -> None:
+    """Every byte of the flatbuffer part flipped: each load either fails with FormatError
+    or gives a file every accessor reads without another exception."""
+    path = os.path.join(ET, stem + (".pte" if stem in PROGRAMS else ".ptd"))
+    raw = open(path, "rb").read()
+    loaded = rejected = 0
+    for at in range(len(raw)):
+        for flip in (0x01, 0x80):
+            b = bytearray(raw)
+            b[at] ^= flip
+            try:
+                f = pfm.load(bytes(b))
+            except pfm.FormatError:
+                rejected += 1
+                continue
+            if isinstance(f, pfm.Program):
+                _decode_all(f)
+            else:
+                f.info(), f.tensors, f.named_data
+            loaded += 1
+    assert rejected > 0 and loaded > 0
