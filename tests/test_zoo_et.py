@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import pytest
+import zoo as ZOO   # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 
 import pyflatmodule as pfm
 from pyflatmodule.tensors import scalar_type_name
@@ -30,16 +31,6 @@ BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
 BUILDER = os.path.join(BENCHMARKS, "zoo_et_build.py")
 
 
-def _listing() -> Any:
-    """benchmarks/zoo.py, which names the zoo's files without importing torch."""
-    spec = importlib.util.spec_from_file_location("zoo", os.path.join(BENCHMARKS, "zoo.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ZOO = _listing()
 FILES = [(model, form) for model, forms in ZOO.ET_MODELS.items() for form in forms]
 
 

@@ -1,6 +1,8 @@
 """The ``pyflatmodule`` command line (also ``python -m pyflatmodule``).
 
-Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``export``, ``extract``.
+Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``export``, ``extract``,
+``diff``; each reads PTMF models (``.ptl``/``.ff``), ExecuTorch programs (``.pte``) and
+data files (``.ptd``). ``diff`` exits as diff(1) does: 0 equal, 1 different, 2 trouble.
 Every command takes ``--json`` (one JSON document on stdout; shapes documented in the
 README), prints errors on stderr and exits non-zero: 0 success, 1 a bad or unreadable
 model file (or a name that is not in it) or an output that cannot be written, 2 a usage
@@ -18,7 +20,7 @@ import os
 import sys
 from typing import Any, List, Optional
 
-from . import dis, export, extract, info, ops, tree, verify
+from . import diff, dis, export, extract, info, ops, tree, verify
 from .common import EXIT_FAIL, EXIT_USAGE, SAMPLE, CliError, Context, report
 from ..errors import FormatError
 from .info import summarize
@@ -27,16 +29,17 @@ __all__ = ["SAMPLE", "build_parser", "main", "summarize"]
 
 #: The commands, in the order ``--help`` lists them.
 COMMANDS = {"info": info, "verify": verify, "tree": tree, "dis": dis, "ops": ops,
-            "export": export, "extract": extract}
+            "export": export, "extract": extract, "diff": diff}
 
 EXAMPLES = """examples:
   pyflatmodule info                          describe the sample model shipped with the package
-  pyflatmodule verify models/                check every .ptl/.ff file under models/
+  pyflatmodule verify models/                check every .ptl/.ff/.pte/.ptd file under models/
   pyflatmodule tree model.ptl --depth 2      the object hierarchy, two levels deep
   pyflatmodule dis model.ptl forward         disassemble a method
   pyflatmodule ops model.ptl --yaml          operator list for a selective build
   pyflatmodule export model.ptl w.safetensors   weights for another runtime
   pyflatmodule extract model.ptl meta.json   one extra file to stdout
+  pyflatmodule diff old.pte new.pte          what changed between two builds
 
 exit status: 0 success, 1 invalid/unreadable model, missing name or unwritable output,
 2 usage error (including an output that is the input model)
@@ -60,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour: auto (terminal and no NO_COLOR), always, never")
     parser = _Parser(prog="pyflatmodule",
-                     description="Inspect, verify and convert PyTorch mobile flatbuffer "
-                                 "models (.ptl/.ff) without torch.",
+                     description="Inspect, verify, compare and convert PyTorch Mobile "
+                                 "flatbuffer models (.ptl/.ff) and ExecuTorch programs and "
+                                 "data files (.pte/.ptd) without torch.",
                      epilog=EXAMPLES, formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"pyflatmodule {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",

@@ -8,17 +8,19 @@ import json
 import math
 import os
 import sys
-from typing import Any, Dict, Optional, TextIO, Union
+from typing import Any, Dict, Optional, Sequence, TextIO, Union
 
 import numpy as np
 
 from ..errors import FormatError
-from ..module import Module, load
+from ..executorch import DataFile, Program
+from ..files import file_format, load
+from ..module import Module
 from ..tensors import DTYPE_NAMES, QuantizedTensor, TensorRecord, numpy_dtype
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
-MODEL_SUFFIXES = (".ptl", ".ff")
+MODEL_SUFFIXES = (".ptl", ".ff", ".pte", ".ptd")
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -123,11 +125,21 @@ def report(ctx: Context, file: Optional[str], exc: BaseException) -> None:
         ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") + error_line(file, exc) + "\n")
 
 
-def open_model(path: str) -> Module:
-    """``load(path)``, with the reader's errors labelled by the file."""
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "is a directory", path)
-    return load(path)
+def open_model(path: str, data: Sequence[str] = ()) -> Union[Module, Program, DataFile]:
+    """``load(path)``: a PTMF Module, an ExecuTorch Program or DataFile (with ``data``,
+    the data files holding a program's external tensors)."""
+    for p in (path, *data):
+        if os.path.isdir(p):
+            raise IsADirectoryError(21, "is a directory", p)
+    if data and file_format(path) != "pte":
+        raise CliError("--data is for ExecuTorch programs (.pte)", "usage", EXIT_USAGE,
+                       file=path)
+    try:
+        return load(path, data=data)
+    except ValueError as e:   # FormatError is one too: only data= misuse is ours
+        if isinstance(e, FormatError):
+            raise
+        raise CliError(str(e), "usage", EXIT_USAGE, file=path) from None
 
 
 def refuse_input_as_output(source: str, output: str) -> None:

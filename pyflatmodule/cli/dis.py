@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
+from ..executorch import Program
 from ..functions import Argument, Function, Methods, short
+from ..module import Module
+from . import executorch
 from .common import EXIT_OK, CliError, Context, Json, no_methods_note, open_model
 
 HELP = "bytecode disassembly with operators, constants, registers and schema"
@@ -14,6 +17,7 @@ EXAMPLES = """examples:
   pyflatmodule dis model.ptl                  every method
   pyflatmodule dis model.ptl forward          one method (short or qualified name)
   pyflatmodule dis model.ptl --all            also __setstate__ and other functions
+  pyflatmodule dis model.pte forward          an ExecuTorch method's instruction chains
 
 a file without methods (e.g. a parameters file) lists nothing: a note on stderr, exit 0
 """
@@ -86,10 +90,37 @@ def print_dis(ctx: Context, d: Json) -> None:
         ctx.print(text.rstrip())
 
 
+def _run_executorch(ctx: Context, p: Program) -> int:
+    """Disassemble an ExecuTorch program's methods (a data file has none)."""
+    args = ctx.args
+    methods = p.methods
+    if args.method is not None and args.method not in methods:
+        names = ", ".join(methods) or "none"
+        raise CliError(f"no method {args.method!r} (methods: {names})", "not_found",
+                       file=args.path)
+    docs = [executorch.disassemble(m) for name, m in methods.items()
+            if args.method in (None, name)]
+    if ctx.json:
+        ctx.dump({"file": args.path, "methods": docs})
+    else:
+        for k, d in enumerate(docs):
+            if k:
+                ctx.print()
+            executorch.print_dis(ctx, d)
+    return EXIT_OK
+
+
 def run(ctx: Context) -> int:
     """Disassemble the chosen methods."""
     args = ctx.args
     with open_model(args.path) as m:
+        if not isinstance(m, Module):
+            if isinstance(m, Program):
+                return _run_executorch(ctx, m)
+            no_methods_note(ctx, args.path, "an ExecuTorch data file: nothing to disassemble")
+            if ctx.json:
+                ctx.dump({"file": args.path, "methods": []})
+            return EXIT_OK
         if args.all:
             functions = Methods(m.functions())
         else:

@@ -9,6 +9,8 @@ from typing import TextIO
 
 from .. import __version__
 from .. import export as exporting
+from ..module import Module
+from . import executorch
 from .common import (EXIT_OK, EXIT_USAGE, CliError, Context, Json, dtype_name, human, isatty,
                      open_model, refuse_input_as_output, write_error)
 
@@ -28,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("path", metavar="PATH")
     p.add_argument("out", metavar="OUT", help="output file: *.safetensors or *.npz")
+    p.add_argument("--data", action="append", default=[], metavar="PTD",
+                   help="an ExecuTorch data file holding the program's external tensors "
+                        "(repeatable)")
     p.add_argument("--format", choices=("safetensors", "npz"),
                    help="output format (default: from OUT's extension)")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -89,9 +94,13 @@ def run(ctx: Context) -> int:
     if os.path.isdir(args.out):
         raise CliError(f"{args.out}: is a directory", "usage", EXIT_USAGE)
     refuse_input_as_output(args.path, args.out)
-    with open_model(args.path) as m:
-        state = m.state_dict()
-        entries = exporting.plan((name, dtype_name(m, v), v) for name, v in state.items())
+    with open_model(args.path, args.data) as m:
+        if isinstance(m, Module):
+            state = m.state_dict()
+            entries = exporting.plan((name, dtype_name(m, v), v) for name, v in state.items())
+        else:   # numpy's names of ExecuTorch's dtypes are torch's (ml_dtypes' included)
+            entries = exporting.plan((name, str(v.dtype), v)
+                                     for name, v in executorch.tensors(m).items())
         total = sum(e.nbytes for _, e in entries)
         show = args.progress if args.progress is not None else (
             total >= args.progress_threshold and isatty(ctx.err))

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict
+from typing import Any, Dict, Union
 
+from ..module import Module
+from . import executorch
 from .common import (EXIT_OK, CliError, Context, Json, open_model, refuse_input_as_output,
                      write_error)
 
@@ -19,18 +21,28 @@ EXAMPLES = """examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("path", metavar="PATH")
-    p.add_argument("name", metavar="NAME", help="extra file name (see `info`)")
+    p.add_argument("name", metavar="NAME",
+                   help="extra file name (see `info`); for ExecuTorch files a named data key "
+                        "or METHOD.delegates[I] (see `tree`)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     p.add_argument("--jit-source", action="store_true",
                    help="NAME is a TorchScript source file (e.g. __torch__), not an extra file")
 
 
 def run(ctx: Context) -> int:
-    """Write one extra file (or jit source) to stdout or a file."""
+    """Write one extra file (or jit source; for ExecuTorch files one named data entry or
+    delegate payload) to stdout or a file."""
     args = ctx.args
     if args.output not in (None, "-"):
         refuse_input_as_output(args.path, args.output)
     with open_model(args.path) as m:
+        if not isinstance(m, Module):
+            blob = executorch.blob(m, args.name)
+            if blob is None:
+                names = ", ".join(repr(n) for n in executorch.blob_names(m)) or "none"
+                raise CliError(f"no named data or delegate {args.name!r} (there are: {names})",
+                               "not_found", file=args.path)
+            return _write(ctx, blob, "named_data" if args.name in m.named_data else "delegate")
         table: Dict[str, Any] = (
             {k: v.encode("utf-8") for k, v in m.jit_sources.items()} if args.jit_source
             else m.extra_files)
@@ -39,7 +51,12 @@ def run(ctx: Context) -> int:
         names = ", ".join(repr(n) for n in table) or "none"
         raise CliError(f"no {what} named {args.name!r} ({what}s: {names})", "not_found",
                        file=args.path)
-    data: bytes = table[args.name]
+    return _write(ctx, table[args.name], what.replace(" ", "_"))
+
+
+def _write(ctx: Context, data: Union[bytes, memoryview], kind: str) -> int:
+    """Write ``data`` (bytes, or a zero-copy view of the mapped file) where asked."""
+    args = ctx.args
     to_stdout = args.output in (None, "-")
     if not to_stdout:
         try:
@@ -50,7 +67,7 @@ def run(ctx: Context) -> int:
     if ctx.json:
         import base64
         import hashlib
-        doc: Json = {"file": args.path, "name": args.name, "kind": what.replace(" ", "_"),
+        doc: Json = {"file": args.path, "name": args.name, "kind": kind,
                      "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                      "output": None if to_stdout else args.output}
         if to_stdout:
@@ -60,7 +77,7 @@ def run(ctx: Context) -> int:
         ctx.out.flush()
         out = getattr(ctx.out, "buffer", None)
         if out is None:
-            ctx.out.write(data.decode("utf-8", "backslashreplace"))
+            ctx.out.write(bytes(data).decode("utf-8", "backslashreplace"))
         else:
             out.write(data)
             out.flush()

@@ -7,13 +7,17 @@ from collections import Counter
 from typing import Dict, List
 
 from ..errors import FormatError
+from ..module import Module
+from . import executorch
 from .common import EXIT_FAIL, EXIT_OK, SAMPLE, Context, Json, open_model, report
 
-HELP = "versions, counts, methods, tensors by dtype, shared storages, extra files"
+HELP = ("versions, counts, methods, tensors by dtype, shared storages, extra files "
+        "(ExecuTorch: methods, operators, delegates, constants, segments)")
 
 EXAMPLES = """examples:
   pyflatmodule info                     describe the sample model shipped with the package
   pyflatmodule info model.ptl           versions, methods, tensors by dtype, extra files
+  pyflatmodule info model.pte           an ExecuTorch program: methods, operators, delegates
   pyflatmodule info --json a.ff b.ff    one JSON object per file (a list for several)
 """
 
@@ -27,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def summarize(path: str) -> Json:
     """The facts ``info`` prints, as plain JSON-able data."""
     with open_model(path) as m:
+        if not isinstance(m, Module):
+            return executorch.summarize(path, m)
         records = [r for r in m.tensor_records if r.ivalue is not None]
         by_dtype: Dict[str, List[int]] = {}
         total = 0
@@ -65,6 +71,9 @@ def summarize(path: str) -> Json:
 
 def print_info(ctx: Context, s: Json) -> None:
     """The text ``info`` prints for one file."""
+    if s.get("format") in ("pte", "ptd"):
+        executorch.print_info(ctx, s)
+        return
     st = ctx.style
     ctx.print(f"{st(s['file'], 'bold')}: PTMF model, {s['size']:,} bytes, bytecode version "
               f"{s['bytecode_version']}, operator version {s['operator_version']}")

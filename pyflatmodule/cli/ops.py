@@ -5,6 +5,9 @@ import argparse
 import json
 from typing import List, Optional, Set
 
+from ..executorch import Program
+from ..module import Module
+from . import executorch
 from .common import EXIT_OK, Context, no_methods_note, open_model
 
 HELP = "operators the model needs (as torch.jit.export_opnames)"
@@ -13,6 +16,8 @@ EXAMPLES = """examples:
   pyflatmodule ops model.ptl                  one operator a line, e.g. aten::add.Tensor
   pyflatmodule ops --yaml a.ptl b.ptl > ops.yaml   union, as a YAML list for a
                                               selective build (SELECTED_OP_LIST)
+  pyflatmodule ops model.pte                  an ExecuTorch program's kernel operators,
+                                              e.g. aten::add.out
 
 a file without methods (e.g. a parameters file) needs no operators: a note on stderr,
 exit 0
@@ -26,10 +31,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def operator_names(path: str) -> Optional[List[str]]:
-    """The operators a model needs, as ``torch.jit.export_opnames`` names them; None
-    for a file without methods."""
+    """The operators a model needs, as ``torch.jit.export_opnames`` names them (an
+    ExecuTorch program's kernel operators as ``name.overload``); None for a file without
+    methods."""
     with open_model(path) as m:
-        if not m.methods:
+        if isinstance(m, Program):
+            return executorch.operator_names(m)
+        if not isinstance(m, Module) or not m.methods:
             return None
         return sorted(m.info()["opname_to_num_args"])
 

@@ -11,6 +11,7 @@ from ..functions import short
 from ..module import Module
 from ..tensors import QuantizedTensor
 from ..values import Object
+from . import executorch
 from .common import (EXIT_OK, EXIT_USAGE, CliError, Context, Json, Style, json_value,
                      open_model, tensor_fields)
 
@@ -20,6 +21,7 @@ EXAMPLES = """examples:
   pyflatmodule tree model.ptl                 every attribute from the root
   pyflatmodule tree model.ptl --depth 1       the root's attributes only
   pyflatmodule tree model.ptl --filter weight nodes whose path contains "weight"
+  pyflatmodule tree model.pte --depth 2       an ExecuTorch program's methods and values
 """
 
 
@@ -236,12 +238,16 @@ def run(ctx: Context) -> int:
     if args.depth is not None and args.depth < 0:
         raise CliError("--depth must be 0 or more", "usage", EXIT_USAGE)
     with open_model(args.path) as m:
-        builder = TreeBuilder(m, args.depth)
-        root = builder.ivalue(m.root.index, "", "", 0)
+        if isinstance(m, Module):
+            root = TreeBuilder(m, args.depth).ivalue(m.root.index, "", "", 0)
+            show = print_tree
+        else:
+            root = executorch.tree(m, args.depth)
+            show = executorch.print_tree
     if args.filter:
         root = prune(root, args.filter) or {**root, "children": []}
     if ctx.json:
         ctx.dump({"file": args.path, "root": root})
     else:
-        print_tree(ctx, root)
+        show(ctx, root)
     return EXIT_OK

@@ -8,7 +8,10 @@ import time
 from typing import Iterator, List, Sequence
 
 from ..errors import FormatError
+from ..files import file_format, load
+from ..module import Module
 from ..module import verify as verify_source
+from . import executorch
 from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, MODEL_SUFFIXES, CliError, Context, Json,
                      Style, error_doc)
 
@@ -27,7 +30,8 @@ exit status: 0 every file is valid, 1 any is not, 2 usage error
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="model files, directories (searched for .ptl/.ff) or - (paths on stdin)")
+                   help="model files, directories (searched for .ptl/.ff/.pte/.ptd) or - (paths "
+                        "on stdin)")
     p.add_argument("--strict", action="store_true",
                    help="FlatBuffers' own rules (rejects torch's >2 GiB wrapped vtables)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only invalid files")
@@ -59,6 +63,10 @@ def verify_one(path: str, strict: bool) -> Json:
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
+        if file_format(path) in ("pte", "ptd"):
+            with load(path, strict=strict) as f:
+                assert not isinstance(f, Module)
+                return {"file": path, "valid": True, **executorch.verify_fields(f)}
         r = verify_source(path, strict=strict)
     except (FormatError, OSError) as e:
         return {"file": path, "valid": False, "error": error_doc(path, e)}
@@ -71,6 +79,9 @@ def verify_one(path: str, strict: bool) -> Json:
 
 def verify_text(st: Style, result: Json) -> str:
     """The one line ``verify`` prints for a file."""
+    if result["valid"] and result.get("format") in ("pte", "ptd"):
+        return (f"{result['file']}: {st('OK', 'green', 'bold')} "
+                f"({executorch.verify_line(result)})")
     if result["valid"]:
         return (f"{result['file']}: {st('OK', 'green', 'bold')} ({result['size']:,} bytes, "
                 f"{result['ivalues']:,} ivalues, {result['tensors']:,} tensors, "
