@@ -124,6 +124,7 @@ def shell(tmp_path):
     data = tmp_path / "pyflatmodule" / "data"
     data.mkdir(parents=True)
     shutil.copyfile(SAMPLE, data / "sample.ptl")
+    shutil.copyfile(os.path.join(os.path.dirname(SAMPLE), "sample.pte"), data / "sample.pte")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "pyflatmodule").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pyflatmodule "$@"\n')

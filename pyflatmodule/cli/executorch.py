@@ -22,6 +22,11 @@ ExecuTorchFile = Union[Program, DataFile]
 
 # ------------------------------------------------------------------ info, verify
 
+def _n(count: int, noun: str) -> str:
+    """``1 segment``, ``3 segments``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def summarize(path: str, f: ExecuTorchFile) -> Json:
     """The facts ``info`` prints."""
     return {"file": path, **f.info()}
@@ -33,7 +38,7 @@ def print_info(ctx: Context, s: Json) -> None:
     what = "ExecuTorch program" if s["format"] == "pte" else "ExecuTorch data file"
     ctx.print(f"{st(s['file'], 'bold')}: {what}, {s['size']:,} bytes, version {s['version']}")
     ctx.print(f"  flatbuffer: {s['flatbuffer_size']:,} bytes   segment data: "
-              f"{s['segment_data_size']:,} bytes in {s['segments']} segments")
+              f"{s['segment_data_size']:,} bytes in {_n(s['segments'], 'segment')}")
     if s["format"] == "ptd":
         ctx.print(f"  tensors: {s['tensors']}   named data: {s['named_data']}")
         return
@@ -41,11 +46,12 @@ def print_info(ctx: Context, s: Json) -> None:
               f"named data: {s['named_data']}")
     ctx.print(f"  methods: {len(s['methods'])}")
     for m in s["methods"]:
-        ctx.print(f"    {st(m['name'], 'bold')}: {m['values']:,} values, "
-                  f"{m['instructions']:,} instructions, inputs {m['inputs']}, "
+        ctx.print(f"    {st(m['name'], 'bold')}: {_n(m['values'], 'value')}, "
+                  f"{_n(m['instructions'], 'instruction')}, inputs {m['inputs']}, "
                   f"outputs {m['outputs']}")
         planned = sum(m["non_const_buffer_sizes"])
-        ctx.print(f"      {len(m['operators'])} operators, {len(m['delegates'])} delegates"
+        ctx.print(f"      {_n(len(m['operators']), 'operator')}, "
+                  f"{_n(len(m['delegates']), 'delegate')}"
                   f"{' (' + ', '.join(m['delegates']) + ')' if m['delegates'] else ''}, "
                   f"{human(planned)} memory-planned")
 
@@ -66,8 +72,7 @@ def verify_line(result: Json) -> str:
     if result["format"] == "ptd":
         return (f"{result['size']:,} bytes, ExecuTorch data file, {result['tensors']:,} "
                 f"tensors, {result['named_data']:,} named data")
-    methods = f"{result['methods']} method{'' if result['methods'] == 1 else 's'}"
-    return (f"{result['size']:,} bytes, ExecuTorch program, {methods}, "
+    return (f"{result['size']:,} bytes, ExecuTorch program, {_n(result['methods'], 'method')}, "
             f"{result['values']:,} values, {result['tensors']:,} constant tensors")
 
 
@@ -224,8 +229,9 @@ def print_dis(ctx: Context, d: Json) -> None:
     n = sum(len(c["instructions"]) for c in d["chains"])
     ctx.print(f"{st('method', 'magenta')} {st(d['name'], 'bold')}"
               f"(%{', %'.join(map(str, d['inputs']))}) -> %{', %'.join(map(str, d['outputs']))}")
-    ctx.print(st(f"  # {len(d['chains'])} chains, {n} instructions, {len(d['operators'])} "
-                 f"operators, {len(d['delegates'])} delegates", "dim"))
+    ctx.print(st(f"  # {_n(len(d['chains']), 'chain')}, {_n(n, 'instruction')}, "
+                 f"{_n(len(d['operators']), 'operator')}, "
+                 f"{_n(len(d['delegates']), 'delegate')}", "dim"))
     for c in d["chains"]:
         ctx.print(f"  chain {c['index']}:")
         for ins in c["instructions"]:
