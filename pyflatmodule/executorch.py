@@ -368,30 +368,28 @@ class _File:
     def _string(self, pos: int, n: int) -> str:
         return bytes(memoryview(self._buf)[pos:pos + n]).decode("utf-8")
 
-    def _array(self, r: Any) -> np.ndarray:
-        """The read-only view of a record's bytes, strides from its dim_order."""
-        buf = self._buf
-        n = int(r["ndim"])
-        sizes = tuple(np.frombuffer(buf, "<i4", n, int(r["sizes"])).tolist()) if n else ()
-        order = (tuple(np.frombuffer(buf, "u1", n, int(r["dim_order"])).tolist())
-                 if r["dim_order"] else tuple(range(n)))
-        dtype = numpy_dtype(int(r["scalar_type"]))
-        strides = [0] * n
-        step = dtype.itemsize
-        for d in reversed(order):
-            strides[d] = step
-            step *= max(1, sizes[d])
-        out = np.ndarray(sizes, dtype, buffer=buf, offset=int(r["data"]), strides=strides)
-        out.flags.writeable = False
-        return out
-
     def _layout(self, r: Any) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
+        """A record's dtype name, sizes and dim_order (the default order when absent)."""
         buf = self._buf
         n = int(r["ndim"])
         sizes = tuple(np.frombuffer(buf, "<i4", n, int(r["sizes"])).tolist()) if n else ()
         order = (tuple(np.frombuffer(buf, "u1", n, int(r["dim_order"])).tolist())
                  if r["dim_order"] else tuple(range(n)))
         return scalar_type_name(int(r["scalar_type"])), sizes, order
+
+    def _array(self, r: Any) -> np.ndarray:
+        """The read-only view of a record's bytes, strides from its dim_order: the last
+        dimension of the order is innermost, each one before it steps over the next."""
+        _, sizes, order = self._layout(r)
+        dtype = numpy_dtype(int(r["scalar_type"]))
+        strides = [0] * len(sizes)
+        step = dtype.itemsize
+        for d in reversed(order):
+            strides[d] = step
+            step *= max(1, sizes[d])
+        out = np.ndarray(sizes, dtype, buffer=self._buf, offset=int(r["data"]), strides=strides)
+        out.flags.writeable = False
+        return out
 
     @property
     def named_data(self) -> Dict[str, memoryview]:
