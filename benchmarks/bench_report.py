@@ -95,7 +95,9 @@ def _crash_note(info: Dict[str, Any]) -> str:
     """Crashes and hangs on mutated inputs, by mode (strict / lenient)."""
     return (f"{info['crashes']} crashing and {info['hangs']} hanging of {info['inputs']} "
             f"inputs (strict {info['crashes_strict']}/{info['hangs_strict']}, lenient "
-            f"{info['crashes_lenient']}/{info['hangs_lenient']}); {info['unconfirmed']} "
+            f"{info['crashes_lenient']}/{info['hangs_lenient']}; by mode and cause: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(info.get("causes", {}).items()))
+            + f"); {info['unconfirmed']} "
             f"killed a worker but not a fresh child; {info['other_exceptions']} other "
             "exceptions")
 

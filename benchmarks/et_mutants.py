@@ -132,6 +132,7 @@ def count(impl: str, jobs: Sequence[Tuple[str, bytes, List[sweep.Mutation]]],
     data_of = {name: data for name, data, _ in jobs}
     crashes: List[Dict[str, Any]] = []
     per_mode: Counter = Counter()
+    causes_seen: Counter = Counter()
     unconfirmed = 0
     for f in lost:
         data = data_of[f.label]
@@ -141,6 +142,7 @@ def count(impl: str, jobs: Sequence[Tuple[str, bytes, List[sweep.Mutation]]],
             if why is not None:
                 causes["strict" if strict else "lenient"] = why
                 per_mode[("strict" if strict else "lenient", why == "hang")] += 1
+                causes_seen[f"{'strict' if strict else 'lenient'} {why}"] += 1
         if causes:
             crashes.append({"file": f.label, "mutation": list(f.mutation),
                             "input": sweep.describe(f.mutation, data), **causes})
@@ -158,7 +160,7 @@ def count(impl: str, jobs: Sequence[Tuple[str, bytes, List[sweep.Mutation]]],
         "crashes_strict": per_mode[("strict", False)],
         "crashes_lenient": per_mode[("lenient", False)],
         "hangs_strict": per_mode[("strict", True)], "hangs_lenient": per_mode[("lenient", True)],
-        "unconfirmed": unconfirmed, "outcomes": dict(outcomes),
+        "unconfirmed": unconfirmed, "outcomes": dict(outcomes), "causes": dict(causes_seen),
         "other_exceptions": len(exceptions), "exception_examples": exceptions[:5],
         "crash_examples": crashes[:10], "seconds": round(result.seconds, 2)}
 

@@ -170,7 +170,7 @@ def test_et_mutated_programs(benchmark, timed, impl):
     r = out[-1]
     benchmark.extra_info.update({k: r[k] for k in (
         "inputs", "crashes", "hangs", "crashes_strict", "crashes_lenient", "hangs_strict",
-        "hangs_lenient", "unconfirmed", "other_exceptions", "outcomes")})
+        "hangs_lenient", "unconfirmed", "other_exceptions", "outcomes", "causes")})
     benchmark.extra_info["per_file"] = per_file
     benchmark.extra_info["crash_examples"] = r["crash_examples"]
     # Every input ran in both modes, but for those that killed a worker.
