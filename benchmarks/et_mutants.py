@@ -80,11 +80,13 @@ def judge_runtime(data: bytes, m: sweep.Mutation, strict: bool) -> Tuple[str, st
 
 
 def judge_pyflatmodule(data: bytes, m: sweep.Mutation, strict: bool) -> Tuple[str, str]:
-    """pyflatmodule on one mutated input: load (verify=strict), then a full decode."""
-    ptd = DATA_FILES.get(data)
+    """pyflatmodule on one mutated input: load (verify=strict), then a full decode. The
+    data file goes with what still says it is a program (``data=`` for another file is
+    a ValueError: a wrong argument, not a wrong file)."""
+    buf = sweep.apply(data, m)
+    ptd = DATA_FILES.get(data) if buf[4:8] == b"ET12" else None
     try:
-        decode_all.full_decode(pfm.load(sweep.apply(data, m), verify=strict,
-                                        data=[ptd] if ptd else []))
+        decode_all.full_decode(pfm.load(buf, verify=strict, data=[ptd] if ptd else []))
     except pfm.FormatError as e:
         return "format_error", e.code
     except Exception:  # noqa: BLE001  (a finding: reported with its traceback)
