@@ -93,10 +93,11 @@ def _table(res: Results) -> List[str]:
 
 def _crash_note(info: Dict[str, Any]) -> str:
     """Crashes and hangs on mutated inputs, by mode (strict / lenient)."""
+    causes = ", ".join(f"{k} {v}" for k, v in sorted(info.get("causes", {}).items()))
     return (f"{info['crashes']} crashing and {info['hangs']} hanging of {info['inputs']} "
             f"inputs (strict {info['crashes_strict']}/{info['hangs_strict']}, lenient "
-            f"{info['crashes_lenient']}/{info['hangs_lenient']}; by mode and cause: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(info.get("causes", {}).items()))
+            f"{info['crashes_lenient']}/{info['hangs_lenient']}"
+            + (f"; by mode and cause: {causes}" if causes else "")
             + f"); {info['unconfirmed']} "
             f"killed a worker but not a fresh child; {info['other_exceptions']} other "
             "exceptions")
