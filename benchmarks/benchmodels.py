@@ -59,6 +59,10 @@ ET_SPECS: Dict[str, Any] = {
 }
 
 
+class NotBuildable(RuntimeError):
+    """A model is neither in the cache nor can be built here (its writer is missing)."""
+
+
 class Family(NamedTuple):
     """Models written by one builder: their specifications and file name suffix."""
 
@@ -158,7 +162,7 @@ def ensure(names: Iterable[str], small: bool) -> Dict[str, Model]:
     et = [n for n in missing if n in ET_SPECS]
     if et and not HAS_EXECUTORCH:
         if not small:
-            raise RuntimeError("the ExecuTorch benchmark programs are written by executorch"
+            raise NotBuildable("the ExecuTorch benchmark programs are written by executorch"
                                f"==1.5.1, which is not installed; missing: {et} in "
                                f"{cache_dir()}")
         # The untimed run without ExecuTorch: the test suite's programs stand in.
@@ -228,7 +232,7 @@ def _et_stand_in(name: str) -> Model:
         oracle = json.load(f)
     reason = "executorch is not installed (a test program stands in)"
     meta = {"name": name, "kind": ET_SPECS[name][0], "stand_in": stem + ".pte",
-            "tensors": len(oracle["weights"]), "runtime": reason, "exir": reason}
+            "tensors": len(oracle["weights"]), "runtime": reason}
     return Model(name, stem + ".pte", meta)
 
 

@@ -43,6 +43,18 @@ RUNTIME_RSS_MODELS = ["et_const_1g"]
 RUNTIME_LEVELS = ["Minimal", "InternalConsistency", "Minimal+methods"]
 
 
+@pytest.fixture
+def programs(models):
+    """The ExecuTorch programs by name; a timed run without ExecuTorch (and without the
+    programs cached) skips with that reason."""
+    def get(name: str) -> benchmodels.Model:
+        try:
+            return models(name)
+        except benchmodels.NotBuildable as e:
+            pytest.skip(str(e))
+    return get
+
+
 def _open(model: benchmodels.Model) -> Any:
     return pfm.load(model.path, data=[model.data_file] if model.data_file else [])
 
@@ -53,8 +65,8 @@ def _values(model: benchmodels.Model) -> int:
 
 
 @pytest.mark.parametrize("name", OPEN_MODELS)
-def test_et_open_pyflatmodule(benchmark, models, name):
-    model = models(name)
+def test_et_open_pyflatmodule(benchmark, programs, name):
+    model = programs(name)
     n = _values(model)
     p = measure(benchmark, lambda: _open(model), group=f"et open: {name}", impl="pyflatmodule",
                 model=model, units=n, unit="value")
@@ -62,8 +74,8 @@ def test_et_open_pyflatmodule(benchmark, models, name):
 
 
 @pytest.mark.torch
-def test_et_open_exir(benchmark, models):
-    model = models("et_graph_22k")
+def test_et_open_exir(benchmark, programs):
+    model = programs("et_graph_22k")
     need_executorch(model)
     from executorch.exir._serialize._program import deserialize_pte_binary
 
@@ -80,8 +92,8 @@ def test_et_open_exir(benchmark, models):
 @pytest.mark.torch
 @pytest.mark.parametrize("level", RUNTIME_LEVELS)
 @pytest.mark.parametrize("name", OPEN_MODELS)
-def test_et_open_runtime(benchmark, models, name, level):
-    model = models(name)
+def test_et_open_runtime(benchmark, programs, name, level):
+    model = programs(name)
     need_executorch(model)
     from executorch.runtime import Runtime, Verification
     runtime = Runtime.get()
@@ -107,8 +119,8 @@ def _first_constant(model: benchmodels.Model) -> str:
 
 @pytest.mark.parametrize("impl", ["pyflatmodule", pytest.param("exir", marks=pytest.mark.torch)])
 @pytest.mark.parametrize("name", COLD_MODELS)
-def test_et_cold_first_constant(benchmark, models, timed, name, impl):
-    model = models(name)
+def test_et_cold_first_constant(benchmark, programs, timed, name, impl):
+    model = programs(name)
     if impl == "exir":
         need_executorch(model)
     outputs, peaks = [], []
@@ -127,8 +139,8 @@ def test_et_cold_first_constant(benchmark, models, timed, name, impl):
 
 @pytest.mark.parametrize("name,impl", [(n, "pyflatmodule") for n in RSS_MODELS] + [
     pytest.param(n, "et_runtime", marks=pytest.mark.torch) for n in RUNTIME_RSS_MODELS])
-def test_et_rss_growth(benchmark, models, timed, name, impl):
-    model = models(name)
+def test_et_rss_growth(benchmark, programs, timed, name, impl):
+    model = programs(name)
     if impl != "pyflatmodule":
         need_executorch(model)
     more = [model.data_file] if model.data_file else []
