@@ -23,8 +23,12 @@ import warnings
 from typing import Any, Dict, List
 
 import torch
-from build_models import Chain  # the large Linear models' chain of layers
 from torch import nn
+
+# Beside build_models.py, whose Chain the large Linear models share (the test suite runs
+# its children with PYTHONSAFEPATH=1: the script's folder is not on the path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from build_models import Chain  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
