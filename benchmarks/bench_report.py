@@ -1,5 +1,5 @@
 """Markdown tables of medians and ratios from pytest-benchmark results, with the targets
-of issue 4 checked.
+of issues 4 (PyTorch Mobile) and 13 (ExecuTorch) checked.
 
     python benchmarks/bench_report.py RESULTS.json     # a --benchmark-json file
 
@@ -81,11 +81,26 @@ def _table(res: Results) -> List[str]:
                 mem.append(f"peak RSS {info['peak_rss_kib'] / MiB:.0f} MiB")
             if "state_dict_kib" in info:
                 mem.append(f"+{info['open_kib'] / MiB:.1f} MiB open, "
-                           f"+{info['state_dict_kib'] / MiB:.1f} MiB open+state_dict "
+                           f"+{info['state_dict_kib'] / MiB:.1f} MiB open+"
+                           f"{info.get('step', 'state_dict')} "
                            f"(file {info['file_kib'] / MiB:.1f}, anon {info['anon_kib'] / MiB:.1f})")
+            if "crashes" in info:
+                mem.append(_crash_note(info))
             out.append(f"| {group} | {impl} | {_fmt_time(med)} | {per} | "
                        f"{'' if ratio is None else f'{ratio:.2f}'} | {'; '.join(mem)} |")
     return out
+
+
+def _crash_note(info: Dict[str, Any]) -> str:
+    """Crashes and hangs on mutated inputs, by mode (strict / lenient)."""
+    causes = ", ".join(f"{k} {v}" for k, v in sorted(info.get("causes", {}).items()))
+    return (f"{info['crashes']} crashing and {info['hangs']} hanging of {info['inputs']} "
+            f"inputs (strict {info['crashes_strict']}/{info['hangs_strict']}, lenient "
+            f"{info['crashes_lenient']}/{info['hangs_lenient']}"
+            + (f"; by mode and cause: {causes}" if causes else "")
+            + f"); {info['unconfirmed']} "
+            f"killed a worker but not a fresh child; {info['other_exceptions']} other "
+            "exceptions")
 
 
 def _check(rows: List[str], target: str, measured: Optional[float], ok: Optional[bool],
@@ -167,6 +182,43 @@ def _targets(res: Results) -> List[str]:
     return rows
 
 
+def _et_targets(res: Results) -> List[str]:
+    """The ExecuTorch targets (issue 13, item 6)."""
+    rows: List[str] = []
+    r = res.ratio("et open: et_graph_22k", "exir_deserialize")
+    _check(rows, "et open: et_graph_22k: exir deserialize_pte_binary / pyflatmodule >= 100",
+           r, r is not None and r >= 100)
+    for group in [x for x in res.groups() if x.startswith("et open: ")]:
+        r = res.ratio(group, "runtime_minimal")
+        if r is not None:
+            _check(rows, f"{group}: runtime load_program (Minimal) / pyflatmodule >= 1", r,
+                   r >= 1)
+        r = res.ratio(group, "runtime_minimal_methods")
+        if r is not None:
+            rows.append(f"| {group}: runtime load_program (Minimal) + load_method / "
+                        f"pyflatmodule (reported) | {r:.2f} | – |")
+    for group in [x for x in res.groups() if x.startswith("et cold first constant: ")]:
+        r = res.ratio(group, "exir")
+        _check(rows, f"{group}: exir / pyflatmodule >= 10", r, r is not None and r >= 10)
+    for group in [x for x in res.groups() if x.startswith("et rss growth: ")]:
+        kib = res.info(group, PFM, "anon_kib")
+        _check(rows, f"{group}: pyflatmodule anonymous RSS growth, open + reading every "
+               "constant <= 8 MiB", None if kib is None else kib / MiB,
+               kib is not None and kib <= 8 * MiB, "{:.1f} MiB")
+    group = "et mutated programs"
+    ours = res.info(group, PFM, "crashes")
+    hangs = res.info(group, PFM, "hangs")
+    _check(rows, f"{group}: pyflatmodule crashes + hangs == 0",
+           None if ours is None or hangs is None else ours + hangs,
+           ours == 0 and hangs == 0, "{:.0f}")
+    info = (res.rows.get((group, "runtime")) or {}).get("extra_info")
+    rows.append(f"| {group}: ExecuTorch runtime load_program + load_method (reported) | "
+                + ("not measured | – |" if info is None else
+                   f"{info['crashes']} crashes, {info['hangs']} hangs of {info['inputs']} | "
+                   "– |"))
+    return rows
+
+
 def machine() -> str:
     cpus = os.cpu_count()
     model = ""
@@ -191,7 +243,11 @@ def render(rows: List[Dict[str, Any]], machine_info: Optional[str] = None) -> st
     lines = [f"Machine: {machine_info or machine()}", "",
              "Medians. Last column of the first table: how many times pyflatmodule's median "
              "the other implementation's median is (above 1: pyflatmodule is faster).", ""]
-    lines += _table(res) + ["", "Targets (issue 4):", ""] + _targets(res)
+    # Each issue's targets when the run measured any of its groups.
+    et = [g.startswith("et ") for g in res.groups()]
+    rows = ["| target | measured | |", "|---|---:|---|"]
+    rows += (_targets(res)[2:] if not all(et) else []) + (_et_targets(res) if any(et) else [])
+    lines += _table(res) + ["", "Targets (issues 4 and 13):", ""] + rows
     return "\n".join(lines)
 
 

@@ -1,10 +1,11 @@
 """The benchmark models: specifications, the on-disk cache, building on demand.
 
 Models are written by torch (``build_models.py``, in a subprocess) into
-``$PFM_BENCH_CACHE`` (default ``~/.cache/pyflatmodule-bench``), outside git. A file's
-name carries a hash of its specification and of the builder, so changing either
-rebuilds it. Each model has a full size (timed runs) and a small size (the untimed run
-inside ``pytest``, which must stay quick).
+``$PFM_BENCH_CACHE`` (default ``~/.cache/pyflatmodule-bench``), outside git; ExecuTorch
+programs (``ET_SPECS``) likewise by ExecuTorch (``et_build.py``). A file's name carries
+a hash of its specification and of its builder, so changing either rebuilds it. Each
+model has a full size (timed runs) and a small size (the untimed run inside ``pytest``,
+which must stay quick).
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ BUILDER = os.path.join(HERE, "build_models.py")
 #: PFM_BENCH_NO_TORCH=1 runs the suites as if torch were not installed.
 HAS_TORCH = (importlib.util.find_spec("torch") is not None
              and not os.environ.get("PFM_BENCH_NO_TORCH"))
+#: The ExecuTorch programs need executorch (with torch) to be written and compared.
+HAS_EXECUTORCH = HAS_TORCH and importlib.util.find_spec("executorch") is not None
 
 MiB = 1 << 20
 
@@ -43,6 +46,39 @@ SPECS: Dict[str, Any] = {
     "tokens_500k": ("tokenizer", {"tokens": 250000}, {"tokens": 2500}, False),
 }
 
+#: ExecuTorch programs: name -> (kind, full-size params, small params, False).
+ET_SPECS: Dict[str, Any] = {
+    # 2500 Linear(8, 8) layers: 22,501 values, about 2 MB of flatbuffer.
+    "et_graph_22k": ("graph", {"layers": 2500, "width": 8}, {"layers": 50, "width": 8}, False),
+    # 4 Linear(8192, 8192) layers: 1 GiB of constants in the constant segment.
+    "et_const_1g": ("constants", {"layers": 4, "width": 8192}, {"layers": 4, "width": 64},
+                    False),
+    # The same weights in a data file beside the program (``<file>.ptd``).
+    "et_external_1g": ("external", {"layers": 4, "width": 8192},
+                       {"layers": 4, "width": 64}, False),
+}
+
+
+class NotBuildable(RuntimeError):
+    """A model is neither in the cache nor can be built here (its writer is missing)."""
+
+
+class Family(NamedTuple):
+    """Models written by one builder: their specifications and file name suffix."""
+
+    specs: Dict[str, Any]
+    builder: str
+    suffix: str
+
+
+FAMILIES = (Family(SPECS, BUILDER, ".ptl"),
+            Family(ET_SPECS, os.path.join(HERE, "et_build.py"), ".pte"))
+
+
+def family(name: str) -> Family:
+    """The family that specifies model ``name``."""
+    return next(f for f in FAMILIES if name in f.specs)
+
 
 class Model(NamedTuple):
     """A built model file and what the builder recorded about it."""
@@ -54,6 +90,12 @@ class Model(NamedTuple):
     @property
     def safetensors(self) -> Optional[str]:
         p = self.path[:-4] + ".safetensors"
+        return p if os.path.exists(p) else None
+
+    @property
+    def data_file(self) -> Optional[str]:
+        """The ExecuTorch data file (``.ptd``) written beside a program, if any."""
+        p = self.path[:-4] + ".ptd"
         return p if os.path.exists(p) else None
 
     @property
@@ -77,19 +119,20 @@ def cache_dir() -> str:
     return path
 
 
-def _builder_hash() -> str:
-    with open(BUILDER, "rb") as f:
+def _builder_hash(builder: str) -> str:
+    with open(builder, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:8]
 
 
 def spec(name: str, small: bool) -> Dict[str, Any]:
-    kind, full, little, st = SPECS[name]
+    fam = family(name)
+    kind, full, little, st = fam.specs[name]
     params = little if small else full
-    key = json.dumps([kind, params, _builder_hash()], sort_keys=True).encode()
+    key = json.dumps([kind, params, _builder_hash(fam.builder)], sort_keys=True).encode()
     digest = hashlib.sha256(key).hexdigest()[:10]
     size = "small" if small else "full"
     return {"name": name, "kind": kind, "params": params, "safetensors": st,
-            "file": f"{name}-{size}-{digest}.ptl"}
+            "file": f"{name}-{size}-{digest}{fam.suffix}"}
 
 
 def _load(name: str, small: bool) -> Optional[Model]:
@@ -112,10 +155,19 @@ def _remove_stale(names: Iterable[str], small: bool) -> None:
 
 
 def ensure(names: Iterable[str], small: bool) -> Dict[str, Model]:
-    """The models, built first (all missing ones in one torch subprocess) if needed."""
+    """The models, built first (all missing ones, one subprocess per builder) if needed."""
     names = list(dict.fromkeys(names))
     out = {n: m for n in names if (m := _load(n, small)) is not None}
     missing = [n for n in names if n not in out]
+    et = [n for n in missing if n in ET_SPECS]
+    if et and not HAS_EXECUTORCH:
+        if not small:
+            raise NotBuildable("the ExecuTorch benchmark programs are written by executorch"
+                               f"==1.5.1, which is not installed; missing: {et} in "
+                               f"{cache_dir()}")
+        # The untimed run without ExecuTorch: the test suite's programs stand in.
+        out.update((n, _et_stand_in(n)) for n in et)
+        missing = [n for n in missing if n not in out]
     if missing and not HAS_TORCH:
         if not small:
             raise RuntimeError("the benchmark models are written by torch==2.13.0, which is "
@@ -127,10 +179,12 @@ def ensure(names: Iterable[str], small: bool) -> Dict[str, Model]:
         with open(os.path.join(cache_dir(), ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be building the same files
             missing = [n for n in missing if _load(n, small) is None]
-            if missing:
-                _remove_stale(missing, small)
-                args = [json.dumps(spec(n, small)) for n in missing]
-                subprocess.run([sys.executable, BUILDER, cache_dir(), *args], check=True)
+            _remove_stale(missing, small)
+            for fam in FAMILIES:
+                args = [json.dumps(spec(n, small)) for n in missing if n in fam.specs]
+                if args:
+                    subprocess.run([sys.executable, fam.builder, cache_dir(), *args],
+                                   check=True)
         for n in names:
             if n not in out:
                 m = _load(n, small)
@@ -165,6 +219,23 @@ def _crafted(name: str) -> Model:
         return Model(name, path, json.load(f))
 
 
+#: The test suite's ExecuTorch programs that stand in for the small ones without ExecuTorch.
+ET_STAND_INS = {"et_graph_22k": "two_methods", "et_const_1g": "mlp",
+                "et_external_1g": "external"}
+
+
+def _et_stand_in(name: str) -> Model:
+    """tests/data/et/<stem>.pte for ExecuTorch program ``name``, with what its oracle
+    (ExecuTorch's own answers, stored beside it) says of it."""
+    stem = os.path.join(os.path.dirname(HERE), "tests", "data", "et", ET_STAND_INS[name])
+    with open(stem + ".oracle.json", encoding="utf-8") as f:
+        oracle = json.load(f)
+    reason = "executorch is not installed (a test program stands in)"
+    meta = {"name": name, "kind": ET_SPECS[name][0], "stand_in": stem + ".pte",
+            "tensors": len(oracle["weights"]), "runtime": reason}
+    return Model(name, stem + ".pte", meta)
+
+
 def read_file(path: str) -> None:
     """Read a file once so its pages are in the page cache before timing."""
     with open(path, "rb", buffering=0) as f:
@@ -176,9 +247,11 @@ _BUF = bytearray(4 * MiB)
 
 
 def main(argv: List[str]) -> None:
-    """``python benchmodels.py [--small] [NAME...]``: build (or find) models, print paths."""
+    """``python benchmodels.py [--small] [NAME...]``: build (or find) models, print paths
+    (all of torch's models without NAMEs; ``--et``: all ExecuTorch programs)."""
     small = "--small" in argv
-    names = [a for a in argv if not a.startswith("--")] or list(SPECS)
+    names = [a for a in argv if not a.startswith("--")] or list(
+        ET_SPECS if "--et" in argv else SPECS)
     for name, m in ensure(names, small).items():
         print(f"{name:12s} {m.size / MiB:10.1f} MiB  {m.path}")
 

@@ -23,14 +23,14 @@ class Models:
 
     def __call__(self, name: str, warm: bool = True) -> benchmodels.Model:
         if name not in self._cache:
-            # Small models are cheap: build every missing one in one torch process.
-            names = list(benchmodels.SPECS) if self.small else [name]
+            # Small models are cheap: build every missing one of the family at once.
+            names = list(benchmodels.family(name).specs) if self.small else [name]
             self._cache.update(benchmodels.ensure(names, self.small))
         m = self._cache[name]
         if warm:
-            benchmodels.read_file(m.path)
-            if m.safetensors:
-                benchmodels.read_file(m.safetensors)
+            for path in (m.path, m.safetensors, m.data_file):
+                if path:
+                    benchmodels.read_file(path)
         return m
 
     def facts(self, name: str) -> Dict[str, int]:
@@ -50,6 +50,15 @@ def need_torch(model: benchmodels.Model, loader: str) -> None:
     reason = model.torch_skip_reason(loader)
     if reason:
         pytest.skip(reason)
+
+
+def need_executorch(model: benchmodels.Model) -> None:
+    """Skip (with the reason) a comparison with ExecuTorch it cannot make here."""
+    if not benchmodels.HAS_EXECUTORCH:
+        pytest.skip("executorch (with torch) is not installed")
+    reason = model.meta.get("runtime")
+    if reason:
+        pytest.skip(f"ExecuTorch's runtime cannot load {model.name}: {reason}")
 
 
 def measure(benchmark: Any, fn: Callable[..., Any], *, group: str, impl: str,

@@ -92,6 +92,51 @@ RSS_GROWTH = {
 }
 
 
+#: Cold start to the first value of an ExecuTorch program's first constant (in value
+#: order): pyflatmodule vs ExecuTorch's Python reader (``exir``, which imports torch).
+#: The benchmark programs' constants are float32.
+ET_FIRST_CONSTANT = {
+    "pyflatmodule": (
+        "import sys, pyflatmodule as pfm\n"
+        "m = pfm.load(sys.argv[1])\n"
+        "print(repr(float(m.constants()[0][2].flat[0])))\n"),
+    "exir": (
+        "import struct, sys\n"
+        "from executorch.exir._serialize._program import deserialize_pte_binary\n"
+        "with open(sys.argv[1], 'rb') as f:\n"
+        "    program = deserialize_pte_binary(f.read()).program\n"
+        "t = next(v.val for v in program.execution_plan[0].values\n"
+        "         if type(v.val).__name__ == 'Tensor' and v.val.data_buffer_idx > 0)\n"
+        "data = program.constant_buffer[t.data_buffer_idx].storage\n"
+        "print(repr(struct.unpack_from('<f', data)[0]))\n"),
+}
+
+#: RSS (KiB) after imports, after open, after reading every constant (a sum over each)
+#: of an ExecuTorch program, and (argv[2], optional) its data file's tensors; the
+#: runtime (reference: it hands no constant to Python) after load_program + load_method.
+ET_RSS = {
+    "pyflatmodule": _RSS + (
+        "import pyflatmodule as pfm\n"
+        "r0 = rss()\n"
+        "m = pfm.load(sys.argv[1], data=sys.argv[2:])\n"
+        "r1 = rss()\n"
+        "arrays = [a for _, _, a in m.constants()] + [\n"
+        "    a for f in m.data_files for a in f.tensors.values()]\n"
+        "total = sum(float(a.sum()) for a in arrays)\n"
+        "r2 = rss()\n"
+        "print(json.dumps([r0, r1, r2, len(arrays)]))\n"),
+    "et_runtime": _RSS + (
+        "from executorch.runtime import Runtime\n"
+        "runtime = Runtime.get()\n"
+        "r0 = rss()\n"
+        "p = runtime.load_program(sys.argv[1], data_path=(sys.argv[2:] or [None])[0])\n"
+        "r1 = rss()\n"
+        "methods = [p.load_method(n) for n in p.method_names]\n"
+        "r2 = rss()\n"
+        "print(json.dumps([r0, r1, r2, 0]))\n"),
+}
+
+
 def _env() -> Dict[str, str]:
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.abspath(pyflatmodule.__file__)))
@@ -111,11 +156,12 @@ _HWM = ("\nwith open('/proc/self/status') as _f:\n"
         "    print('VmHWM', [_l for _l in _f if _l.startswith('VmHWM')][0].split()[1])\n")
 
 
-def run(program: str, path: str) -> Tuple[str, float, int]:
-    """(stdout, wall seconds, peak RSS KiB) of one fresh interpreter running ``program``."""
+def run(program: str, path: str, *more: str) -> Tuple[str, float, int]:
+    """(stdout, wall seconds, peak RSS KiB) of one fresh interpreter running ``program``
+    with arguments ``path`` and ``more``."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-c", program + _HWM, path], stdout=out,
+        p = subprocess.run([sys.executable, "-c", program + _HWM, path, *more], stdout=out,
                            stderr=err, cwd=_CWD, env=_ENV, check=False)
         wall = time.perf_counter() - t0
         out.seek(0)
@@ -128,8 +174,11 @@ def run(program: str, path: str) -> Tuple[str, float, int]:
     return "\n".join(lines[:-1]), wall, int(lines[-1].split()[1])
 
 
-def rss_growth(impl: str, path: str) -> Dict[str, Any]:
-    text, wall, peak = run(RSS_GROWTH[impl], path)
+def rss_growth(impl: str, path: str, *more: str,
+               programs: Dict[str, str] = RSS_GROWTH) -> Dict[str, Any]:
+    """RSS growth (KiB) of ``programs[impl]`` run on ``path`` (and ``more``) in a fresh
+    interpreter: after open, after the second step; its file and anonymous parts."""
+    text, wall, peak = run(programs[impl], path, *more)
     r0, r1, r2, n = json.loads(text.splitlines()[-1])
     return {"open_kib": r1["VmRSS"] - r0["VmRSS"], "state_dict_kib": r2["VmRSS"] - r0["VmRSS"],
             "file_kib": r2["RssFile"] - r0["RssFile"], "anon_kib": r2["RssAnon"] - r0["RssAnon"],
