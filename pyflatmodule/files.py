@@ -77,6 +77,6 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
                    max_depth=max_depth, max_tables=max_tables, max_elements=max_elements)
     if ident in EXECUTORCH:
         return open_executorch(source, data=data, **options)   # type: ignore[arg-type]
-    if data:
+    if data and ident == b"PTMF":   # any other identifier: the loader's FormatError
         raise ValueError("data= is for ExecuTorch programs (.pte)")
     return load_module(source, **options)   # type: ignore[arg-type]

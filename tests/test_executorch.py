@@ -339,3 +339,15 @@ def test_single_byte_edits_never_crash(stem: str) -> None:
                 f.info(), f.tensors, f.named_data
             loaded += 1
     assert rejected > 0 and loaded > 0
+
+
+def test_data_files_with_a_file_that_is_no_program() -> None:
+    raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
+    raw[4:8] = b"XX12"   # no identifier this library reads: the loader says so
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bytes(raw), data=[os.path.join(ET, "external.ptd")])
+    assert e.value.code == "bad_identifier"
+    with pytest.raises(ValueError, match="data= is for ExecuTorch programs"):
+        pfm.load(os.path.join(HERE, "data", "mlp_jit.ff"), data=[os.path.join(ET, "external.ptd")])
+    with pytest.raises(ValueError, match="this is a data file"):
+        pfm.load(os.path.join(ET, "external.ptd"), data=[os.path.join(ET, "external.ptd")])
