@@ -56,6 +56,9 @@ class Schema:
         self.tables: Dict[str, Dict[str, FieldInfo]] = {}
         #: union name -> member names by type number ("" where the union skips one)
         self.unions: Dict[str, List[str]] = {}
+        #: union name -> the table or struct of each member, by type number (members
+        #: may be aliases: several kinds of node of one table layout)
+        self.union_types: Dict[str, List[str]] = {}
         for name, d in zip(names, decls):
             if d.kind == lib.FB_DECL_TABLE:
                 fields = {}
@@ -70,8 +73,10 @@ class Schema:
                                               names[f.ref] if f.ref != 0xFFFF else "")
                 self.tables[name] = fields
             elif d.kind == lib.FB_DECL_UNION:
-                self.unions[name] = [ffi.string(d.members[i].name).decode()
-                                     for i in range(d.count)]
+                members = [d.members[i] for i in range(d.count)]
+                self.unions[name] = [ffi.string(m.name).decode() for m in members]
+                self.union_types[name] = [names[m.ref] if m.ref != 0xFFFF else ""
+                                          for m in members]
         self.root: str = names[s.root]
 
 
@@ -185,7 +190,7 @@ class Table:
         _, target = self._ref(name)
         if kind == 0 or not target or not member:
             return member or "NONE", None
-        return member, Table(self.schema, self.buf, target, member)
+        return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind])
 
 
 class Tables(Sequence[Table]):
