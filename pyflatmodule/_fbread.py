@@ -129,6 +129,20 @@ class Table:
         at = self._at(f)
         return struct.unpack_from(f.fmt, self.buf, at)[0] if at else f.default
 
+    def plain(self, name: str) -> Any:
+        """A scalar, string or vector of scalars or strings field as a plain Python value
+        (a list for vectors); tables and unions are not plain (TypeError)."""
+        kind = self.fields[name].kind
+        if kind == lib.FB_SCALAR:
+            return self.scalar(name)
+        if kind == lib.FB_STRING:
+            return self.string(name)
+        if kind == lib.FB_VEC_SCALAR:
+            return self.vector(name).tolist()
+        if kind == lib.FB_VEC_STRING:
+            return self.strings(name)
+        raise TypeError(f"field {name!r} is a table, union or vector of tables or structs")
+
     def string(self, name: str) -> Optional[str]:
         """A string field as text, None when absent (UnicodeDecodeError if not UTF-8)."""
         raw = self.raw_string(name)
