@@ -229,8 +229,8 @@ class Delegate:
         backends): nodes, values with datatypes, dims and quantization, and constants
         as zero-copy arrays over the program's named data or the payload. The payload is
         checked in full (header, structure by csrc/schemas/xnnpack.fbs, ids, constant
-        references and extents, quantization) when its graph is first asked for; a
-        malformed one raises FormatError."""
+        references and extents, named data keys, quantization) when the program is
+        opened: a malformed one makes ``load`` raise FormatError."""
         if self.id != XNNPACK_ID:
             return None
         return self._program._xnn_graph(self._where, self._span())
@@ -495,6 +495,9 @@ class Program(_File):
                 self._external.setdefault(key, array)
         if self.data_files:
             self._resolve_external()
+        for m in self.methods.values():   # XNNPACK payloads are checked when opened
+            for d in m.delegates:
+                d.graph
 
     def _resolve_external(self) -> None:
         records, _ = self._index()

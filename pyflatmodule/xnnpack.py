@@ -5,7 +5,7 @@ A program lowered to XNNPACK keeps its work in the delegate's payload: a header
 csrc/schemas/xnnpack.fbs) and inline constant data; the weights themselves are in the
 program's named data, keyed by the SHA-256 of their bytes (or, for per-channel scales,
 ``"scale_"`` and that hash). :attr:`pyflatmodule.executorch.Delegate.graph` gives an
-:class:`XnnGraph`; the C core (csrc/xnn.c) checks the payload when it is first read:
+:class:`XnnGraph`; the C core (csrc/xnn.c) checks the payload when the program is opened:
 header, structure, value ids (in range, each once), the ids every node names, every
 constant reference and extent, and the quantization parameters.
 
@@ -126,6 +126,7 @@ class XnnGraph:
         self._records = [records[i] for i in range(summary.n_values)]
         self._root = Table(schema_of(lib.XN_FILE_IDENTIFIER), payload, int(summary.root),
                            "XNNGraph")
+        self._refs = self._resolve_refs()
 
     @property
     def version(self) -> str:
@@ -197,7 +198,7 @@ class XnnGraph:
             return Quantization(kind, num_nonbatch_dims=int(q.scalar("num_nonbatch_dims")))
         scales = q.vector("scale")
         if not len(scales):
-            scales = self._bytes(r.scales, i, "scales").view(
+            scales = self._refs[i, "scales"].view(
                 "<f4" if kind == "per_channel" else numpy_dtype(15))   # bfloat16
         channel_dim = int(q.scalar("channel_dim"))
         if kind == "per_channel":
@@ -206,25 +207,34 @@ class XnnGraph:
         return Quantization(kind, scales=scales.reshape(dims[channel_dim], -1),
                             channel_dim=channel_dim, group_size=int(q.scalar("group_size")))
 
-    def _bytes(self, ref: Any, i: int, what: str) -> np.ndarray:
-        """The bytes a constant reference names, at least the extent the core found."""
-        if ref.key:
-            key = bytes(self._payload[ref.key:ref.key + ref.key_len]).decode("utf-8")
-            data = self._resolve(key)
-            where = f"{self._where}xvalues[{int(self._records[i].xvalue)}]"
-            if data is None:
-                raise format_error(lib.PTMF_E_MISSING_DATA, self._offset + int(ref.key), where,
-                                   f"XNNPACK {what} of value {i}: named data {key!r} is in "
-                                   "none of the files")
-            if len(data) < ref.nbytes:
-                raise format_error(lib.PTMF_E_OUTSIDE_STORAGE, self._offset + int(ref.key),
-                                   where, f"XNNPACK {what} of value {i} needs {ref.nbytes} "
-                                   f"bytes, named data {key!r} holds {len(data)}")
-            raw = np.frombuffer(data, np.uint8, int(ref.nbytes))
-        else:
-            raw = np.frombuffer(self._payload, np.uint8, int(ref.nbytes), int(ref.data))
-        raw.flags.writeable = False
-        return raw
+    def _resolve_refs(self) -> Dict[Tuple[int, str], np.ndarray]:
+        """The bytes of every constant and scale reference, by (value id, what): inline
+        views of the payload, or the named data each key names (at least the extent the
+        core found), checked now so that a graph that was made reads in full."""
+        out: Dict[Tuple[int, str], np.ndarray] = {}
+        for i, r in enumerate(self._records):
+            for what, ref in (("constant", r.constant), ("scales", r.scales)):
+                if not ref.index:
+                    continue
+                if ref.key:
+                    key = bytes(self._payload[ref.key:ref.key + ref.key_len]).decode("utf-8")
+                    data = self._resolve(key)
+                    where = f"{self._where}xvalues[{int(r.xvalue)}]"
+                    at = self._offset + int(ref.key)
+                    if data is None:
+                        raise format_error(lib.PTMF_E_MISSING_DATA, at, where,
+                                           f"XNNPACK {what} of value {i}: named data {key!r} "
+                                           "is in none of the files")
+                    if len(data) < ref.nbytes:
+                        raise format_error(lib.PTMF_E_OUTSIDE_STORAGE, at, where,
+                                           f"XNNPACK {what} of value {i} needs {ref.nbytes} "
+                                           f"bytes, named data {key!r} holds {len(data)}")
+                    raw = np.frombuffer(data, np.uint8, int(ref.nbytes))
+                else:
+                    raw = np.frombuffer(self._payload, np.uint8, int(ref.nbytes), int(ref.data))
+                raw.flags.writeable = False
+                out[i, what] = raw
+        return out
 
     def constant(self, i: int) -> Union[np.ndarray, QuantizedTensor, None]:
         """Value ``i``'s constant data, None when it has none: a read-only zero-copy
@@ -237,7 +247,7 @@ class XnnGraph:
             return None
         datatype = self._datatype(i)
         dims = tuple(self._tensor_table(i).vector("dims").tolist())
-        raw = self._bytes(r.constant, i, "constant")
+        raw = self._refs[i, "constant"]
         shape = dims[:-1] + (-(-dims[-1] // 2),) if datatype in _PACKED and dims else dims
         array = raw.view(numpy_dtype(15) if datatype == "bf16" else _DTYPES[datatype])
         array = array.reshape(shape)
