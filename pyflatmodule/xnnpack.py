@@ -129,6 +129,15 @@ class XnnGraph:
         self._refs = self._resolve_refs()
 
     @property
+    def header(self) -> Dict[str, int]:
+        """The payload's XH00 header: flatbuffer and constant data (offset and size in
+        the payload; a payload without the header is all flatbuffer)."""
+        s = self._summary
+        return {"flatbuffer_offset": int(s.flatbuffer), "flatbuffer_size": int(s.flatbuffer_size),
+                "constant_data_offset": int(s.constant_offset),
+                "constant_data_size": int(s.constant_size)}
+
+    @property
     def version(self) -> str:
         """The schema version string the writer put in."""
         return self._root.string("version") or ""

@@ -26,6 +26,7 @@ converted module's (the int8 weights torch quantized, with their scales) plus
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -396,7 +397,9 @@ def _oracle_xnnpack(path: str) -> Dict[str, Any]:
                 _flatbuffer._flatc_decompile(tmp, schema, os.path.join(tmp, "graph.bin"),
                                              ["--raw-binary"])
                 with open(os.path.join(tmp, "graph.json"), encoding="utf-8") as f:
-                    graph = json.load(f)
+                    # flatc writes infinities (a clamp's unset bound) as bare inf
+                    graph = json.loads(re.sub(r'(?<![\w"])(-?)inf(?![\w"])', r"\1Infinity",
+                                              f.read()))
             out.append({"plan": plan.name, "payload_size": len(data),
                         "header": {"flatbuffer_offset": h.flatbuffer_offset,
                                    "flatbuffer_size": h.flatbuffer_size,
@@ -459,6 +462,8 @@ def make(name: str) -> None:
     for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()) + (
             ("xnnpack",) if name in XNN_NAMES else ()):
         res, more = _run(step, name)
+        if step == "xnnpack" and "error" in res:
+            raise SystemExit(f"{name}: reading its XNNPACK payloads failed: {res['error']}")
         oracle["data_file" if step == "ptd" else step] = res
         arrays.update(more)
     pte = oracle.pop("pte")
