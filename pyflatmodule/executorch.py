@@ -544,8 +544,9 @@ class Program(_File):
     def _delegate_span(self, location: int, index: int) -> Tuple[int, int]:
         """(file offset, size) of a delegate's payload."""
         if location == lib.ET_DATA_LOCATION_INLINE:
-            return self._root.tables("backend_delegate_data")[index].vector_span("data")
-        seg = self._root.tables("segments")[index]
+            data: Table = self._root.tables("backend_delegate_data")[index]
+            return data.vector_span("data")
+        seg: Table = self._root.tables("segments")[index]
         return int(self._summary.segment_base) + int(seg.scalar("offset")), int(seg.scalar("size"))
 
     def _xnn_graph(self, where: str, span: Tuple[int, int]) -> XnnGraph:

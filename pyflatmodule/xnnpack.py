@@ -159,7 +159,9 @@ class XnnGraph:
         for t in self._root.tables("xnodes"):
             kind, node = t.union("xnode_union")
             assert node is not None   # the core refuses nodes without one
-            inputs, outputs, fields = [], [], {}
+            inputs: List[int] = []
+            outputs: List[int] = []
+            fields: Dict[str, Any] = {}
             for name in node.fields:
                 value = node.plain(name)
                 if name.endswith("_id"):
