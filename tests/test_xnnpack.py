@@ -328,3 +328,161 @@ def test_malformed_payload_is_refused_where_it_is_wrong(case: str) -> None:
     assert e.value.code == code, e.value
     assert e.value.path.startswith(GRAPH_PATH), e.value.path
     assert where in e.value.path, e.value.path
+
+
+# ------------------------------------- a payload built here: inline constants, 4-bit, groups
+
+def _crafted(scale_offset: int = 80, group_size: int = 32, qc4_scales: int = 2) -> bytes:
+    """An XH00 payload built with FlatBuffers' Python Builder: a float input (id 0), a
+    qbint4 weight [2, 64] in groups of `group_size` with bfloat16 scales in the constant
+    data, a qcint4 weight [2, 3] with inline float scales, a float output; constants
+    inline in the payload's constant data."""
+    import flatbuffers
+    from pyflatmodule._native import lib as L
+    b = flatbuffers.Builder(1024)
+
+    def table(fields: List[Tuple[str, int, Any]]) -> int:
+        b.StartObject(max(i for _, i, _ in fields) + 1)
+        for kind, i, x in fields:
+            if kind == "u32":
+                b.PrependUint32Slot(i, x, 0xDEADBEEF)   # never the default: always written
+            elif kind == "i32":
+                b.PrependInt32Slot(i, x, -1)
+            elif kind == "u64":
+                b.PrependUint64Slot(i, x, 1 << 63)
+            elif kind == "u16":
+                b.PrependUint16Slot(i, x, 0xFFFF)
+            elif kind == "u8":
+                b.PrependUint8Slot(i, x, 0xFF)
+            else:
+                b.PrependUOffsetTRelativeSlot(i, x, 0)
+        return int(b.EndObject())
+
+    def vector(items: List[int], kind: str = "u32") -> int:
+        b.StartVector(4, len(items), 4)
+        for x in reversed(items):
+            if kind == "u32":
+                b.PrependUint32(x)
+            elif kind == "f32":
+                b.PrependFloat32(x)
+            else:
+                b.PrependUOffsetTRelative(x)
+        return int(b.EndVector())
+
+    def tensor(vid: int, datatype: int, dims: List[int], constant: int, flags: int) -> int:
+        d = vector(dims)
+        return table([("u16", L.XN_XNN_TENSOR_VALUE_DATATYPE, datatype),
+                      ("u32", L.XN_XNN_TENSOR_VALUE_NUM_DIMS, len(dims)),
+                      ("off", L.XN_XNN_TENSOR_VALUE_DIMS, d),
+                      ("u32", L.XN_XNN_TENSOR_VALUE_CONSTANT_BUFFER_IDX, constant),
+                      ("u32", L.XN_XNN_TENSOR_VALUE_EXTERNAL_ID, vid if flags else XNN_NO_ID),
+                      ("u32", L.XN_XNN_TENSOR_VALUE_FLAGS, flags),
+                      ("u32", L.XN_XNN_TENSOR_VALUE_ID_OUT, vid)])
+
+    def xvalue(kind: int, t: int) -> int:
+        return table([("u8", L.XN_X_VALUE_XVALUE_UNION_TYPE, kind),
+                      ("off", L.XN_X_VALUE_XVALUE_UNION, t)])
+
+    def quantized(t: int, kind: int, q: int) -> int:
+        return xvalue(L.XN_X_VALUE_UNION_XNN_QUANTIZED_TENSOR_VALUE, table([
+            ("off", L.XN_XNN_QUANTIZED_TENSOR_VALUE_TENSOR_VALUE, t),
+            ("u8", L.XN_XNN_QUANTIZED_TENSOR_VALUE_QUANT_PARAMS_TYPE, kind),
+            ("off", L.XN_XNN_QUANTIZED_TENSOR_VALUE_QUANT_PARAMS, q)]))
+
+    dt = "XN_XNN_DATATYPE_XNN_DATATYPE_"
+    values = [
+        xvalue(L.XN_X_VALUE_UNION_XNN_TENSOR_VALUE,
+               tensor(0, getattr(L, dt + "FP32"), [1, 64], 0, 1)),
+        quantized(tensor(1, getattr(L, dt + "QBINT4"), [2, 64], 1, 0),
+                  L.XN_XNN_QUANT_PARAMS_PER_CHANNEL_GROUP_QUANT, table([
+                      ("i32", L.XN_PER_CHANNEL_GROUP_QUANT_CHANNEL_DIM, 0),
+                      ("i32", L.XN_PER_CHANNEL_GROUP_QUANT_GROUP_SIZE, group_size),
+                      ("u32", L.XN_PER_CHANNEL_GROUP_QUANT_SCALE_BUFFER_IDX, 3),
+                      ("u32", L.XN_PER_CHANNEL_GROUP_QUANT_NUM_SCALES, 4)])),
+        quantized(tensor(2, getattr(L, dt + "QCINT4"), [2, 3], 2, 0),
+                  L.XN_XNN_QUANT_PARAMS_PER_CHANNEL_QUANT, table([
+                      ("off", L.XN_PER_CHANNEL_QUANT_SCALE, vector([0.5, 0.25][:qc4_scales]
+                                                                   + [1.0] * (qc4_scales - 2),
+                                                                   "f32")),
+                      ("i32", L.XN_PER_CHANNEL_QUANT_CHANNEL_DIM, 0)])),
+        xvalue(L.XN_X_VALUE_UNION_XNN_TENSOR_VALUE,
+               tensor(3, getattr(L, dt + "FP32"), [1, 2], 0, 2)),
+    ]
+    node = table([("u32", L.XN_XNN_FULLY_CONNECTED_INPUT1_ID, 0),
+                  ("u32", L.XN_XNN_FULLY_CONNECTED_FILTER_ID, 1),
+                  ("u32", L.XN_XNN_FULLY_CONNECTED_BIAS_ID, XNN_NO_ID),
+                  ("u32", L.XN_XNN_FULLY_CONNECTED_OUTPUT_ID, 3),
+                  ("u32", L.XN_XNN_FULLY_CONNECTED_FLAGS, 0)])
+    xnode = table([("u8", L.XN_X_NODE_XNODE_UNION_TYPE, L.XN_X_NODE_UNION_XNN_FULLY_CONNECTED),
+                   ("off", L.XN_X_NODE_XNODE_UNION, node),
+                   ("u32", L.XN_X_NODE_DEBUG_HANDLE, 7)])
+    constants = [table([("u64", L.XN_CONSTANT_DATA_OFFSET_OFFSET, offset),
+                        ("u64", L.XN_CONSTANT_DATA_OFFSET_SIZE, size)])
+                 for offset, size in [(0, 0), (0, 64), (64, 4), (scale_offset, 8)]]
+    xvalues, xnodes, constant_data = vector(values, "off"), vector([xnode], "off"), \
+        vector(constants, "off")
+    inputs, outputs, version = vector([0]), vector([3]), b.CreateString("crafted")
+    root = table([("off", L.XN_XNN_GRAPH_VERSION, version),
+                  ("off", L.XN_XNN_GRAPH_XNODES, xnodes),
+                  ("off", L.XN_XNN_GRAPH_XVALUES, xvalues),
+                  ("u32", L.XN_XNN_GRAPH_NUM_EXTERNS, 2),
+                  ("off", L.XN_XNN_GRAPH_INPUT_IDS, inputs),
+                  ("off", L.XN_XNN_GRAPH_OUTPUT_IDS, outputs),
+                  ("off", L.XN_XNN_GRAPH_CONSTANT_DATA, constant_data)])
+    b.Finish(root, file_identifier=b"XN01")
+    fb = bytes(b.Output())
+    data = bytes(_QB4) + bytes([0xF0, 0x0B, 0x78, 0x0D]) + b"\0" * 12 + \
+        np.array([1.0, 2.0, 0.5, 4.0], "<f4").view("<u2")[1::2].tobytes()
+    padded = -(-len(fb) // 16) * 16
+    header = (b"\0\0\0\0XH00" + (30).to_bytes(2, "little") + (32).to_bytes(4, "little")
+              + len(fb).to_bytes(4, "little") + (32 + padded).to_bytes(4, "little")
+              + len(data).to_bytes(8, "little"))
+    return header + b"\0" * 2 + fb + b"\0" * (padded - len(fb)) + data
+
+
+#: qbint4 weight [2, 64]: value (k % 16) - 8 at column k, stored + 8, two a byte
+_QB4 = np.tile(np.arange(16, dtype=np.uint8)[0::2] | (np.arange(16, dtype=np.uint8)[1::2] << 4),
+               8)
+
+
+def _graph(payload: bytes) -> XnnGraph:
+    return XnnGraph(memoryview(payload), lambda key: None, "crafted", 0)
+
+
+def test_a_crafted_payload_gives_its_inline_constants() -> None:
+    payload = _crafted()
+    g = _graph(payload)
+    assert g.header["constant_data_size"] == 88 and g.version == "crafted"
+    assert [n.kind for n in g.nodes] == ["XNNFullyConnected"]
+    assert g.nodes[0].inputs == (0, 1) and g.nodes[0].outputs == (3,)   # no bias
+    assert g.nodes[0].debug_handle == 7 and g.nodes[0].output_min_max is None
+    assert [v.datatype for v in g.values] == ["fp32", "qbint4", "qcint4", "fp32"]
+    base = g.header["constant_data_offset"]
+    qb4 = g.constant(1)
+    assert isinstance(qb4, QuantizedTensor) and qb4.shape == (2, 64) and qb4.group_size == 32
+    assert qb4.int_repr.shape == (2, 32) and qb4.int_repr.tobytes() == payload[base:base + 64]
+    assert np.shares_memory(qb4.int_repr, np.frombuffer(payload, np.uint8))
+    want = np.tile(np.arange(64) % 16 - 8, (2, 1))
+    assert np.array_equal(qb4.values(), want)
+    scales = np.array([[1.0, 2.0], [0.5, 4.0]], np.float32)   # bfloat16 in the payload
+    assert np.array_equal(np.asarray(qb4.scales, np.float32), scales)
+    assert np.array_equal(qb4.dequantize(), want * np.repeat(scales, 32, axis=1))
+    qc4 = g.constant(2)
+    assert isinstance(qc4, QuantizedTensor) and qc4.axis == 0
+    assert qc4.int_repr.tobytes() == bytes([0xF0, 0x0B, 0x78, 0x0D])
+    assert np.array_equal(qc4.values(), [[-8, 7, 3], [0, -1, 5]])
+    assert np.array_equal(qc4.dequantize(), np.array([[-4, 3.5, 1.5], [0, -0.25, 1.25]]))
+    assert g.constant(0) is None and set(g.constants()) == {1, 2}
+
+
+@pytest.mark.parametrize("kwargs,code,where", [
+    ({"scale_offset": 84}, "bad_segment", "constant_data[3]"),   # past the constant data
+    ({"group_size": 16}, "bad_quantization", "<PerChannelGroupQuant>"),   # 8 scales, not 4
+    ({"group_size": 0}, "bad_quantization", "<PerChannelGroupQuant>"),
+    ({"qc4_scales": 3}, "bad_quantization", "<PerChannelQuant>"),   # 3 channels' scales, 2 rows
+])
+def test_a_crafted_payload_with_wrong_references_is_refused(kwargs: Dict[str, int], code: str,
+                                                            where: str) -> None:
+    with pytest.raises(pfm.FormatError) as e:
+        _graph(_crafted(**kwargs))
+    assert e.value.code == code and where in e.value.path, e.value
