@@ -8,7 +8,9 @@ operators, delegates, segments, constant and planned tensor extents, dim_order),
 64-bit segment offsets. Everything here then reads the verified bytes lazily: values
 decode when asked for; constant tensors are read-only numpy views of the mapping with
 the strides their ``dim_order`` gives; delegate payloads and named data are read-only
-``memoryview``s of it.
+``memoryview``s of it. XNNPACK delegates' payloads are checked too when a program opens
+(csrc/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
+(:mod:`pyflatmodule.xnnpack`); ``Program.state_dict()`` includes their constants.
 """
 from __future__ import annotations
 

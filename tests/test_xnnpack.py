@@ -15,7 +15,10 @@ constant is one of those weights in XNNPACK's layout, byte for byte:
 - 8-bit programs store the int8 weights torch quantized, with torch's scales (per
   tensor: the dequantize node's scale and zero point; per channel: its scale tensor,
   zero points 0); their biases become int32 (qint32 / qcint32) at scale input scale x
-  weight scale, within half a step of the module's float bias.
+  weight scale, within half a step of the module's float bias;
+- 4-bit weights in groups (torchao's int4 per-group with int8 dynamic activations) store
+  torchao's values, two a byte (value + 8, low nibble first), with its scales rounded
+  to bfloat16, shaped (channels, groups); float biases stay float.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ from pyflatmodule.tensors import QuantizedTensor
 from pyflatmodule.xnnpack import XNN_NO_ID, XnnGraph
 
 ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
-STEMS = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel", "xnn_attention"]
+STEMS = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel", "xnn_attention",
+         "xnn_q4_group"]
 GRAPH_PATH = "execution_plan[0].delegates[0].processed<XNNGraph>."
 
 
@@ -114,18 +118,25 @@ def _check_quantization(g: XnnGraph, vid: int, kind: Optional[str], params: Any,
         assert q is None
         return
     assert q is not None
-    assert q.kind == {"PerTensorQuant": "per_tensor", "PerChannelQuant": "per_channel"}[kind]
+    assert q.kind == {"PerTensorQuant": "per_tensor", "PerChannelQuant": "per_channel",
+                      "PerChannelGroupQuant": "per_channel_group",
+                      "PerTokenDynamicQuant": "per_token_dynamic"}[kind]
+    if kind == "PerTokenDynamicQuant":
+        assert q.num_nonbatch_dims == params["num_nonbatch_dims"]
+        return
     if kind == "PerTensorQuant":   # flatc prints floats to 6 decimal places
         assert q.scale == pytest.approx(params["scale"], abs=5e-7)
         assert q.zero_point == params["zero_point"]
         return
     assert q.channel_dim == params["channel_dim"] and q.scales is not None
+    if kind == "PerChannelGroupQuant":
+        assert q.group_size == params["group_size"]
     if params["scale"]:
         assert q.scales.tolist() == params["scale"]
     else:   # in named data, under the key constant_data[scale_buffer_idx] gives
-        assert len(q.scales) == params["num_scales"]
+        assert q.scales.size == params["num_scales"]
         entry = graph["constant_data"][params["scale_buffer_idx"]]
-        assert entry["size"] == 4 * params["num_scales"]
+        assert entry["size"] == q.scales.itemsize * params["num_scales"]
         named = g._resolve(entry["named_key"])
         assert named is not None
         assert q.scales.tobytes() == bytes(named)[:entry["size"]]
@@ -143,7 +154,13 @@ def _layout(shape: Tuple[int, ...]) -> Tuple[str, Callable[[np.ndarray], np.ndar
 
 
 def _stored(c: Any) -> np.ndarray:
+    """The bytes as stored (4-bit types packed), zero-copy."""
     return c.int_repr if isinstance(c, QuantizedTensor) else c
+
+
+def _logical(c: Any) -> np.ndarray:
+    """One element per value (4-bit types unpacked)."""
+    return c.values() if isinstance(c, QuantizedTensor) else c
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -152,16 +169,17 @@ def test_every_constant_is_a_weight_of_the_module(stem: str) -> None:
     weights = _weights(doc, arrays)
     quantized = "dequantize" in doc
     # the weights XNNPACK stores: for quantized programs the int8 ones torch made
-    stored = {k: w for k, w in weights.items()
-              if not quantized or k in doc["dequantize"]}
     floats = {k: w for k, w in weights.items() if w.dtype.kind == "f" and "bias" in k}
+    stored = {k: w for k, w in weights.items()
+              if not quantized or k in doc["dequantize"] or k in floats}
     p = _load(stem)
     found = set()
     for g in _graphs(p):
         for vid, c in g.constants().items():
             value = g.values[vid]
-            array = _stored(c)
-            assert not array.flags.writeable and array.shape == tuple(value.dims)
+            assert not _stored(c).flags.writeable
+            array = _logical(c)
+            assert array.shape == tuple(value.dims)
             if value.datatype in ("qint32", "qcint32"):   # a quantized bias
                 assert isinstance(c, QuantizedTensor)
                 name = _bias_of(c, floats)
@@ -179,8 +197,10 @@ def test_every_constant_is_a_weight_of_the_module(stem: str) -> None:
             assert len(matches) == 1, (vid, matches)
             name, layout = matches[0]
             found.add(name)
-            if quantized:
+            if quantized and name in doc["dequantize"]:
                 _check_params(c, doc["dequantize"][name], weights, layout)
+            else:
+                assert not isinstance(c, QuantizedTensor)
     assert found == set(stored) | (set(floats) if quantized else set())
 
 
@@ -201,8 +221,15 @@ def _check_params(c: Any, want: Dict[str, Any], weights: Dict[str, np.ndarray],
         assert c.qscheme == "per_tensor_affine"
         assert c.scale == np.float32(want["scale"]) and c.zero_point == want["zero_point"]
         return
-    assert c.qscheme == "per_channel_symmetric" and c.scales is not None
-    assert c.axis == (3 if layout == "1HWO" else want["axis"])
+    assert c.scales is not None and c.axis == (3 if layout == "1HWO" else want["axis"])
+    if "group_size" in want:   # torchao's scales, rounded to bfloat16
+        import ml_dtypes
+        assert c.qscheme == "per_channel_group_symmetric"
+        assert c.group_size == want["group_size"] and c.scales.dtype == ml_dtypes.bfloat16
+        assert np.array_equal(c.scales, weights[want["scale"]].astype(ml_dtypes.bfloat16))
+        assert c.zero_points is not None and not c.zero_points.any()
+        return
+    assert c.qscheme == "per_channel_symmetric"
     assert c.scales.dtype == np.float32
     assert c.scales.tobytes() == weights[want["scale"]].tobytes()
     assert not weights[want["zero_point"]].any()

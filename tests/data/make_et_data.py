@@ -300,7 +300,7 @@ def _runtime(path: str) -> Dict[str, Any]:
 
 #: Programs lowered to XNNPACK whose payloads tests/test_xnnpack.py reads.
 XNN_NAMES = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel",
-             "xnn_attention"]
+             "xnn_attention", "xnn_q4_group"]
 
 
 def _xnn_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
@@ -332,9 +332,20 @@ def _xnn_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
             a, _ = self.attn(x, x, x, need_weights=False)
             return self.out(a)
 
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(64, 32)
+            self.b = nn.Linear(32, 8, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.relu(self.a(x)))
+
     torch.manual_seed(0)
     if name == "xnn_attention":
         return Attention().eval(), (torch.randn(1, 5, 16),)
+    if name == "xnn_q4_group":
+        return MLP().eval(), (torch.randn(2, 64),)
     m = ConvNet().eval()
     x = torch.randn(1, 3, 6, 6)
     if name == "xnn_fp16":
@@ -367,6 +378,22 @@ def _xnn_write(name: str) -> Dict[str, Any]:
                 a = [x.target if hasattr(x, "target") else x for x in node.args]
                 dequantize[a[0]] = {"op": str(node.target), "scale": a[1], "zero_point": a[2],
                                     "axis": a[3] if "per_channel" in str(node.target) else None}
+    if name == "xnn_q4_group":   # int4 weights in groups of 32, int8 dynamic activations
+        from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+        from torchao.quantization.granularity import PerGroup
+        quantize_(module, Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
+        how = ("torchao quantize_(Int8DynamicActivationIntxWeightConfig(weight_dtype=int4, "
+               "weight_granularity=PerGroup(32))), " + how)
+        state = {}
+        for layer in ("a", "b"):   # the int4 values torchao made (one int8 each), scales
+            w = getattr(module, layer).weight
+            state[layer + ".weight.qdata"], state[layer + ".weight.scale"] = w.qdata, w.scale
+            assert not w.zero_point.any()
+            dequantize[layer + ".weight.qdata"] = {"op": "int4 per group", "scale":
+                                                   layer + ".weight.scale", "zero_point": 0,
+                                                   "axis": 0, "group_size": 32}
+        state["a.bias"] = module.a.bias
     edge = to_edge_transform_and_lower(torch.export.export(module, args),
                                        partitioner=[XnnpackPartitioner()])
     with open(os.path.join(OUT, name + ".pte"), "wb") as f:
