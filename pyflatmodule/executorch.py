@@ -231,8 +231,9 @@ class Delegate:
         backends): nodes, values with datatypes, dims and quantization, and constants
         as zero-copy arrays over the program's named data or the payload. The payload is
         checked in full (header, structure by csrc/schemas/xnnpack.fbs, ids, constant
-        references and extents, named data keys, quantization) when the program is
-        opened: a malformed one makes ``load`` raise FormatError."""
+        references and extents, quantization; named data keys when data files are
+        given) when the program is opened: a malformed one makes ``load`` raise
+        FormatError."""
         if self.id != XNNPACK_ID:
             return None
         return self._program._xnn_graph(self._where, self._span())
@@ -555,7 +556,7 @@ class Program(_File):
         graph = self._graphs.get(where)
         if graph is None:
             graph = self._graphs[where] = XnnGraph(self._bytes(*span), self._named_bytes,
-                                                   where, span[0])
+                                                   where, span[0], bool(self.data_files))
         return graph
 
     def _named_bytes(self, key: str) -> Optional[memoryview]:

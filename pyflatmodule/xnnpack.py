@@ -99,10 +99,15 @@ Resolver = Callable[[str], Optional[memoryview]]
 
 
 class XnnGraph:
-    """The XNNPACK graph of one delegate payload (checked by the C core when made)."""
+    """The XNNPACK graph of one delegate payload (checked by the C core when made).
+
+    Named data the payload names must be in the program or in the data files given to
+    ``load`` when some were given (else FormatError ``missing_data``, as for external
+    tensors); without data files, constants whose named data the program lacks (weights
+    written to a ``.ptd``) are listed in :attr:`missing` and read as None."""
 
     def __init__(self, payload: memoryview, resolve: Resolver, where: str,
-                 offset: int) -> None:
+                 offset: int, require_all: bool = True) -> None:
         err = new_error()
         summary = ffi.new("xnn_summary *")
         options = ffi.new("ptmf_options *")
@@ -126,7 +131,10 @@ class XnnGraph:
         self._records = [records[i] for i in range(summary.n_values)]
         self._root = Table(schema_of(lib.XN_FILE_IDENTIFIER), payload, int(summary.root),
                            "XNNGraph")
-        self._refs = self._resolve_refs()
+        #: value id -> the named data key of its constant or scales that no file given
+        #: holds (only when loaded without data files)
+        self.missing: Dict[int, str] = {}
+        self._refs = self._resolve_refs(require_all)
 
     @property
     def header(self) -> Dict[str, int]:
@@ -208,6 +216,10 @@ class XnnGraph:
         if kind == "per_token_dynamic":
             return Quantization(kind, num_nonbatch_dims=int(q.scalar("num_nonbatch_dims")))
         scales = q.vector("scale")
+        if not len(scales) and (i, "scales") not in self._refs:   # in a file not given
+            return Quantization(kind, channel_dim=int(q.scalar("channel_dim")),
+                                group_size=(int(q.scalar("group_size"))
+                                            if kind == "per_channel_group" else None))
         if not len(scales):
             scales = self._refs[i, "scales"].view(
                 "<f4" if kind == "per_channel" else numpy_dtype(15))   # bfloat16
@@ -218,7 +230,7 @@ class XnnGraph:
         return Quantization(kind, scales=scales.reshape(dims[channel_dim], -1),
                             channel_dim=channel_dim, group_size=int(q.scalar("group_size")))
 
-    def _resolve_refs(self) -> Dict[Tuple[int, str], np.ndarray]:
+    def _resolve_refs(self, require_all: bool) -> Dict[Tuple[int, str], np.ndarray]:
         """The bytes of every constant and scale reference, by (value id, what): inline
         views of the payload, or the named data each key names (at least the extent the
         core found), checked now so that a graph that was made reads in full."""
@@ -232,6 +244,9 @@ class XnnGraph:
                     data = self._resolve(key)
                     where = f"{self._where}xvalues[{int(r.xvalue)}]"
                     at = self._offset + int(ref.key)
+                    if data is None and not require_all:
+                        self.missing[i] = key
+                        continue
                     if data is None:
                         raise format_error(lib.PTMF_E_MISSING_DATA, at, where,
                                            f"XNNPACK {what} of value {i}: named data {key!r} "
@@ -248,13 +263,14 @@ class XnnGraph:
         return out
 
     def constant(self, i: int) -> Union[np.ndarray, QuantizedTensor, None]:
-        """Value ``i``'s constant data, None when it has none: a read-only zero-copy
+        """Value ``i``'s constant data, None when it has none (or it is :attr:`missing`):
+        a read-only zero-copy
         array of its dims and datatype; quantized (``q*`` datatypes with parameters)
         a QuantizedTensor over it. 4-bit types are the packed bytes, two values a byte
         along the last dimension (low nibble first, each value stored plus 8): shape
         dims[:-1] + (ceil(dims[-1] / 2),); ``values()`` unpacks them."""
         r = self._records[i]
-        if not r.constant.index:
+        if not r.constant.index or i in self.missing:
             return None
         datatype = self._datatype(i)
         dims = tuple(self._tensor_table(i).vector("dims").tolist())
@@ -268,12 +284,11 @@ class XnnGraph:
         return _quantized(array, dims, datatype, q)
 
     def constants(self) -> Dict[int, Union[np.ndarray, QuantizedTensor]]:
-        """Every constant by value id (see :meth:`constant`)."""
+        """Every constant by value id (see :meth:`constant`), the missing ones left out."""
         out: Dict[int, Union[np.ndarray, QuantizedTensor]] = {}
-        for i, r in enumerate(self._records):
-            if r.constant.index:
-                c = self.constant(i)
-                assert c is not None
+        for i in range(len(self._records)):
+            c = self.constant(i)
+            if c is not None:
                 out[i] = c
         return out
 

@@ -333,9 +333,6 @@ EDITS: Dict[str, Tuple[Callable[[int, XnnGraph, bytes], Tuple[int, bytes]], str,
     "constant index past constant_data": (
         lambda b, g, r: (b + _field_at(g, g._tensor_table(_conv_weight(g)), "constant_buffer_idx"),
                          _u32(100)), "bad_storage_index", "tensor_value"),
-    "named key in no file": (
-        lambda b, g, r: (b + int(g._records[_conv_weight(g)].constant.key), b"x"),
-        "missing_data", "xvalues["),
 }
 
 
@@ -355,6 +352,35 @@ def test_malformed_payload_is_refused_where_it_is_wrong(case: str) -> None:
     assert e.value.code == code, e.value
     assert e.value.path.startswith(GRAPH_PATH), e.value.path
     assert where in e.value.path, e.value.path
+
+
+def test_named_data_no_file_holds() -> None:
+    """Like an external tensor: refused when data files are given and none holds it;
+    without data files, listed as missing and left out."""
+    bad = _edit("xnn_q8_per_channel",
+                lambda b, g, r: (b + int(g._records[_conv_weight(g)].constant.key), b"x"))
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bad, data=[os.path.join(ET, "external.ptd")])
+    assert e.value.code == "missing_data" and e.value.path.startswith(GRAPH_PATH + "xvalues[")
+    p = pfm.load(bad)
+    assert isinstance(p, Program)
+    g = _graphs(p)[0]
+    vid = _conv_weight(g)
+    assert list(g.missing) == [vid] and g.missing[vid].startswith("x")
+    assert g.constant(vid) is None and vid not in g.constants()
+    q = g.values[vid].quantization
+    assert q is not None and q.kind == "per_channel" and q.scales is not None   # resolved
+    assert f"forward.delegates[0].values[{vid}]" not in p.state_dict()
+    assert len(g.constants()) == len(_graphs(_load("xnn_q8_per_channel"))[0].constants()) - 1
+    # its scales' key instead: the parameters without scales, the constant missing
+    bad = _edit("xnn_q8_per_channel",
+                lambda b, g, r: (b + int(g._records[_conv_weight(g)].scales.key), b"x"))
+    p = pfm.load(bad)
+    assert isinstance(p, Program)
+    g = _graphs(p)[0]
+    assert g.missing[vid].startswith("xcale_") and g.constant(vid) is None
+    q = g.values[vid].quantization
+    assert q is not None and q.kind == "per_channel" and q.scales is None and q.channel_dim == 0
 
 
 # ------------------------------------- a payload built here: inline constants, 4-bit, groups
