@@ -19,10 +19,10 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = os.path.join(HERE, "ptmf.h")
 #: Headers whose cdef parts come before ptmf.h's: the descriptor types, then the
-#: generated schema headers; ExecuTorch's after it (it uses ptmf.h's types).
+#: generated schema headers; the formats on top after it (they use ptmf.h's types).
 DESCRIPTORS = os.path.join(HERE, "fb_schema.h")
 GENERATED = sorted(glob.glob(os.path.join(HERE, "gen", "*.h")))
-FORMATS = [os.path.join(HERE, "et.h")]
+FORMATS = [os.path.join(HERE, "et.h"), os.path.join(HERE, "xnn.h")]
 SOURCES = sorted(glob.glob(os.path.join(HERE, "*.c")))
 HEADERS = sorted(glob.glob(os.path.join(HERE, "*.h"))) + GENERATED
 

@@ -232,6 +232,15 @@ static inline int fld_u8(ctx *c, const tbl *t, const fb_field *f, uint8_t *out) 
     return PTMF_OK;
 }
 
+/* Two-byte integer scalar (or enum); its default when absent. */
+static inline int fld_u16(ctx *c, const tbl *t, const fb_field *f, uint16_t *out) {
+    uint64_t at;
+    TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 2));
+    TRY(tbl_field(c, t, f->id, 2, &at));
+    *out = at ? ld16(c->buf + at) : (uint16_t)f->int_default;
+    return PTMF_OK;
+}
+
 /* Four-byte integer scalar; its default when absent. */
 static inline int fld_u32(ctx *c, const tbl *t, const fb_field *f, uint32_t *out) {
     uint64_t at;

@@ -54,7 +54,9 @@
     X(PTMF_E_BAD_SEGMENT, "data lies outside its segment, or the segment outside the file's segment data") \
     X(PTMF_E_BAD_DIM_ORDER, "dim_order is not a permutation of the tensor's dimensions") \
     X(PTMF_E_MISSING_DATA, "external tensor data is in none of the data files given") \
-    X(PTMF_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size")
+    X(PTMF_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size") \
+    X(PTMF_E_BAD_PAYLOAD_HEADER, "XNNPACK payload header (XH00) is malformed or reaches past the payload") \
+    X(PTMF_E_BAD_VALUE_ID, "XNNPACK value id is out of range, repeated, or names no value")
 
 /* --- cdef begin --- */
 

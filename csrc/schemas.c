@@ -6,8 +6,10 @@
 #include "gen/executorch_flat_tensor.h"
 #include "gen/executorch_program.h"
 #include "gen/mobile_bytecode.h"
+#include "gen/xnnpack.h"
 
-static const fb_schema *const schemas[] = {&mobile_schema_file, &et_schema_file, &ft_schema_file};
+static const fb_schema *const schemas[] = {&mobile_schema_file, &et_schema_file, &ft_schema_file,
+                                            &xn_schema_file};
 
 const fb_schema *fb_schema_find(uint32_t identifier) {
     size_t i;

@@ -56,6 +56,9 @@ class Schema:
         self.tables: Dict[str, Dict[str, FieldInfo]] = {}
         #: union name -> member names by type number ("" where the union skips one)
         self.unions: Dict[str, List[str]] = {}
+        #: union name -> the table or struct of each member, by type number (members
+        #: may be aliases: several kinds of node of one table layout)
+        self.union_types: Dict[str, List[str]] = {}
         for name, d in zip(names, decls):
             if d.kind == lib.FB_DECL_TABLE:
                 fields = {}
@@ -70,8 +73,10 @@ class Schema:
                                               names[f.ref] if f.ref != 0xFFFF else "")
                 self.tables[name] = fields
             elif d.kind == lib.FB_DECL_UNION:
-                self.unions[name] = [ffi.string(d.members[i].name).decode()
-                                     for i in range(d.count)]
+                members = [d.members[i] for i in range(d.count)]
+                self.unions[name] = [ffi.string(m.name).decode() for m in members]
+                self.union_types[name] = [names[m.ref] if m.ref != 0xFFFF else ""
+                                          for m in members]
         self.root: str = names[s.root]
 
 
@@ -123,6 +128,20 @@ class Table:
         f = self.fields[name]
         at = self._at(f)
         return struct.unpack_from(f.fmt, self.buf, at)[0] if at else f.default
+
+    def plain(self, name: str) -> Any:
+        """A scalar, string or vector of scalars or strings field as a plain Python value
+        (a list for vectors); tables and unions are not plain (TypeError)."""
+        kind = self.fields[name].kind
+        if kind == lib.FB_SCALAR:
+            return self.scalar(name)
+        if kind == lib.FB_STRING:
+            return self.string(name)
+        if kind == lib.FB_VEC_SCALAR:
+            return self.vector(name).tolist()
+        if kind == lib.FB_VEC_STRING:
+            return self.strings(name)
+        raise TypeError(f"field {name!r} is a table, union or vector of tables or structs")
 
     def string(self, name: str) -> Optional[str]:
         """A string field as text, None when absent (UnicodeDecodeError if not UTF-8)."""
@@ -185,7 +204,7 @@ class Table:
         _, target = self._ref(name)
         if kind == 0 or not target or not member:
             return member or "NONE", None
-        return member, Table(self.schema, self.buf, target, member)
+        return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind])
 
 
 class Tables(Sequence[Table]):

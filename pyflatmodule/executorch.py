@@ -8,7 +8,9 @@ operators, delegates, segments, constant and planned tensor extents, dim_order),
 64-bit segment offsets. Everything here then reads the verified bytes lazily: values
 decode when asked for; constant tensors are read-only numpy views of the mapping with
 the strides their ``dim_order`` gives; delegate payloads and named data are read-only
-``memoryview``s of it.
+``memoryview``s of it. XNNPACK delegates' payloads are checked too when a program opens
+(csrc/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
+(:mod:`pyflatmodule.xnnpack`); ``Program.state_dict()`` includes their constants.
 """
 from __future__ import annotations
 
@@ -23,7 +25,11 @@ from ._fbread import Schema, Table, schema_of
 from ._image import Options
 from ._native import check, ffi, format_error, lib, new_error
 from ._source import ADVICE, Source, SourceLike, apply_advice, open_source
-from .tensors import numpy_dtype, scalar_type_name
+from .tensors import QuantizedTensor, numpy_dtype, scalar_type_name
+from .xnnpack import XnnGraph
+
+#: The id of XNNPACK's backend, whose payloads Delegate.graph reads.
+XNNPACK_ID = "XnnpackBackend"
 
 __all__ = ["DataFile", "Delegate", "Chain", "Method", "Operator", "Program", "TensorSpec",
            "KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall",
@@ -187,13 +193,15 @@ class Chain(_Ports):
 
 
 class Delegate:
-    """A backend delegate: its id, compile specs and processed payload (zero-copy)."""
+    """A backend delegate: its id, compile specs and processed payload (zero-copy); for
+    XNNPACK (``XnnpackBackend``) also the graph the payload holds (:attr:`graph`)."""
 
-    __slots__ = ("_table", "_program")
+    __slots__ = ("_table", "_program", "_where")
 
-    def __init__(self, table: Table, program: "Program") -> None:
+    def __init__(self, table: Table, program: "Program", where: str) -> None:
         self._table = table
         self._program = program
+        self._where = where
 
     @property
     def id(self) -> str:
@@ -216,9 +224,26 @@ class Delegate:
     @property
     def data(self) -> memoryview:
         """The processed payload the backend runs: read-only bytes of the mapping."""
+        start, n = self._span()
+        return self._program._bytes(start, n)
+
+    def _span(self) -> Tuple[int, int]:
         ref = self._table.table("processed")
         assert ref is not None
-        return self._program._delegate_data(int(ref.scalar("location")), int(ref.scalar("index")))
+        return self._program._delegate_span(int(ref.scalar("location")), int(ref.scalar("index")))
+
+    @property
+    def graph(self) -> Optional[XnnGraph]:
+        """The XNNPACK graph of an ``XnnpackBackend`` delegate (None for other
+        backends): nodes, values with datatypes, dims and quantization, and constants
+        as zero-copy arrays over the program's named data or the payload. The payload is
+        checked in full (header, structure by csrc/schemas/xnnpack.fbs, ids, constant
+        references and extents, quantization; named data keys when data files are
+        given) when the program is opened: a malformed one makes ``load`` raise
+        FormatError."""
+        if self.id != XNNPACK_ID:
+            return None
+        return self._program._xnn_graph(self._where, self._span())
 
     def __repr__(self) -> str:
         return f"<Delegate {self.id} ({self.location}, {len(self.data)} bytes)>"
@@ -288,7 +313,8 @@ class Method(_Ports):
     @property
     def delegates(self) -> List[Delegate]:
         """The backend delegates, by delegate_index."""
-        return [Delegate(t, self._program) for t in self._table.tables("delegates")]
+        return [Delegate(t, self._program, f"execution_plan[{self.index}].delegates[{i}]")
+                for i, t in enumerate(self._table.tables("delegates"))]
 
     @property
     def non_const_buffer_sizes(self) -> List[int]:
@@ -460,11 +486,16 @@ class Program(_File):
         #: the data files given to ``load``, searched in order for external tensors
         self.data_files = list(data)
         self._external: Dict[str, np.ndarray] = {}
+        self._graphs: Dict[str, XnnGraph] = {}
+        self._named: Optional[Dict[str, memoryview]] = None
         for f in self.data_files:
             for key, array in f.tensors.items():
                 self._external.setdefault(key, array)
         if self.data_files:
             self._resolve_external()
+        for m in self.methods.values():   # XNNPACK payloads are checked when opened
+            for d in m.delegates:
+                d.graph
 
     def _resolve_external(self) -> None:
         records, _ = self._index()
@@ -508,17 +539,45 @@ class Program(_File):
         initial = self._array(r) if r["initial"] else None
         return TensorSpec(dtype, shape, order, STORED[stored], allocation, name, initial)
 
-    def _delegate_data(self, location: int, index: int) -> memoryview:
+    def _delegate_span(self, location: int, index: int) -> Tuple[int, int]:
+        """(file offset, size) of a delegate's payload."""
         if location == lib.ET_DATA_LOCATION_INLINE:
-            data = self._root.tables("backend_delegate_data")[index]
-            start, n = data.vector_span("data")
-            return self._bytes(start, n)
-        return self._segment(index)
+            data: Table = self._root.tables("backend_delegate_data")[index]
+            return data.vector_span("data")
+        seg: Table = self._root.tables("segments")[index]
+        return int(self._summary.segment_base) + int(seg.scalar("offset")), int(seg.scalar("size"))
 
-    def _segment(self, index: int) -> memoryview:
-        seg = self._root.tables("segments")[index]
-        start = int(self._summary.segment_base) + int(seg.scalar("offset"))
-        return self._bytes(start, int(seg.scalar("size")))
+    def _xnn_graph(self, where: str, span: Tuple[int, int]) -> XnnGraph:
+        graph = self._graphs.get(where)
+        if graph is None:
+            graph = self._graphs[where] = XnnGraph(self._bytes(*span), self._named_bytes,
+                                                   where, span[0], bool(self.data_files))
+        return graph
+
+    def _named_bytes(self, key: str) -> Optional[memoryview]:
+        """Named data `key` from the program, else from the data files given."""
+        if self._named is None:
+            self._named = dict(self.named_data)
+            for f in self.data_files:
+                for k, v in f.named_data.items():
+                    self._named.setdefault(k, v)
+        return self._named.get(key)
+
+    def delegate_constants(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
+        """Every constant of every XNNPACK delegate's graph, by
+        ``"<method>.delegates[<i>].values[<id>]"``: the method's name, the delegate's
+        index in it and the constant's value id in the graph (the payload gives no
+        module names; these stay the same across exports of one model). Arrays are
+        read-only views in XNNPACK's layout (see :mod:`pyflatmodule.xnnpack`);
+        quantized ones QuantizedTensor."""
+        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
+        for m in self.methods.values():
+            for i, d in enumerate(m.delegates):
+                graph = d.graph
+                if graph is not None:
+                    for vid, array in graph.constants().items():
+                        out[f"{m.name}.delegates[{i}].values[{vid}]"] = array
+        return out
 
     def constants(self) -> List[Tuple[int, int, np.ndarray]]:
         """Every constant tensor as (plan index, value index, array), in file order."""
@@ -526,11 +585,12 @@ class Program(_File):
         return [(int(r["plan"]), int(r["value"]), self._array(r))
                 for r in records if r["stored"] == lib.ET_STORED_CONSTANT]
 
-    def state_dict(self) -> Dict[str, np.ndarray]:
+    def state_dict(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
         """Every tensor whose name the files hold, by that name: the data files' tensors
         by key; constants, mutable buffers' initial values and resolved external tensors
-        by fully qualified name."""
-        out: Dict[str, np.ndarray] = {}
+        by fully qualified name; then the XNNPACK delegates' constants by
+        ``"<method>.delegates[<i>].values[<id>]"`` (see :meth:`delegate_constants`)."""
+        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
         records, _ = self._index()
         for r in records:
             if not r["name"]:
@@ -543,6 +603,8 @@ class Program(_File):
         for f in self.data_files:
             for key, array in f.tensors.items():
                 out.setdefault(key, array)
+        for key, value in self.delegate_constants().items():
+            out.setdefault(key, value)
         return out
 
     def named_tensors(self) -> Dict[str, np.ndarray]:

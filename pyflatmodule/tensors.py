@@ -146,17 +146,20 @@ class QuantizedTensor:
     ``int_repr`` is what torch's ``int_repr()`` returns, zero-copy over the file:
     the integers in the tensor's shape, or for the packed 4- and 2-bit types the
     packed bytes (low bits first). Per-tensor schemes set ``scale`` and
-    ``zero_point``; per-channel schemes set ``scales``, ``zero_points`` and ``axis``.
+    ``zero_point``; per-channel schemes set ``scales``, ``zero_points`` and ``axis``;
+    per-channel-group schemes (XNNPACK's blockwise weights, 2-D) also ``group_size``:
+    ``scales[c, g]`` applies to channel ``c`` (along ``axis``), elements
+    ``g * group_size .. (g + 1) * group_size - 1`` of the other dimension.
     """
 
     __slots__ = ("int_repr", "shape", "dtype_name", "qscheme", "scale", "zero_point",
-                 "scales", "zero_points", "axis", "_values")
+                 "scales", "zero_points", "axis", "group_size", "_values")
 
     def __init__(self, int_repr: np.ndarray, shape: Tuple[int, ...], dtype_name: str,
                  qscheme: str, values: Callable[[], np.ndarray],
                  scale: Optional[float] = None, zero_point: Optional[int] = None,
                  scales: Optional[np.ndarray] = None, zero_points: Optional[np.ndarray] = None,
-                 axis: Optional[int] = None) -> None:
+                 axis: Optional[int] = None, group_size: Optional[int] = None) -> None:
         self.int_repr = int_repr
         self.shape = shape
         self.dtype_name = dtype_name
@@ -166,6 +169,7 @@ class QuantizedTensor:
         self.scales = scales
         self.zero_points = zero_points
         self.axis = axis
+        self.group_size = group_size
         self._values = values
 
     def values(self) -> np.ndarray:
@@ -177,6 +181,16 @@ class QuantizedTensor:
         q = self.values().astype(np.float32)
         if self.scales is None:
             return (q - np.float32(self.zero_point)) * np.float32(self.scale)
+        if self.group_size is not None:   # 2-D: expand each group's scale over its elements
+            assert self.axis is not None and self.zero_points is not None
+            n = q.shape[1 - self.axis]
+            scales = np.asarray(self.scales, np.float32).reshape(q.shape[self.axis], -1)
+            zero_points = np.asarray(self.zero_points, np.float32).reshape(scales.shape)
+            scales = np.repeat(scales, self.group_size, axis=1)[:, :n]
+            zero_points = np.repeat(zero_points, self.group_size, axis=1)[:, :n]
+            if self.axis == 1:
+                scales, zero_points = scales.T, zero_points.T
+            return (q - zero_points) * scales
         shape = [1] * q.ndim
         shape[self.axis] = -1   # type: ignore[index]
         scales = np.asarray(self.scales, np.float32).reshape(shape)

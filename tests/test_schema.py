@@ -53,7 +53,8 @@ def _schema(stem: str = "mobile_bytecode") -> Any:
 
 
 def test_the_schemas_are_there() -> None:
-    assert {"mobile_bytecode.fbs", "executorch_program.fbs", "executorch_flat_tensor.fbs"} \
+    assert {"mobile_bytecode.fbs", "executorch_program.fbs", "executorch_flat_tensor.fbs",
+            "xnnpack.fbs"} \
         <= {os.path.basename(p) for p in SCHEMAS}
 
 
@@ -189,7 +190,7 @@ class _Reader:
         union = self.schema.decls[f.type]
         o_type = self._offset(name + "_type")
         kind = self.tab.Get(N.Uint8Flags, o_type + self.tab.Pos) if o_type else 0
-        members = {v: n for n, v in union.values}
+        members = {v: union.member_types[n] for n, v in union.values}   # tables of aliases
         o = self._offset(name)
         if kind not in members or not o or self.schema.decls[members[kind]].kind != "table":
             return kind, None
@@ -359,6 +360,10 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
     if cs is not None:
         got["constant_segment"] = {"segment_index": cs.scalar("segment_index"),
                                    "offsets": cs.scalars("offsets")}
+    for plan in want["execution_plan"]:   # ExecuTorch's Double holds infinities as text
+        for v in plan["values"]:
+            if v["kind"] == "Double" and isinstance(v["value"], str):
+                v["value"] = float(v["value"])
     assert got == want
     segments = [data[base + o:base + o + n] for o, n in got["segments"]]
     assert all(o + n <= size for o, n in got["segments"])
@@ -375,7 +380,9 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
     for key, segment_index in got["named_data"]:
         assert segments[segment_index] == arrays[restored["named_data"][key]]
         if xnnpack:   # XNNPACK keys the data it stores by the SHA-256 of its bytes
-            assert hashlib.sha256(segments[segment_index]).hexdigest() == key
+            # ("scale_" before it for per-channel scales)
+            assert hashlib.sha256(segments[segment_index]).hexdigest() == \
+                (key[len("scale_"):] if key.startswith("scale_") else key)
     assert bool(got["named_data"]) == xnnpack   # no other file here has named data
     # every constant tensor's bytes are one of the module's own weights, of its shape
     weights = {(tuple(w["shape"]), arrays[w["data"]]) for w in oracle["weights"].values()}
@@ -477,13 +484,14 @@ def _wire(s: Any) -> Dict[str, Any]:
             out[name] = (d.kind, [(f.name, fbsgen.scalar_of(s, f.type) or f.type, f.vector,
                                    f.default, f.attrs.get("force_align")) for f in d.fields])
         else:
-            out[name] = (d.kind, d.base, d.values)
+            out[name] = (d.kind, d.base, d.values, d.member_types)
     return out
 
 
 @pytest.mark.parametrize("stem,theirs", [
     ("executorch_program", "exir/_serialize/program.fbs"),
-    ("executorch_flat_tensor", "extension/flat_tensor/serialize/flat_tensor.fbs")])
+    ("executorch_flat_tensor", "extension/flat_tensor/serialize/flat_tensor.fbs"),
+    ("xnnpack", "backends/xnnpack/serialization/schema.fbs")])
 def test_executorch_schemas_are_wire_identical_to_executorchs(stem: str, theirs: str) -> None:
     """Where ExecuTorch is installed, its own schema files (their `include` of
     scalar_type.fbs spliced in) declare the same wire format as the project's."""
@@ -496,6 +504,85 @@ def test_executorch_schemas_are_wire_identical_to_executorchs(stem: str, theirs:
         text = f.read().replace('include "scalar_type.fbs";', scalar_type)
     text = text.replace("executorch_flatbuffer.ScalarType", "ScalarType")
     assert _wire(_schema(stem)) == _wire(fbsgen.parse(text, theirs))
+
+
+def _json_of(r: _Reader) -> Dict[str, Any]:
+    """A table as flatc writes it in JSON with defaults (enums and union types by name,
+    deprecated fields left out, absent offsets left out), read through the compiled ids."""
+    out: Dict[str, Any] = {}
+    for name, f, is_type in fbsgen._ordered_fields(r.schema, r.decl):
+        ref = r.schema.decls.get(f.type)
+        if is_type or "deprecated" in f.attrs:
+            continue
+        if ref is not None and ref.kind == "union":
+            member = r.member(name)
+            _, sub = r.union(name)
+            if sub is not None:
+                out[name + "_type"], out[name] = member, _json_of(sub)
+        elif fbsgen.scalar_of(r.schema, f.type) is None or f.vector:
+            if not r._offset(name):
+                continue
+            if f.type == "string":
+                out[name] = (r.string(name) or b"").decode()
+            elif f.vector:
+                out[name] = ([_json_of(t) for t in r.tables(name)] if ref is not None
+                             and ref.kind == "table" else r.scalars(name))
+            else:
+                sub_table = r.table_(name)
+                assert sub_table is not None
+                out[name] = _json_of(sub_table)
+        else:
+            value = r.scalar(name)
+            out[name] = {v: n for n, v in ref.values}[value] if ref is not None else value
+    return out
+
+
+def _close(a: Any, b: Any) -> bool:
+    """Equal, floats to the 6 decimal places flatc prints."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return bool(a == b or abs(a - b) <= 5e-7)
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("stem", [s for s in ET_FILES if s.startswith("xnn_")])
+def test_xnnpack_payloads_read_as_executorch_reports(stem: str) -> None:
+    """Every XNNPACK payload's flatbuffer, read field by field through the ids compiled
+    from csrc/schemas/xnnpack.fbs with FlatBuffers' Python Table API, is what ExecuTorch's
+    flatc decodes with ExecuTorch's own schema.fbs; the XH00 header is what its header
+    reader says."""
+    oracle, _ = _et_oracle(stem)
+    path = os.path.join(ET_DATA, stem + ".pte")
+    with open(path, "rb") as f:
+        data = f.read()
+    base = _le(data, 24, 8)   # eh00: the segment base
+    p = _root(path, "executorch_program", _le(data, 16, 8))
+    segments = [(s.scalar("offset"), s.scalar("size")) for s in p.tables("segments")]
+    wants = oracle["xnnpack"]["delegates"]
+    delegates = [d for e in p.tables("execution_plan") for d in e.tables("delegates")]
+    assert len(delegates) == len(wants) > 0
+    for d, want in zip(delegates, wants):
+        ref = d.table_("processed")
+        assert ref is not None and ref.scalar("location") == lib.ET_DATA_LOCATION_SEGMENT
+        offset, size = segments[ref.scalar("index")]
+        payload = bytearray(data[base + offset:base + offset + size])
+        # XH00 at byte 4: u16 length, u32 flatbuffer offset and size, u32 constant data
+        # offset, u64 constant data size
+        assert payload[4:8] == b"XH00" and _le(payload, 8, 2) == 30
+        header = {"flatbuffer_offset": _le(payload, 10, 4), "flatbuffer_size": _le(payload, 14, 4),
+                  "constant_data_offset": _le(payload, 18, 4),
+                  "constant_data_size": _le(payload, 22, 8)}
+        assert header == want["header"] and size == want["payload_size"]
+        fb = payload[header["flatbuffer_offset"]:][:header["flatbuffer_size"]]
+        s = _schema("xnnpack")
+        assert bytes(fb[4:8]) == s.file_identifier.encode()
+        root = _Reader(s, fb, s.root_type, flatbuffers.encode.Get(N.UOffsetTFlags.packer_type,
+                                                                   fb, 0), "XN")
+        got = _json_of(root)
+        assert _close(got, want["graph"]), (got, want["graph"])
 
 
 def test_union_names_are_the_schemas() -> None:
@@ -545,6 +632,12 @@ BAD: Dict[str, Tuple[str, str]] = {
                        "does not fit ubyte"),
     "union of a scalar": ("union U { int } table T { u:U; } root_type T;",
                           "is not a table or struct"),
+    "alias of a scalar": ("union U { A: int } table T { u:U; } root_type T;",
+                          "member 'A' is not a table or struct"),
+    "alias of nothing": ("union U { A: Nope } table T { u:U; } root_type T;",
+                         "member 'A' is not a table or struct"),
+    "alias named twice": ("table B { x:int; } union U { A: B, A: B } table T { u:U; } "
+                          "root_type T;", "names A twice"),
     "partial ids": ("table T { x:int (id: 0); y:int; } root_type T;",
                     "either every field has an id or none"),
     "ids with a gap": ("table T { x:int (id: 0); y:int (id: 2); } root_type T;",
@@ -579,8 +672,8 @@ def test_good_schema_parses() -> None:
 
 def test_prefixes_keep_the_executorch_schemas_apart() -> None:
     assert [fbsgen.prefix(stem) for stem in ("mobile_bytecode", "executorch_program",
-                                             "executorch_flat_tensor", "a_b")] == \
-        ["MOBILE", "ET", "FT", "A"]
+                                             "executorch_flat_tensor", "xnnpack", "a_b")] == \
+        ["MOBILE", "ET", "FT", "XN", "A"]
 
 
 def test_a_table_without_fields_gets_ids_but_no_descriptor_array() -> None:
@@ -588,6 +681,26 @@ def test_a_table_without_fields_gets_ids_but_no_descriptor_array() -> None:
                                           "root_type T;", "empty.fbs"), "empty")
     assert "EMPTY_E_FIELD_COUNT = 0" in header and "EMPTY_U_E = 1," in header
     assert "empty_e[" not in header and "static const fb_field empty_t[" in header
+
+
+def test_union_aliases_name_members_of_one_table() -> None:
+    s = fbsgen.parse("table A { x:int; } table B { y:int; } union U { P: A, B, Q: A } "
+                     "table T { u:U; } root_type T;", "alias.fbs")
+    assert s.decls["U"].values == [("P", 1), ("B", 2), ("Q", 3)]
+    assert s.decls["U"].member_types == {"P": "A", "B": "B", "Q": "A"}
+    header = fbsgen.generate(s, "alias")
+    assert "ALIAS_U_P = 1," in header and "ALIAS_U_Q = 3," in header
+    assert '{"P", FB_TABLE, 4, 4, ALIAS_DECL_A},' in header
+    assert '{"Q", FB_TABLE, 4, 4, ALIAS_DECL_A},' in header
+
+
+def test_short_enums_and_underscore_names() -> None:
+    s = fbsgen.parse("enum E : short { a_b = 0, c = 300 } table _T2x1 { e:E = c; } "
+                     "root_type _T2x1;", "us.fbs")
+    header = fbsgen.generate(s, "us")
+    assert "US_E_A_B = 0," in header and "US_E_C = 300" in header
+    assert '{"e", ".e", 0, FB_SCALAR, FB_I16, 2, 2, 0, 0, 0, 300, 0.0, US_DECL_E}' in header
+    assert "static const fb_field us__t2x1[" in header
 
 
 def test_explicit_ids_order_fields_and_a_union_takes_two() -> None:

@@ -2,11 +2,12 @@
 
 ``python fbsgen.py SCHEMA.fbs [OUT.h]`` (default: ``../gen/<stem>.h``). The parser is
 strict and takes the subset the project's schemas use: ``namespace``, ``struct``,
-``table``, ``enum``, ``union``, ``root_type``, ``file_identifier``, ``file_extension``,
-``attribute`` declarations, field attributes ``id``, ``deprecated``, ``required`` and
-``force_align``, scalar defaults, and ``//`` and ``/* */`` comments. Anything else, or
-anything inconsistent (unknown types, repeated names or ids, defaults out of range, a
-struct holding a table), raises :class:`SchemaError` with the file and line.
+``table``, ``enum``, ``union`` (members may be aliases, ``Name: Type``, several of one
+type), ``root_type``, ``file_identifier``, ``file_extension``, ``attribute`` declarations,
+field attributes ``id``, ``deprecated``, ``required`` and ``force_align``, scalar
+defaults, and ``//`` and ``/* */`` comments. Anything else, or anything inconsistent
+(unknown types, repeated names or ids, defaults out of range, a struct holding a
+table), raises :class:`SchemaError` with the file and line.
 
 The header, for a schema ``<stem>.fbs`` with prefix ``P`` (:data:`PREFIXES` names it for
 schemas that share a first word; otherwise the stem up to its first underscore,
@@ -48,7 +49,7 @@ ALIASES = {"int8": "byte", "uint8": "ubyte", "int16": "short", "uint16": "ushort
            "float32": "float", "float64": "double"}
 #: C prefixes of schemas whose stems share a first word: headers included together must
 #: not declare the same names (both ExecuTorch schemas declare DataSegment and NamedData).
-PREFIXES = {"executorch_program": "ET", "executorch_flat_tensor": "FT"}
+PREFIXES = {"executorch_program": "ET", "executorch_flat_tensor": "FT", "xnnpack": "XN"}
 FIELD_ATTRIBUTES = {"id", "deprecated", "required", "force_align"}
 
 TOKEN = re.compile(r"""
@@ -84,6 +85,8 @@ class Decl:
     fields: List[Field] = field(default_factory=list)
     base: str = ""                 # enum underlying type
     values: List[Tuple[str, int]] = field(default_factory=list)   # enum and union members
+    #: a union member's table or struct, by member name (itself unless aliased)
+    member_types: Dict[str, str] = field(default_factory=dict)
     attrs: Dict[str, Optional[str]] = field(default_factory=dict)
 
 
@@ -203,6 +206,11 @@ class _Parser:
         nxt = 1 if d.kind == "union" else 0
         while self.peek() != "}":
             name = self.take("name")
+            if d.kind == "union":
+                d.member_types[name] = name
+                if self.peek() == ":":   # an alias: `Name: Type`
+                    self.take(value=":")
+                    d.member_types[name] = self.take("name")
             value = nxt
             if self.peek() == "=":
                 self.take(value="=")
@@ -296,7 +304,7 @@ def _check_union(s: Schema, d: Decl) -> None:
     seen = set()
     last = 0
     for name, value in d.values:
-        member = s.decls.get(name)
+        member = s.decls.get(d.member_types[name])
         if member is None or member.kind not in ("table", "struct"):
             raise _err(s, d.line, f"union {d.name} member {name!r} is not a table or struct")
         if name in seen or name == "NONE":
@@ -515,7 +523,7 @@ def generate(s: Schema, stem: str) -> str:
         E = f"{P}_{snake(d.name).upper()}"
         if d.kind == "enum":
             out.append(f"enum {p}_{snake(d.name)} {{  /* {d.base} */")
-            out += [f"    {E}_{n} = {v}," for n, v in d.values]
+            out += [f"    {E}_{n.upper()} = {v}," for n, v in d.values]
             out[-1] = out[-1].rstrip(",")
             out += ["};", ""]
         elif d.kind == "union":
@@ -551,11 +559,11 @@ def generate(s: Schema, stem: str) -> str:
                 if name is None:
                     out.append(f'    {{"{"NONE" if t == 0 else ""}", FB_NONE, 0, 0, FB_NO_REF}},')
                     continue
-                m = s.decls[name]
-                size, align = inline_size(s, name) if m.kind == "struct" else (4, 4)
+                m = s.decls[d.member_types[name]]
+                size, align = inline_size(s, m.name) if m.kind == "struct" else (4, 4)
                 kind = "FB_STRUCT" if m.kind == "struct" else "FB_TABLE"
                 out.append(f'    {{"{name}", {kind}, {size}, {align}, '
-                           f"{P}_DECL_{snake(name).upper()}}},")
+                           f"{P}_DECL_{snake(m.name).upper()}}},")
             out += ["};", ""]
         elif d.kind == "table" and d.fields:   # C99 has no empty arrays
             fields = _ordered_fields(s, d)

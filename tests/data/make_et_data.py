@@ -15,9 +15,18 @@ For every program NAME it writes, each step in a child process (ExecuTorch may c
   tensors by fully qualified name), ``runtime`` (the C++ runtime's method names and
   metadata, or ``{"error": ...}``); for a ``.ptd``, ``data_file`` (its header and flat
   tensor reader: segments, named data with layouts).
+
+The ``xnn_*`` programs are lowered to XNNPACK (fp32, fp16, 8-bit quantized through
+torchao's pt2e flow with XNNPACKQuantizer, per tensor and per channel, and an attention
+block); their oracles add ``xnnpack``: per XNNPACK delegate, ExecuTorch's own reading of
+the payload (``XNNHeader.from_bytes``, and the flatbuffer decoded by ExecuTorch's flatc
+with ExecuTorch's schema.fbs, as JSON), and for the quantized ones ``weights`` are the
+converted module's (the int8 weights torch quantized, with their scales) plus
+``dequantize``: each quantized weight's parameters as the graph's dequantize node has them.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -135,6 +144,8 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
 def _write(name: str) -> Dict[str, Any]:
     """Exports and lowers program `name`, writes its files; returns how."""
     from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+    if name in XNN_NAMES:
+        return _xnn_write(name)
     module, exported = _models()[name]()
     if name == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -292,6 +303,146 @@ def _runtime(path: str) -> Dict[str, Any]:
     return out
 
 
+# ------------------------------------------------- XNNPACK-lowered programs (child only)
+
+#: Programs lowered to XNNPACK whose payloads tests/test_xnnpack.py reads.
+XNN_NAMES = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel",
+             "xnn_attention", "xnn_q4_group"]
+
+
+def _xnn_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
+    import torch
+    from torch import nn
+
+    class ConvNet(nn.Module):
+        """A conv, a depthwise conv and a linear layer."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.dw = nn.Conv2d(8, 8, 3, groups=8)
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.dw(torch.relu(self.conv(x))))
+            return self.fc(y.mean(dim=(2, 3)))
+
+    class Attention(nn.Module):
+        """Multi-head self-attention and a projection."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+            self.out = nn.Linear(16, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a, _ = self.attn(x, x, x, need_weights=False)
+            return self.out(a)
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(64, 32)
+            self.b = nn.Linear(32, 8, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    if name == "xnn_attention":
+        return Attention().eval(), (torch.randn(1, 5, 16),)
+    if name == "xnn_q4_group":
+        return MLP().eval(), (torch.randn(2, 64),)
+    m = ConvNet().eval()
+    x = torch.randn(1, 3, 6, 6)
+    if name == "xnn_fp16":
+        return m.half(), (x.half(),)
+    return m, (x,)
+
+
+def _xnn_write(name: str) -> Dict[str, Any]:
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    module, args = _xnn_module(name)
+    how = "to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()]).to_executorch()"
+    state: Dict[str, Any] = dict(module.state_dict())
+    dequantize: Dict[str, Any] = {}
+    if name.startswith("xnn_q8_"):
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer, get_symmetric_quantization_config)
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(
+            is_per_channel=name == "xnn_q8_per_channel"))
+        prepared = prepare_pt2e(torch.export.export(module, args).module(), quantizer)
+        prepared(*args)
+        module = convert_pt2e(prepared)
+        how = ("torchao prepare_pt2e/convert_pt2e(XNNPACKQuantizer, get_symmetric_"
+               f"quantization_config(is_per_channel={name == 'xnn_q8_per_channel'})), " + how)
+        state = dict(module.named_parameters(), **dict(module.named_buffers()))
+        for node in module.graph.nodes:   # the parameters each int8 weight is read with
+            if "dequantize" in str(node.target) and node.args[0].op == "get_attr":
+                a = [x.target if hasattr(x, "target") else x for x in node.args]
+                dequantize[a[0]] = {"op": str(node.target), "scale": a[1], "zero_point": a[2],
+                                    "axis": a[3] if "per_channel" in str(node.target) else None}
+    if name == "xnn_q4_group":   # int4 weights in groups of 32, int8 dynamic activations
+        from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+        from torchao.quantization.granularity import PerGroup
+        quantize_(module, Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
+        how = ("torchao quantize_(Int8DynamicActivationIntxWeightConfig(weight_dtype=int4, "
+               "weight_granularity=PerGroup(32))), " + how)
+        state = {}
+        for layer in ("a", "b"):   # the int4 values torchao made (one int8 each), scales
+            w = getattr(module, layer).weight
+            state[layer + ".weight.qdata"], state[layer + ".weight.scale"] = w.qdata, w.scale
+            assert not w.zero_point.any()
+            dequantize[layer + ".weight.qdata"] = {"op": "int4 per group", "scale":
+                                                   layer + ".weight.scale", "zero_point": 0,
+                                                   "axis": 0, "group_size": 32}
+        state["a.bias"] = module.a.bias
+    edge = to_edge_transform_and_lower(torch.export.export(module, args),
+                                       partitioner=[XnnpackPartitioner()])
+    with open(os.path.join(OUT, name + ".pte"), "wb") as f:
+        edge.to_executorch().write_to_file(f)
+    return {"writer": how, "weights": state, "dequantize": dequantize}
+
+
+def _oracle_xnnpack(path: str) -> Dict[str, Any]:
+    """Per XNNPACK delegate: ExecuTorch's header reader, and its flatc's JSON of the graph."""
+    from executorch.backends.xnnpack.serialization import xnnpack_graph_serialize as X
+    from executorch.exir._serialize import _flatbuffer
+    from executorch.exir._serialize import _program as P
+    with open(path, "rb") as f:
+        pte = P.deserialize_pte_binary(f.read())
+    schema = os.path.join(os.path.dirname(X.__file__), "schema.fbs")
+    out = []
+    for plan in pte.program.execution_plan:
+        for d in plan.delegates:
+            if d.id != "XnnpackBackend":
+                continue
+            data = bytes(pte.program.backend_delegate_data[d.processed.index].data)
+            h = X.XNNHeader.from_bytes(data[:X.XNNHeader.EXPECTED_LENGTH])
+            assert h.is_valid()
+            fb = data[h.flatbuffer_offset:h.flatbuffer_offset + h.flatbuffer_size]
+            with tempfile.TemporaryDirectory() as tmp:
+                with open(os.path.join(tmp, "graph.bin"), "wb") as f:
+                    f.write(fb)
+                _flatbuffer._flatc_decompile(tmp, schema, os.path.join(tmp, "graph.bin"),
+                                             ["--raw-binary"])
+                with open(os.path.join(tmp, "graph.json"), encoding="utf-8") as f:
+                    # flatc writes infinities (a clamp's unset bound) as bare inf
+                    graph = json.loads(re.sub(r'(?<![\w"])(-?)inf(?![\w"])', r"\1Infinity",
+                                              f.read()))
+            out.append({"plan": plan.name, "payload_size": len(data),
+                        "header": {"flatbuffer_offset": h.flatbuffer_offset,
+                                   "flatbuffer_size": h.flatbuffer_size,
+                                   "constant_data_offset": h.constant_data_offset,
+                                   "constant_data_size": h.constant_data_size},
+                        "graph": graph})
+    return {"delegates": out}
+
+
 # --------------------------------------------------------------------------- driver
 
 def _child(step: str, name: str, result: str) -> None:
@@ -300,7 +451,7 @@ def _child(step: str, name: str, result: str) -> None:
     res: Dict[str, Any]
     if step == "write":
         w = _write(name)
-        res = {"writer": w["writer"], "weights": {}}
+        res = {"writer": w["writer"], "weights": {}, "dequantize": w.get("dequantize", {})}
         for fqn, t in w["weights"].items():
             t = t.detach().contiguous()
             res["weights"][fqn] = {"dtype": str(t.dtype).replace("torch.", ""),
@@ -311,6 +462,8 @@ def _child(step: str, name: str, result: str) -> None:
         res = _oracle_pte(os.path.join(OUT, name + ".pte"), arrays)
     elif step == "ptd":
         res = _oracle_ptd(os.path.join(OUT, name + ".ptd"))
+    elif step == "xnnpack":
+        res = _oracle_xnnpack(os.path.join(OUT, name + ".pte"))
     else:
         res = _runtime(os.path.join(OUT, name + ".pte"))
     with open(result + ".json", "w", encoding="utf-8") as f:
@@ -340,13 +493,18 @@ def make(name: str) -> None:
     if "error" in written:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
     oracle: Dict[str, Any] = {"writer": written.pop("writer")}
-    for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()):
+    for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()) + (
+            ("xnnpack",) if name in XNN_NAMES else ()):
         res, more = _run(step, name)
+        if step == "xnnpack" and "error" in res:
+            raise SystemExit(f"{name}: reading its XNNPACK payloads failed: {res['error']}")
         oracle["data_file" if step == "ptd" else step] = res
         arrays.update(more)
     pte = oracle.pop("pte")
     oracle.update(pte if "error" not in pte else {"pte_error": pte["error"]})
     oracle["weights"] = written["weights"]
+    if written.get("dequantize"):
+        oracle["dequantize"] = written["dequantize"]
     with open(os.path.join(OUT, name + ".oracle.json"), "w", encoding="utf-8") as f:
         json.dump(oracle, f, indent=1)
     with open(os.path.join(OUT, name + ".oracle.npz"), "wb") as f:
@@ -359,8 +517,8 @@ def main(argv: List[str]) -> int:
     if argv[1:2] == ["--child"]:
         _child(argv[2], argv[3], argv[4])
         return 0
-    names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
-             "external"]
+    names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
+             "channels_last", "xnnpack", "external"] + XNN_NAMES
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)
