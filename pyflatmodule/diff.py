@@ -188,7 +188,7 @@ def compare_arrays(a: np.ndarray, b: np.ndarray) -> Tuple[int, float, float]:
 
 
 def _qparams(t: QuantizedTensor) -> Tuple[Any, ...]:
-    return (t.qscheme, t.scale, t.zero_point, t.axis,
+    return (t.qscheme, t.scale, t.zero_point, t.axis, t.group_size,
             None if t.scales is None else np.asarray(t.scales).tobytes(),
             None if t.zero_points is None else np.asarray(t.zero_points).tobytes())
 

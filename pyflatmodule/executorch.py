@@ -607,7 +607,7 @@ class Program(_File):
             out.setdefault(key, value)
         return out
 
-    def named_tensors(self) -> Dict[str, np.ndarray]:
+    def named_tensors(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
         """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
         remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
         out = self.state_dict()

@@ -21,7 +21,7 @@ PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 LAYERS: List[Tuple[str, List[str]]] = [
     ("base", ["errors", "_names", "_types", "_jit_source", "_setstate"]),
     ("index", ["_ptmf", "_native", "_fbread", "_source", "_image"]),  # _ptmf: the compiled core
-    ("decoding", ["tensors", "values", "functions", "_decoder", "_state_dict"]),
+    ("decoding", ["tensors", "values", "functions", "_decoder", "_state_dict", "xnnpack"]),
     ("public API", ["module", "executorch", "files", "__init__"]),
     ("clients", ["export", "interop", "diff", "cli", "__main__"]),
 ]

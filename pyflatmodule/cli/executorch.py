@@ -11,13 +11,15 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 
 from ..executorch import DataFile, Method, Program, TensorSpec
+from ..tensors import QuantizedTensor
 from .common import Context, Json, Style, human
 
 __all__ = ["ExecuTorchFile", "summarize", "print_info", "verify_fields", "verify_line",
            "tree", "print_tree", "disassemble", "print_dis", "operator_names", "tensors",
-           "blob", "blob_names"]
+           "blob", "blob_names", "dtype_name"]
 
 ExecuTorchFile = Union[Program, DataFile]
+Tensor = Union[np.ndarray, QuantizedTensor]
 
 
 # ------------------------------------------------------------------ info, verify
@@ -143,12 +145,12 @@ def tree(f: ExecuTorchFile, max_depth: Optional[int]) -> Json:
                      *chains, *delegates]
             children.append({"name": name, "path": name, "kind": "method", "inputs": m.inputs,
                              "outputs": m.outputs, **cut(parts, 1)})
-        tensors: Dict[str, np.ndarray] = f.state_dict()
+        tensors: Dict[str, Tensor] = f.state_dict()
     else:
-        tensors = f.tensors
-    for key, array in tensors.items():
-        children.append({"name": key, "path": key, "kind": "tensor", "dtype": str(array.dtype),
-                         "shape": list(array.shape), "bytes": int(array.nbytes)})
+        tensors = dict(f.tensors)
+    for key, t in tensors.items():
+        children.append({"name": key, "path": key, "kind": "tensor", "dtype": dtype_name(t),
+                         "shape": list(t.shape), "bytes": int(_storage(t).nbytes)})
     for key, data in f.named_data.items():
         if key not in tensors:
             children.append({"name": key, "path": key, "kind": "named_data",
@@ -249,9 +251,20 @@ def operator_names(p: Program) -> List[str]:
 
 # ------------------------------------------------------------------ export, extract
 
-def tensors(f: ExecuTorchFile) -> Dict[str, np.ndarray]:
-    """The tensors ``export`` writes: a program's named tensors, a data file's tensors."""
+def tensors(f: ExecuTorchFile) -> Dict[str, Tensor]:
+    """The tensors ``export`` writes: a program's named tensors (XNNPACK delegates'
+    constants included), a data file's tensors."""
     return f.named_tensors() if isinstance(f, Program) else dict(f.tensors)
+
+
+def dtype_name(t: Tensor) -> str:
+    """torch's name of a tensor's dtype (numpy's names are torch's for these, ml_dtypes'
+    included; a quantized tensor carries its own)."""
+    return t.dtype_name if isinstance(t, QuantizedTensor) else str(t.dtype)
+
+
+def _storage(t: Tensor) -> np.ndarray:
+    return t.int_repr if isinstance(t, QuantizedTensor) else t
 
 
 def blob_names(f: ExecuTorchFile) -> List[str]:

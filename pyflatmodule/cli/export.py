@@ -98,8 +98,8 @@ def run(ctx: Context) -> int:
         if isinstance(m, Module):
             state = m.state_dict()
             entries = exporting.plan((name, dtype_name(m, v), v) for name, v in state.items())
-        else:   # numpy's names of ExecuTorch's dtypes are torch's (ml_dtypes' included)
-            entries = exporting.plan((name, str(v.dtype), v)
+        else:
+            entries = exporting.plan((name, executorch.dtype_name(v), v)
                                      for name, v in executorch.tensors(m).items())
         total = sum(e.nbytes for _, e in entries)
         show = args.progress if args.progress is not None else (
