@@ -26,7 +26,7 @@ from ._image import Options
 from ._native import check, ffi, format_error, lib, new_error
 from ._source import ADVICE, Source, SourceLike, apply_advice, open_source
 from .tensors import QuantizedTensor, numpy_dtype, scalar_type_name
-from .xnnpack import XnnGraph
+from .xnnpack import XnnGraph, is_legacy
 
 #: The id of XNNPACK's backend, whose payloads Delegate.graph reads.
 XNNPACK_ID = "XnnpackBackend"
@@ -234,15 +234,15 @@ class Delegate:
 
     @property
     def graph(self) -> Optional[XnnGraph]:
-        """The XNNPACK graph of an ``XnnpackBackend`` delegate (None for other
-        backends): nodes, values with datatypes, dims and quantization, and constants
+        """The XNNPACK graph of an ``XnnpackBackend`` delegate (None for other backends
+        and for XNNPACK's older ``XN00`` payloads, read as opaque bytes): nodes, values with datatypes, dims and quantization, and constants
         as zero-copy arrays over the program's named data or the payload. The payload is
         checked in full (header, structure by csrc/schemas/xnnpack.fbs, ids, constant
         references and extents, quantization; named data keys when data files are
         given) when the program is opened: a malformed one makes ``load`` raise
         FormatError."""
-        if self.id != XNNPACK_ID:
-            return None
+        if self.id != XNNPACK_ID or is_legacy(self.data):
+            return None   # another backend, or XNNPACK's older XN00 payloads: opaque
         return self._program._xnn_graph(self._where, self._span())
 
     def __repr__(self) -> str:

@@ -24,7 +24,7 @@ from ._fbread import Table, schema_of
 from ._native import check, ffi, format_error, lib, new_error
 from .tensors import QuantizedTensor, numpy_dtype
 
-__all__ = ["DATATYPES", "Quantization", "XnnGraph", "XnnNode", "XnnValue", "XNN_NO_ID"]
+__all__ = ["DATATYPES", "Quantization", "XnnGraph", "XnnNode", "XnnValue", "XNN_NO_ID", "is_legacy"]
 
 #: An id field's value for "no value" (an absent bias, an unused input).
 XNN_NO_ID = 0xFFFFFFFF
@@ -45,6 +45,18 @@ DATATYPES: Dict[int, str] = {getattr(lib, n): n[len(_DATATYPE_PREFIX):].lower()
 _QUANT_KINDS = {"PerTensorQuant": "per_tensor", "PerChannelQuant": "per_channel",
                 "PerChannelGroupQuant": "per_channel_group",
                 "PerTokenDynamicQuant": "per_token_dynamic"}
+
+
+def is_legacy(payload: memoryview) -> bool:
+    """Whether an XNNPACK payload is in the older ``XN00`` format (its constants inside
+    the flatbuffer), which this reader leaves opaque: bare, or behind an ``XH00`` header
+    whose flatbuffer offset (uint32 at byte 10) points at it."""
+    if bytes(payload[4:8]) == b"XN00":
+        return True
+    if bytes(payload[4:8]) != b"XH00" or len(payload) < 14:
+        return False
+    at = int.from_bytes(payload[10:14], "little")
+    return bytes(payload[at + 4:at + 8]) == b"XN00"
 
 
 class Quantization(NamedTuple):

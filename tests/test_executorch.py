@@ -354,3 +354,28 @@ def test_data_files_with_a_file_that_is_no_program() -> None:
         pfm.load(os.path.join(HERE, "data", "mlp_jit.ff"), data=[os.path.join(ET, "external.ptd")])
     with pytest.raises(ValueError, match="this is a data file"):
         pfm.load(os.path.join(ET, "external.ptd"), data=[os.path.join(ET, "external.ptd")])
+
+
+def _xnnpack_with_identifier(ident: bytes) -> bytes:
+    """xnnpack.pte with its payload's flatbuffer identifier replaced (where ExecuTorch's
+    reader puts the payload, and the XH00 header's flatbuffer offset at byte 10)."""
+    doc, _ = _oracle("xnnpack")
+    (delegate,) = doc["program"]["execution_plan"][0]["delegates"]
+    offset, _ = doc["program"]["segments"][delegate["index"]]
+    start = doc["header"]["segment_base_offset"] + offset
+    raw = bytearray(open(os.path.join(ET, "xnnpack.pte"), "rb").read())
+    assert raw[start + 4:start + 8] == b"XH00"
+    fb = start + int.from_bytes(raw[start + 10:start + 14], "little")
+    assert raw[fb + 4:fb + 8] == b"XN01"
+    raw[fb + 4:fb + 8] = ident
+    return bytes(raw)
+
+
+def test_older_xnnpack_payloads_stay_opaque_and_unknown_ones_are_refused() -> None:
+    with pfm.load(_xnnpack_with_identifier(b"XN00")) as p:   # XNNPACK's older format
+        (d,) = p.methods["forward"].delegates
+        assert d.id == "XnnpackBackend" and d.graph is None and len(d.data) > 0
+        assert not any(".delegates[" in k for k in p.state_dict())
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(_xnnpack_with_identifier(b"XN99"))
+    assert e.value.code == "bad_identifier"
