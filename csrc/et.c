@@ -609,9 +609,11 @@ static int walk_file(const uint8_t *buf, const ptmf_options *opt, et_summary *s,
     w.tensors = tensors;
     w.blobs = blobs;
     if (!schema) return fail(&w.c, PTMF_E_BAD_IDENTIFIER, 4);
+    push(&w.c, "root", NO_INDEX);   /* the root offset and table: located there */
     TRY(deref(&w.c, 0, &s->root));
-    if (verify_structure) TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
     TRY(tbl_open(&w.c, s->root, &root));
+    pop(&w.c);
+    if (verify_structure) TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
     rc = s->identifier == ET_FILE_IDENTIFIER ? program(&w, &root) : data_file(&w, &root);
     if (rc != PTMF_OK) return rc;
     if (!tensors) {

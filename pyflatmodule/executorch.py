@@ -19,7 +19,7 @@ from typing import (Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Se
 
 import numpy as np
 
-from ._fbread import Schema, Table, schema_of
+from ._fbread import Schema, Table, Where, decode_text, schema_of
 from ._image import Options
 from ._native import check, ffi, format_error, lib, new_error
 from ._source import ADVICE, Source, SourceLike, apply_advice, open_source
@@ -362,8 +362,13 @@ class _File:
     def _bytes(self, start: int, size: int) -> memoryview:
         return memoryview(self._buf)[start:start + size].toreadonly()
 
-    def _string(self, pos: int, n: int) -> str:
-        return bytes(memoryview(self._buf)[pos:pos + n]).decode("utf-8")
+    def _name_where(self, r: Any) -> Where:
+        """Where a tensor record's name is in the file (for errors)."""
+        raise NotImplementedError
+
+    def _name(self, r: Any) -> str:
+        """A tensor record's name (fully qualified name, or data file key)."""
+        return decode_text(self._buf, int(r["name"]), int(r["name_len"]), self._name_where(r))
 
     def _array(self, r: Any) -> np.ndarray:
         """The read-only view of a record's bytes, strides from its dim_order."""
@@ -394,8 +399,9 @@ class _File:
     def named_data(self) -> Dict[str, memoryview]:
         """Named data by key: read-only bytes of the mapping."""
         _, blobs = self._index()
-        return {self._string(int(b["key"]), int(b["key_len"])):
-                self._bytes(int(b["data"]), int(b["size"])) for b in blobs}
+        return {decode_text(self._buf, int(b["key"]), int(b["key_len"]),
+                            ("named_data", i, "key")):
+                self._bytes(int(b["data"]), int(b["size"])) for i, b in enumerate(blobs)}
 
     @property
     def version(self) -> int:
@@ -426,12 +432,14 @@ class _File:
 class DataFile(_File):
     """An ExecuTorch data file (``.ptd``): named tensors and blobs in segments."""
 
+    def _name_where(self, r: Any) -> Where:
+        return ("named_data", int(r["value"]), "key")
+
     @property
     def tensors(self) -> Dict[str, np.ndarray]:
         """Stored tensors by key: read-only zero-copy arrays with their layouts."""
         records, _ = self._index()
-        return {self._string(int(r["name"]), int(r["name_len"])): self._array(r)
-                for r in records}
+        return {self._name(r): self._array(r) for r in records}
 
     def state_dict(self) -> Dict[str, np.ndarray]:
         """Every tensor of the file by key (the same as :attr:`tensors`)."""
@@ -465,10 +473,14 @@ class Program(_File):
         if self.data_files:
             self._resolve_external()
 
+    def _name_where(self, r: Any) -> Where:
+        return ("execution_plan", int(r["plan"]), "values", int(r["value"]), "val", "<Tensor>",
+                "extra_tensor_info", "fully_qualified_name")
+
     def _resolve_external(self) -> None:
         records, _ = self._index()
         for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]:
-            name = self._string(int(r["name"]), int(r["name_len"]))
+            name = self._name(r)
             array = self._external.get(name)
             where = f"execution_plan[{int(r['plan'])}].values[{int(r['value'])}]"
             if array is None:
@@ -495,7 +507,7 @@ class Program(_File):
                 zip(records["plan"].tolist(), records["value"].tolist()))}
         r = records[self._by_value[plan, value]]
         stored = int(r["stored"])
-        name = self._string(int(r["name"]), int(r["name_len"])) if r["name"] else None
+        name = self._name(r) if r["name"] else None
         if stored == lib.ET_STORED_CONSTANT:
             return self._array(r)
         if stored == lib.ET_STORED_EXTERNAL and name in self._external:
@@ -532,7 +544,7 @@ class Program(_File):
         for r in records:
             if not r["name"]:
                 continue
-            name = self._string(int(r["name"]), int(r["name_len"]))
+            name = self._name(r)
             if r["stored"] == lib.ET_STORED_CONSTANT:
                 out.setdefault(name, self._array(r))
             elif name in self._external:
