@@ -1,4 +1,4 @@
-"""Decode everything a Module hands out, and judge how a decode ended.
+"""Decode everything a Module, Program or DataFile hands out, and judge how a decode ended.
 
 Shared by the bad-input, sweep, structure-fuzz, concurrency and fuzzing suites: one
 definition of "a full decode" and of "a well-formed FormatError", so every suite asks
@@ -14,7 +14,8 @@ import numpy as np
 
 import pyflatmodule as pfm
 
-__all__ = ["touch", "full_decode", "check_error", "outcome", "ErrorShape"]
+__all__ = ["touch", "full_decode", "decode_program", "decode_data_file", "check_error",
+           "outcome", "ErrorShape"]
 
 # Codes a reader may report without a field path: they concern the buffer as a whole
 # (its header or its size), before any field is read.
@@ -76,8 +77,14 @@ def peak_rss_kib() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def full_decode(m: pfm.Module) -> None:
-    """Read every part of a module through the public API."""
+def full_decode(m: Any) -> None:
+    """Read every part of a Module, Program or DataFile through the public API."""
+    if isinstance(m, pfm.Program):
+        decode_program(m)
+        return
+    if isinstance(m, pfm.DataFile):
+        decode_data_file(m)
+        return
     assert len(list(m.ivalues)) == len(m.ivalues)   # the bulk decoder
     for i in range(len(m.ivalues)):
         touch(m.ivalues[i])
@@ -98,6 +105,55 @@ def full_decode(m: pfm.Module) -> None:
             str(f.schema)
         repr(f)
         f.disassemble()
+
+
+def _touch_bytes(b: memoryview) -> None:
+    """Read the first and last byte of zero-copy bytes."""
+    if len(b):
+        _ = b[0], b[len(b) - 1]
+
+
+def _decode_shared(f: Any) -> None:
+    """What a Program and a DataFile share: version, size, named data, info."""
+    _ = f.version, f.size
+    for b in f.named_data.values():
+        _touch_bytes(b)
+    for v in f.state_dict().values():
+        _touch_array(v)
+    f.info()
+    repr(f)
+
+
+def decode_program(p: pfm.Program) -> None:
+    """Read every part of an ExecuTorch program through the public API."""
+    _decode_shared(p)
+    for _plan, _value, a in p.constants():
+        _touch_array(a)
+    for m in p.methods.values():
+        _ = m.name, m.index, m.inputs, m.outputs, m.operators, m.non_const_buffer_sizes
+        _ = m.container_metadata
+        repr(m)
+        values = m.values
+        for i in range(len(values)):
+            values.kind(i)
+            v = values[i]
+            if isinstance(v, np.ndarray):
+                _touch_array(v)
+        repr(values)
+        for c in m.chains:
+            _ = c.inputs, c.outputs, c.instructions, c.stacktrace
+            repr(c)
+        for d in m.delegates:
+            _ = d.id, d.compile_specs, d.location
+            _touch_bytes(d.data)
+            repr(d)
+
+
+def decode_data_file(d: pfm.DataFile) -> None:
+    """Read every part of an ExecuTorch data file through the public API."""
+    _decode_shared(d)
+    for a in d.tensors.values():
+        _touch_array(a)
 
 
 def check_error(e: pfm.FormatError, data: Any, path: str = "",
