@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+from pyflatmodule.executorch import JumpFalseCall
 from pyflatmodule.tensors import numpy_dtype
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,18 +45,26 @@ def _open(stem: str) -> Any:
 
 def test_every_kind_of_program_is_here() -> None:
     assert {"mlp", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
-            "external"} <= set(PROGRAMS)
+            "external", "xnnpack_q8", "xnnpack_q8_channel", "xnnpack_fp16", "xnnpack_inline",
+            "inline_constants", "cond_stacktrace", "mutable_init"} <= set(PROGRAMS)
 
 
 @pytest.mark.parametrize("stem", PROGRAMS)
 def test_load_gives_a_program_and_the_runtimes_methods(stem: str) -> None:
     doc, _ = _oracle(stem)
+    runtime = doc["runtime"]
+    if "error" in runtime:
+        # ExecuTorch 1.5.1's runtime is built without the deprecated inline constant
+        # buffer (ET_ENABLE_DEPRECATED_CONSTANT_BUFFER=0): InvalidProgram (0x23).
+        assert stem == "inline_constants" and runtime["error"].endswith("error: 0x:23")
+        runtime = {"method_names": [plan["name"] for plan in doc["program"]["execution_plan"]],
+                   "methods": {}}
     with _open(stem) as p:
         assert isinstance(p, pfm.Program)
-        assert sorted(p.methods) == sorted(doc["runtime"]["method_names"])
+        assert sorted(p.methods) == sorted(runtime["method_names"])
         assert list(p.methods) == [plan["name"] for plan in doc["program"]["execution_plan"]]
         assert p.version == doc["program"]["version"]
-        for name, meta in doc["runtime"]["methods"].items():
+        for name, meta in runtime["methods"].items():
             m = p.methods[name]
             for index, want in zip(m.inputs + m.outputs, meta["inputs"] + meta["outputs"]):
                 spec = m.values[index]
@@ -66,7 +75,8 @@ def test_load_gives_a_program_and_the_runtimes_methods(stem: str) -> None:
 
 
 def _dtype_name(scalar_type: int) -> str:
-    return {6: "float32", 4: "int64", 3: "int32", 11: "bool", 7: "float64"}[scalar_type]
+    return {6: "float32", 4: "int64", 3: "int32", 11: "bool", 7: "float64",
+            5: "float16"}[scalar_type]
 
 
 @pytest.mark.parametrize("stem", PROGRAMS)
@@ -107,9 +117,26 @@ def test_every_value_decodes_as_executorch_reads_it(stem: str) -> None:
                     assert got == want["items"]
             assert [[type(ins).__name__ for ins in c.instructions] for c in m.chains] == \
                 [c["instructions"] for c in plan["chains"]]
+            for got, c in zip(m.chains, plan["chains"]):
+                assert got.inputs == c["inputs"] and got.outputs == c["outputs"]
+                if "args" in c:   # (oracles written before these were recorded lack them)
+                    assert [_flat(ins) for ins in got.instructions] == c["args"]
+                    assert _frames(got.stacktrace) == c["stacktrace"]
             assert [(d.id, d.location, d.compile_specs) for d in m.delegates] == [
                 (d["id"], "inline" if d["location"] == 0 else "segment",
                  {k: bytes.fromhex(v) for k, v in d["compile_specs"]}) for d in plan["delegates"]]
+
+
+def _flat(instruction: Any) -> List[int]:
+    """An instruction's fields in the schema's order, its argument list spread."""
+    out: List[int] = []
+    for v in instruction:
+        out += list(v) if isinstance(v, tuple) else [v]
+    return out
+
+
+def _frames(trace: Any) -> Any:
+    return None if trace is None else [[list(f) for f in frames] for frames in trace]
 
 
 def _check_tensor(got: Any, want: Dict[str, Any]) -> None:
@@ -169,7 +196,7 @@ def test_every_weight_of_the_exported_module_is_a_constant(stem: str) -> None:
                 continue
             if stem == "mutable" and name == "count":
                 continue   # a mutable buffer: memory-planned, its zeros are not stored
-            if stem == "xnnpack":
+            if stem.startswith("xnnpack"):
                 continue   # inside the delegate's payload (named data, no layout)
             assert any(c.shape == want.shape and np.array_equal(c, want) for c in constants), name
 
@@ -192,14 +219,20 @@ def test_channels_last_constants_take_their_strides_from_dim_order() -> None:
             assert list(a.strides) == expect
 
 
-def test_named_data_is_the_bytes_executorch_restores() -> None:
-    doc, arrays = _oracle("xnnpack")
-    with _open("xnnpack") as p:
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_named_data_is_the_bytes_executorch_restores(stem: str) -> None:
+    doc, arrays = _oracle(stem)
+    with _open(stem) as p:
         named = p.named_data
         assert list(named) == [k for k, _ in doc["program"]["named_data"]]
+        assert set(named) == set(doc["restored"]["named_data"])
         for key, ref in doc["restored"]["named_data"].items():
             assert bytes(named[key]) == arrays[ref].tobytes()
             assert named[key].readonly
+
+
+def test_xnnpack_payload_is_in_a_segment() -> None:
+    with _open("xnnpack") as p:
         d = p.methods["forward"].delegates[0]
         assert d.id == "XnnpackBackend" and d.location == "segment"
         assert bytes(d.data[4:8]) == b"XH00"   # the XNNPACK payload's own header
@@ -369,3 +402,27 @@ def test_segments_past_4_gib_load(tmp_path, stem: str) -> None:
         # the comparison compared something, and not the zeros of the hole
         assert want or small.named_data
         assert all(a.any() for _, _, a in want)
+
+
+def test_a_jump_to_the_end_of_the_chain_loads_and_one_past_it_does_not() -> None:
+    """torch.cond's program jumps to one past its last instruction (the end of the chain,
+    where the runtime stops): that loads (found: refused as bad_index); further is refused."""
+    path = os.path.join(ET, "cond_stacktrace.pte")
+    with pfm.load(path) as p:
+        chain = p.methods["forward"].chains[0]
+        n = len(chain.instructions)
+        jumps = [i for i, ins in enumerate(chain.instructions)
+                 if isinstance(ins, JumpFalseCall)]
+        assert any(chain.instructions[i].destination_instruction == n for i in jumps)
+        # where that destination is stored (the schema's reader, on the verified file)
+        last = p._root.tables("execution_plan")[0].tables("chains")[0].tables("instructions")
+        table = [last[i].union("instr_args")[1] for i in jumps
+                 if chain.instructions[i].destination_instruction == n][0]
+        at = table._at(table.fields["destination_instruction"])
+    raw = bytearray(open(path, "rb").read())
+    assert int.from_bytes(raw[at:at + 4], "little") == n
+    raw[at:at + 4] = (n + 1).to_bytes(4, "little")
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bytes(raw))
+    assert e.value.code == "bad_index" and e.value.offset == at
+    assert e.value.path.endswith("instr_args<JumpFalseCall>")
