@@ -50,9 +50,11 @@ typedef struct walk {
     vec segments;                  /* DataSegment tables */
     vec constant_buffer;           /* Buffer tables (inline constants) */
     vec constant_offsets;          /* uint64 offsets into the constant segment */
+    vec mutable_segments;          /* SubsegmentOffsets tables: mutable buffers' first values */
     uint64_t constant_start, constant_size;   /* the constant segment, file offsets */
     /* the execution plan being walked */
     uint32_t plan, n_values, n_operators, n_delegates;
+    vec values;                    /* EValue tables */
     vec buffer_sizes;              /* int64 non_const_buffer_sizes */
 } walk;
 
@@ -218,6 +220,25 @@ static int tensor_layout(walk *w, const tbl *t, const fb_field *type_f, const fb
     return PTMF_OK;
 }
 
+/* File offset and size of sub-buffer `index` of a segment that starts at `start` and holds
+ * `size` bytes, cut at `offsets` (buffer i runs from offsets[i] to offsets[i + 1], the
+ * last one to the segment's end). */
+static int subsegment(walk *w, const vec *offsets, uint64_t start, uint64_t size,
+                      uint32_t index, uint64_t where, uint64_t *at, uint64_t *n) {
+    ctx *c = &w->c;
+    uint64_t off, next;
+    if (index >= offsets->count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
+    off = ld64(c->buf + offsets->data + 8 * (uint64_t)index);
+    next = index + 1 < offsets->count
+               ? ld64(c->buf + offsets->data + 8 * ((uint64_t)index + 1))
+               : size;
+    if (off > next || next > size)
+        return fail(c, PTMF_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
+    *at = start + off;
+    *n = next - off;
+    return PTMF_OK;
+}
+
 /* Where a constant's bytes are: buffer `index` of the constant segment, or of the inline
  * constant_buffer when the program has one (the runtime's order). */
 static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) {
@@ -232,16 +253,10 @@ static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) 
         start = storage.data;
         end = storage.data + storage.count;
     } else {
-        uint64_t off, next;
-        if (index >= w->constant_offsets.count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
-        off = ld64(c->buf + w->constant_offsets.data + 8 * (uint64_t)index);
-        next = index + 1 < w->constant_offsets.count
-                   ? ld64(c->buf + w->constant_offsets.data + 8 * ((uint64_t)index + 1))
-                   : w->constant_size;
-        if (off > next || next > w->constant_size)
-            return fail(c, PTMF_E_BAD_SEGMENT, w->constant_offsets.data + 8 * (uint64_t)index);
-        start = w->constant_start + off;
-        end = w->constant_start + next;
+        uint64_t n;
+        TRY(subsegment(w, &w->constant_offsets, w->constant_start, w->constant_size, index,
+                       where, &start, &n));
+        end = start + n;
     }
     if (r->nbytes > end - start) return fail(c, PTMF_E_OUTSIDE_STORAGE, where);
     r->data = start;
@@ -298,6 +313,27 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
             return fail(c, PTMF_E_OUTSIDE_STORAGE, alloc.pos);
         r->stored = ET_STORED_PLANNED;
         pop(c);
+        if (index > 0 && w->mutable_segments.count) {
+            /* a mutable buffer's first values: sub-buffer data_buffer_idx of mutable data
+             * segment extra_tensor_info.mutable_data_segments_idx */
+            uint64_t which = 0, start, size, at, n;
+            uint32_t segment;
+            tbl m;
+            vec offsets;
+            if (has_extra)
+                TRY(fld_u64(c, &extra, &et_extra_tensor_info[
+                                           ET_EXTRA_TENSOR_INFO_MUTABLE_DATA_SEGMENTS_IDX], &which));
+            if (which >= w->mutable_segments.count) return fail(c, PTMF_E_BAD_INDEX, t->pos);
+            TRY(vec_table(c, &w->mutable_segments, (uint32_t)which, &m));
+            TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX],
+                        &segment));
+            TRY(segment_at(w, segment, m.pos, &start, &size));
+            TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
+            TRY(subsegment(w, &offsets, start, size, index, t->pos, &at, &n));
+            if (r->nbytes > n) return fail(c, PTMF_E_OUTSIDE_STORAGE, t->pos);
+            r->data = at;
+            r->initial = 1;
+        }
     } else if (index > 0) {
         TRY(constant_data(w, index, t->pos, r));
         r->stored = ET_STORED_CONSTANT;
@@ -423,6 +459,29 @@ static int delegate(walk *w, const tbl *t, uint32_t n_inline) {
     return PTMF_OK;
 }
 
+/* The items of a list value: indices of values of kind `kind` (boxed lists: an IntList
+ * holds the indices of Int values, a TensorList of Tensor values), -1 too in an
+ * OptionalTensorList; `wide` items are int64, others int32. */
+static int list_items(walk *w, const tbl *t, const fb_field *f, uint8_t kind, int wide,
+                      int optional) {
+    ctx *c = &w->c;
+    vec items;
+    uint32_t i;
+    TRY(fld_vec(c, t, f, &items));
+    for (i = 0; i < items.count; i++) {
+        uint64_t at = items.data + (wide ? 8 : 4) * (uint64_t)i;
+        int64_t x = wide ? (int64_t)ld64(c->buf + at) : (int64_t)as_i32(ld32(c->buf + at));
+        tbl v;
+        uint8_t type;
+        if (optional && x == -1) continue;
+        if (x < 0 || (uint64_t)x >= w->n_values) return fail(c, PTMF_E_BAD_INDEX, at);
+        TRY(vec_table(c, &w->values, (uint32_t)x, &v));
+        TRY(fld_u8(c, &v, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
+        if (type != kind) return fail(c, PTMF_E_KIND_MISMATCH, at);
+    }
+    return PTMF_OK;
+}
+
 static int evalue(walk *w, const tbl *t, uint32_t value) {
     ctx *c = &w->c;
     uint8_t type;
@@ -437,10 +496,13 @@ static int evalue(walk *w, const tbl *t, uint32_t value) {
     push(c, et_kernel_types[type].name, PATH_MEMBER);
     if (type == ET_KERNEL_TYPES_TENSOR)
         TRY(tensor_value(w, &v, value));
+    else if (type == ET_KERNEL_TYPES_INT_LIST)
+        TRY(list_items(w, &v, &et_int_list[ET_INT_LIST_ITEMS], ET_KERNEL_TYPES_INT, 1, 0));
     else if (type == ET_KERNEL_TYPES_TENSOR_LIST)
-        TRY(value_list_field(w, &v, &et_tensor_list[ET_TENSOR_LIST_ITEMS], 0));
+        TRY(list_items(w, &v, &et_tensor_list[ET_TENSOR_LIST_ITEMS], ET_KERNEL_TYPES_TENSOR, 0, 0));
     else if (type == ET_KERNEL_TYPES_OPTIONAL_TENSOR_LIST)
-        TRY(value_list_field(w, &v, &et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_ITEMS], 1));
+        TRY(list_items(w, &v, &et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_ITEMS],
+                       ET_KERNEL_TYPES_TENSOR, 0, 1));
     pop(c);
     pop(c);
     return PTMF_OK;
@@ -448,24 +510,24 @@ static int evalue(walk *w, const tbl *t, uint32_t value) {
 
 static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
     ctx *c = &w->c;
-    vec values, chains, operators, delegates, devices;
+    vec chains, operators, delegates, devices;
     uint32_t i;
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &values));
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], &delegates));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_SIZES],
                 &w->buffer_sizes));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], &devices));
-    w->n_values = values.count;
+    w->n_values = w->values.count;
     w->n_operators = operators.count;
     w->n_delegates = delegates.count;
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_INPUTS], 0));
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_OUTPUTS], 0));
-    for (i = 0; i < values.count; i++) {
+    for (i = 0; i < w->values.count; i++) {
         tbl v;
         push(c, ".values", i);
-        TRY(vec_table(c, &values, i, &v));
+        TRY(vec_table(c, &w->values, i, &v));
         TRY(evalue(w, &v, i));
         pop(c);
     }
@@ -498,7 +560,7 @@ static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
 
 static int program(walk *w, const tbl *root) {
     ctx *c = &w->c;
-    vec plans, inline_data, named, mutable_segments;
+    vec plans, inline_data, named;
     tbl cs;
     int has_cs;
     uint32_t i;
@@ -517,14 +579,14 @@ static int program(walk *w, const tbl *root) {
             TRY(segment_at(w, index, cs.pos, &w->constant_start, &w->constant_size));
         pop(c);
     }
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &mutable_segments));
-    for (i = 0; i < mutable_segments.count; i++) {
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &w->mutable_segments));
+    for (i = 0; i < w->mutable_segments.count; i++) {
         tbl m;
         uint32_t index, k;
         uint64_t start, size;
         vec offsets;
         push(c, "mutable_data_segments", i);
-        TRY(vec_table(c, &mutable_segments, i, &m));
+        TRY(vec_table(c, &w->mutable_segments, i, &m));
         TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
         TRY(segment_at(w, index, m.pos, &start, &size));
         TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
@@ -615,14 +677,22 @@ static int walk_file(const uint8_t *buf, const ptmf_options *opt, et_summary *s,
     TRY(deref(&w.c, 0, &s->root));
     TRY(tbl_open(&w.c, s->root, &root));
     pop(&w.c);
-    if (verify_structure) TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
+    if (verify_structure) {
+        TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
+        s->tables_visited = w.c.tables;
+        s->elements_visited = w.c.elements;
+    }
+    /* The meaning walk gets budgets of its own: it opens each table again (and the value
+     * each list item points at), which the structural pass already bounded. */
+    w.c.tables = 0;
+    w.c.elements = 0;
     rc = s->identifier == ET_FILE_IDENTIFIER ? program(&w, &root) : data_file(&w, &root);
     if (rc != PTMF_OK) return rc;
     if (!tensors) {
         s->n_tensors = w.n_tensors;
         s->n_blobs = w.n_blobs;
-        s->tables_visited = w.c.tables;
-        s->elements_visited = w.c.elements;
+        s->tables_visited += w.c.tables;
+        s->elements_visited += w.c.elements;
     } else if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs) {
         return fail(&w.c, PTMF_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
     }

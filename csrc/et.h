@@ -39,7 +39,8 @@ typedef struct et_summary {
 /* One tensor: a Tensor value of an execution plan, or a data file's stored tensor. */
 typedef struct et_record {
     uint64_t table;             /* the Tensor (TensorLayout) table */
-    uint64_t data;              /* its bytes, when stored is ET_STORED_CONSTANT */
+    uint64_t data;              /* its bytes: ET_STORED_CONSTANT, or ET_STORED_PLANNED
+                                   with `initial` (a mutable buffer's first values) */
     uint64_t nbytes;            /* elements times element size */
     uint64_t sizes;             /* int32[ndim] */
     uint64_t dim_order;         /* uint8[ndim], 0 if absent */
@@ -53,7 +54,8 @@ typedef struct et_record {
     int8_t scalar_type;
     uint8_t stored;             /* enum et_stored */
     uint8_t shape_dynamism;
-    uint8_t reserved[5];
+    uint8_t initial;            /* 1: planned, with initial data in a mutable data segment */
+    uint8_t reserved[4];
 } et_record;
 
 /* One named data entry: key and bytes. */

@@ -61,7 +61,8 @@ class TensorSpec(NamedTuple):
 
     ``stored`` is ``"none"`` (an input or output the runtime fills), ``"planned"``
     (memory-planned: ``allocation`` is (memory_id, byte offset)) or ``"external"``
-    (data in a ``.ptd`` not given to ``load``, found by ``name``)."""
+    (data in a ``.ptd`` not given to ``load``, found by ``name``). A mutable buffer the
+    program stores first values for has them in ``initial`` (a read-only view)."""
 
     dtype: str
     shape: Tuple[int, ...]
@@ -69,6 +70,7 @@ class TensorSpec(NamedTuple):
     stored: str
     allocation: Optional[Tuple[int, int]]
     name: Optional[str]
+    initial: Optional[np.ndarray] = None
 
 
 class Operator(NamedTuple):
@@ -312,7 +314,11 @@ class Method:
             return v.scalar(member.lower() + "_val")
         if member == "String":
             return v.string("string_val")
-        if member in ("IntList", "DoubleList", "BoolList", "TensorList"):
+        if member == "IntList":   # boxed: the indices of Int values (the verifier checked)
+            values = self._table.tables("values")
+            return [values[k].union("val")[1].scalar("int_val")
+                    for k in v.vector("items").tolist()]
+        if member in ("DoubleList", "BoolList", "TensorList"):
             return v.vector("items").tolist()
         if member == "OptionalTensorList":
             return [None if x == -1 else x for x in v.vector("items").tolist()]
@@ -516,7 +522,8 @@ class Program(_File):
         dtype, shape, order = self._layout(r)
         allocation = ((int(r["memory_id"]), int(r["memory_offset"]))
                       if stored == lib.ET_STORED_PLANNED else None)
-        return TensorSpec(dtype, shape, order, STORED[stored], allocation, name)
+        initial = self._array(r) if r["initial"] else None
+        return TensorSpec(dtype, shape, order, STORED[stored], allocation, name, initial)
 
     def _delegate_data(self, location: int, index: int) -> memoryview:
         if location == lib.ET_DATA_LOCATION_INLINE:
@@ -538,14 +545,15 @@ class Program(_File):
 
     def state_dict(self) -> Dict[str, np.ndarray]:
         """Every tensor whose name the files hold, by that name: the data files' tensors
-        by key, and constants and resolved external tensors by fully qualified name."""
+        by key; constants, mutable buffers' initial values and resolved external tensors
+        by fully qualified name."""
         out: Dict[str, np.ndarray] = {}
         records, _ = self._index()
         for r in records:
             if not r["name"]:
                 continue
             name = self._name(r)
-            if r["stored"] == lib.ET_STORED_CONSTANT:
+            if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
                 out.setdefault(name, self._array(r))
             elif name in self._external:
                 out.setdefault(name, self._external[name])

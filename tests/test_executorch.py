@@ -113,6 +113,9 @@ def test_every_value_decodes_as_executorch_reads_it(stem: str) -> None:
                     assert got == want["value"] and type(got) is type(want["value"])
                 elif want["kind"] == "Null":
                     assert got is None
+                elif want["kind"] == "IntList":   # boxed: items are indices of Int values
+                    assert got == [plan["values"][k]["value"] for k in want["items"]]
+                    assert all(plan["values"][k]["kind"] == "Int" for k in want["items"])
                 else:
                     assert got == want["items"]
             assert [[type(ins).__name__ for ins in c.instructions] for c in m.chains] == \
@@ -175,6 +178,30 @@ def test_constants_are_the_bytes_executorch_cuts_out(stem: str) -> None:
                 got = m.values[i]
                 raw = buffers[want["data_buffer_idx"]].tobytes()
                 assert _storage_bytes(got) == raw[:got.nbytes]
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_initial_values_are_the_mutable_data_executorch_cuts_out(stem: str) -> None:
+    """A planned tensor with data_buffer_idx > 0: its first values, from the mutable data
+    segment (deserialize_pte_binary's mutable_data)."""
+    doc, arrays = _oracle(stem)
+    buffers = [arrays[key] for key in doc["restored"]["mutable_data"]]
+    seen = 0
+    with _open(stem) as p:
+        for plan in doc["program"]["execution_plan"]:
+            m = p.methods[plan["name"]]
+            for i, want in enumerate(plan["values"]):
+                if want["kind"] != "Tensor" or want["allocation"] is None:
+                    continue
+                got = m.values[i]
+                if want["data_buffer_idx"] == 0:
+                    assert got.initial is None
+                    continue
+                raw = buffers[want["data_buffer_idx"]].tobytes()
+                assert got.initial is not None and not got.initial.flags.writeable
+                assert _storage_bytes(got.initial) == raw[:got.initial.nbytes]
+                seen += 1
+    assert (seen > 0) == (stem == "mutable_init")
 
 
 def _storage_bytes(a: np.ndarray) -> bytes:
@@ -301,6 +328,22 @@ def test_a_segment_past_the_end_is_named() -> None:
     with pytest.raises(pfm.FormatError) as e:
         pfm.load(bytes(raw))
     assert e.value.code == "bad_header" and e.value.path == "header"
+
+
+def test_a_boxed_list_pointing_at_a_value_of_another_kind_is_refused() -> None:
+    doc, _ = _oracle("sample")
+    values = doc["program"]["execution_plan"][0]["values"]
+    at_list = next(i for i, v in enumerate(values) if v["kind"] == "IntList")
+    tensor = next(i for i, v in enumerate(values) if v["kind"] == "Tensor")
+    raw = bytearray(open(os.path.join(ET, "sample.pte"), "rb").read())
+    items = values[at_list]["items"]
+    needle = np.array([len(items)], "<u4").tobytes() + np.array(items, "<i8").tobytes()
+    at = raw.index(needle) + 4
+    raw[at:at + 8] = tensor.to_bytes(8, "little")
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(bytes(raw))
+    assert e.value.code == "kind_mismatch" and e.value.offset == at
+    assert e.value.path == f"execution_plan[0].values[{at_list}].val<IntList>"
 
 
 def test_errors_carry_schema_paths() -> None:

@@ -6,6 +6,7 @@
 For every program NAME it writes, each step in a child process (ExecuTorch may crash):
 
 - ``NAME.pte`` (and for ``external`` the data file ``NAME.ptd``), written by ExecuTorch;
+  ``sample.pte`` is also copied to ``pyflatmodule/data/``, the package's sample program;
 - ``NAME.oracle.json`` + ``NAME.oracle.npz``: what ExecuTorch's own readers say of it:
   ``header`` (its extended-header reader), ``program`` (its flatbuffer reader, before it
   moves the segments back into the program: segments, constant_segment offsets, named
@@ -18,6 +19,7 @@ For every program NAME it writes, each step in a child process (ExecuTorch may c
 import json
 import linecache
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +28,9 @@ from typing import Any, Callable, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "et")
+#: The sample program the package ships (the same bytes as et/sample.pte).
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "pyflatmodule", "data",
+                      "sample.pte")
 TIMEOUT = 900.0
 
 warnings.filterwarnings("ignore")
@@ -100,6 +105,18 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
             self.cache.add_(x)
             return self.cache * 2.0
 
+    class SampleNet(nn.Module):
+        """The package's sample program (pyflatmodule/data/sample.pte)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.classifier = nn.Linear(8, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = torch.relu(self.conv(x)).mean(dim=(2, 3))
+            return self.classifier(x).softmax(dim=-1)
+
     def seeded(cls: Callable[[], nn.Module]) -> nn.Module:
         torch.manual_seed(0)
         return cls().eval()
@@ -134,6 +151,13 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         m = seeded(Cache)
         return m, torch.export.export(m, (torch.ones(2, 3),))
 
+    def mlp_changed() -> Tuple[Any, Any]:
+        """mlp with one weight changed: l2.bias[1] += 0.5 (for diff)."""
+        m = seeded(MLP)
+        with torch.no_grad():
+            m.l2.bias[1] += 0.5
+        return m, torch.export.export(m, x4)
+
     def two_methods() -> Tuple[Any, Any]:
         m = seeded(MLP)
         return m, {"forward": torch.export.export(m, x4),
@@ -152,7 +176,11 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         m = seeded(ChannelsLast)
         return m, torch.export.export(m, (torch.randn(1, 2, 3, 3),))
 
-    return {"mlp": mlp, "two_methods": two_methods, "mutable": mutable,
+    def sample() -> Tuple[Any, Any]:
+        m = seeded(SampleNet)
+        return m, torch.export.export(m, (torch.randn(1, 3, 8, 8),))
+
+    return {"sample": sample, "mlp": mlp, "mlp_changed": mlp_changed, "two_methods": two_methods, "mutable": mutable,
             "dynamic": dynamic, "channels_last": channels_last, "xnnpack": mlp,
             "external": mlp, "xnnpack_q8": lambda: quantized(False),
             "xnnpack_q8_channel": lambda: quantized(True), "xnnpack_fp16": fp16,
@@ -206,6 +234,8 @@ def _write(name: str) -> Dict[str, Any]:
                    "executorch_program) (inline constant_buffer, no segments)"
         else:
             prog.write_to_file(f)
+    if name == "sample":
+        shutil.copyfile(os.path.join(OUT, name + ".pte"), SAMPLE)
     if name == "external":
         with tempfile.TemporaryDirectory() as d:
             prog.write_tensor_data_to_file(d)
@@ -428,9 +458,10 @@ def main(argv: List[str]) -> int:
     if argv[1:2] == ["--child"]:
         _child(argv[2], argv[3], argv[4])
         return 0
-    names = ["mlp", "two_methods", "mutable", "dynamic", "channels_last", "xnnpack",
-             "external", "xnnpack_q8", "xnnpack_q8_channel", "xnnpack_fp16", "xnnpack_inline",
-             "inline_constants", "cond_stacktrace", "mutable_init"]
+    names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
+             "channels_last", "xnnpack", "external", "xnnpack_q8", "xnnpack_q8_channel",
+             "xnnpack_fp16", "xnnpack_inline", "inline_constants", "cond_stacktrace",
+             "mutable_init"]
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)

@@ -1,0 +1,265 @@
+"""What changed between two files of one format: structure, and tensors element by element.
+
+:func:`diff` compares two PTMF models, two ExecuTorch programs or two ExecuTorch data
+files. Structure is compared as facts (versions, methods, their operators and instruction
+counts, delegates, extra files and named data with a SHA-256 of their bytes). Tensors are
+matched by name, then, among those left on each side, by position and shape (the first
+tensor of A with the first of B of the same shape and dtype), and compared chunk by chunk
+straight from the mappings, so no model is ever loaded whole into memory.
+
+Names: a PTMF model's tensors are its ``state_dict()``; a program's are its
+``state_dict()`` (tensors whose name the files hold) and its constants as
+``<method>.values[<index>]``; a data file's are its tensors by key.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+
+from .executorch import DataFile, Program
+from .files import load
+from .module import Module
+from .tensors import QuantizedTensor
+
+__all__ = ["Change", "Diff", "TensorDiff", "diff", "compare_arrays"]
+
+#: Elements compared at a time (per side), bounding the memory a comparison takes.
+CHUNK = 1 << 20
+
+Opened = Union[Module, Program, DataFile]
+Tensor = Union[np.ndarray, QuantizedTensor]
+
+
+class Change(NamedTuple):
+    """A structural fact that differs: its name, its value in A and in B (None: absent)."""
+
+    what: str
+    a: Any
+    b: Any
+
+
+class TensorDiff(NamedTuple):
+    """One tensor of A, B or both.
+
+    ``status`` is ``"equal"``, ``"changed"``, ``"only_a"`` or ``"only_b"``. For a changed
+    tensor of one shape and dtype, ``differing`` counts the elements that differ (NaN
+    equals NaN), ``max_abs`` is the largest ``|a - b|`` and ``max_rel`` the largest
+    ``|a - b| / max(|a|, |b|)``; ``note`` says what else changed (shape, dtype,
+    quantization parameters)."""
+
+    name_a: Optional[str]
+    name_b: Optional[str]
+    status: str
+    dtype: str
+    shape: Tuple[int, ...]
+    differing: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    note: str = ""
+
+
+class Diff(NamedTuple):
+    """The differences between two files of one format."""
+
+    format: str
+    structure: List[Change]
+    tensors: List[TensorDiff]
+
+    @property
+    def equal(self) -> bool:
+        """True when nothing differs."""
+        return not self.structure and all(t.status == "equal" for t in self.tensors)
+
+    def changed_tensors(self) -> List[TensorDiff]:
+        """The tensors that are not equal (changed, or on one side only)."""
+        return [t for t in self.tensors if t.status != "equal"]
+
+
+# ------------------------------------------------------------------ structure
+
+def _digest(data: Any) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _facts(f: Opened) -> Dict[str, Any]:
+    """What is compared of a file's structure, by name."""
+    out: Dict[str, Any] = {}
+    if isinstance(f, Module):
+        out["bytecode_version"] = f.bytecode_version
+        out["operator_version"] = f.operator_version
+        out["methods"] = sorted(f.methods)
+        for name, fn in f.methods.items():
+            out[f"methods.{name}.instructions"] = len(fn.instructions)
+            out[f"methods.{name}.operators"] = [str(op) for op in fn.operators]
+        for name, content in f.extra_files.items():
+            out[f"extra_files[{name!r}]"] = _digest(content)
+        out["object_types"] = sorted(t.name for t in f.object_types)
+        return out
+    out["version"] = f.version
+    if isinstance(f, Program):
+        out["methods"] = list(f.methods)
+        for name, m in f.methods.items():
+            out[f"methods.{name}.values"] = len(m.values)
+            out[f"methods.{name}.inputs"] = m.inputs
+            out[f"methods.{name}.outputs"] = m.outputs
+            out[f"methods.{name}.instructions"] = sum(len(c.instructions) for c in m.chains)
+            out[f"methods.{name}.operators"] = [str(op) for op in m.operators]
+            out[f"methods.{name}.non_const_buffer_sizes"] = m.non_const_buffer_sizes
+            for i, d in enumerate(m.delegates):
+                out[f"methods.{name}.delegates[{i}]"] = (d.id, _digest(d.data))
+    for key, blob in f.named_data.items():
+        out[f"named_data[{key!r}]"] = _digest(blob)
+    return out
+
+
+def _structure(a: Opened, b: Opened) -> List[Change]:
+    fa, fb = _facts(a), _facts(b)
+    keys = list(fa) + [k for k in fb if k not in fa]
+    return [Change(k, fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k)]
+
+
+# ------------------------------------------------------------------ tensors
+
+def _tensors(f: Opened) -> Dict[str, Tensor]:
+    if isinstance(f, DataFile):
+        return dict(f.tensors)
+    out: Dict[str, Tensor] = dict(f.state_dict())
+    if isinstance(f, Program):
+        names = list(f.methods)
+        for plan, value, array in f.constants():
+            out.setdefault(f"{names[plan]}.values[{value}]", array)
+    return out
+
+
+def _layout(t: Tensor) -> Tuple[str, Tuple[int, ...]]:
+    if isinstance(t, QuantizedTensor):
+        return t.dtype_name, tuple(t.shape)
+    return str(t.dtype), tuple(t.shape)
+
+
+def _chunks(a: np.ndarray, b: np.ndarray) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
+    """Matching pieces of two arrays of one shape, at most about CHUNK elements each."""
+    if a.ndim == 0 or a.size <= CHUNK:
+        yield a, b
+        return
+    per_row = max(1, a.size // a.shape[0])
+    rows = max(1, CHUNK // per_row)
+    for i in range(0, a.shape[0], rows):
+        if rows == 1 and per_row > CHUNK:
+            yield from _chunks(a[i], b[i])
+        else:
+            yield a[i:i + rows], b[i:i + rows]
+
+
+def _widen(x: np.ndarray) -> np.ndarray:
+    """Values as float64, or complex128 for complex ones (complex32 is a (real, imag)
+    record of float16s)."""
+    with np.errstate(invalid="ignore"):   # NaN and infinity widen as they are
+        if x.dtype.names == ("real", "imag"):
+            return x["real"].astype(np.float64) + 1j * x["imag"].astype(np.float64)
+        return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+def compare_arrays(a: np.ndarray, b: np.ndarray) -> Tuple[int, float, float]:
+    """(differing elements, max |a - b|, max |a - b| / max(|a|, |b|)) of two arrays of
+    one shape and dtype, computed chunk by chunk (NaN equals NaN)."""
+    differing, max_abs, max_rel = 0, 0.0, 0.0
+    for ca, cb in _chunks(a, b):
+        if ca.dtype.kind == "b":
+            bad = np.asarray(ca) != np.asarray(cb)
+            differing += int(np.count_nonzero(bad))
+            if bad.any():
+                max_abs = max_rel = 1.0
+            continue
+        x, y = _widen(np.asarray(ca)), _widen(np.asarray(cb))
+        with np.errstate(invalid="ignore", over="ignore"):
+            bad = (x != y) & ~(np.isnan(x) & np.isnan(y))
+            n = int(np.count_nonzero(bad))
+            if not n:
+                continue
+            differing += n
+            x, y = x[bad], y[bad]
+            # NaN against a number, or infinities of two signs: infinitely apart
+            d = np.nan_to_num(np.abs(x - y), nan=np.inf, posinf=np.inf)
+            scale = np.maximum(np.abs(x), np.abs(y))
+            rel = np.divide(d, scale, out=np.full_like(d, np.inf), where=scale > 0)
+            rel = np.nan_to_num(rel, nan=np.inf, posinf=np.inf)
+            max_abs = max(max_abs, float(d.max()))
+            max_rel = max(max_rel, float(rel.max()))
+    return differing, max_abs, max_rel
+
+
+def _qparams(t: QuantizedTensor) -> Tuple[Any, ...]:
+    return (t.qscheme, t.scale, t.zero_point, t.axis,
+            None if t.scales is None else np.asarray(t.scales).tobytes(),
+            None if t.zero_points is None else np.asarray(t.zero_points).tobytes())
+
+
+def _compare(name_a: str, ta: Tensor, name_b: str, tb: Tensor) -> TensorDiff:
+    (dtype_a, shape_a), (dtype_b, shape_b) = _layout(ta), _layout(tb)
+    if (dtype_a, shape_a) != (dtype_b, shape_b):
+        return TensorDiff(name_a, name_b, "changed", dtype_a, shape_a,
+                          note=f"{dtype_a}{list(shape_a)} -> {dtype_b}{list(shape_b)}")
+    note = ""
+    if isinstance(ta, QuantizedTensor) and isinstance(tb, QuantizedTensor):
+        if _qparams(ta) != _qparams(tb):
+            note = "quantization parameters differ"
+        xa, xb = ta.int_repr, tb.int_repr
+    elif isinstance(ta, np.ndarray) and isinstance(tb, np.ndarray):
+        xa, xb = ta, tb
+    else:
+        return TensorDiff(name_a, name_b, "changed", dtype_a, shape_a,
+                          note="quantized on one side only")
+    if xa.shape != xb.shape or xa.dtype != xb.dtype:   # packed storage of other sizes
+        return TensorDiff(name_a, name_b, "changed", dtype_a, shape_a, note="storage differs")
+    differing, max_abs, max_rel = compare_arrays(xa, xb)
+    status = "changed" if differing or note else "equal"
+    return TensorDiff(name_a, name_b, status, dtype_a, shape_a, differing, max_abs, max_rel,
+                      note)
+
+
+def _match(ta: Dict[str, Tensor], tb: Dict[str, Tensor]) -> List[TensorDiff]:
+    out: List[TensorDiff] = []
+    for name, t in ta.items():
+        if name in tb:
+            out.append(_compare(name, t, name, tb[name]))
+    only_a = [n for n in ta if n not in tb]
+    only_b = [n for n in tb if n not in ta]
+    for name in list(only_a):   # by position and shape among the rest
+        layout = _layout(ta[name])
+        partner = next((n for n in only_b if _layout(tb[n]) == layout), None)
+        if partner is not None:
+            only_a.remove(name)
+            only_b.remove(partner)
+            out.append(_compare(name, ta[name], partner, tb[partner]))
+    out += [TensorDiff(n, None, "only_a", *_layout(ta[n])) for n in only_a]
+    out += [TensorDiff(None, n, "only_b", *_layout(tb[n])) for n in only_b]
+    return out
+
+
+# ------------------------------------------------------------------ entry point
+
+_FORMATS = {Module: "PTMF model", Program: "ExecuTorch program", DataFile: "ExecuTorch data file"}
+_ARTICLE = {"PTMF model": "a", "ExecuTorch program": "an", "ExecuTorch data file": "an"}
+
+
+def _kind(f: Opened) -> str:
+    return next(name for cls, name in _FORMATS.items() if isinstance(f, cls))
+
+
+def diff(a: Any, b: Any, **load_options: Any) -> Diff:
+    """Compare two files of one format (paths or anything :func:`pyflatmodule.load`
+    takes, or files already opened).
+
+    Raises:
+        ValueError: the files are of different formats.
+        FormatError: a file is not valid.
+    """
+    fa = a if isinstance(a, (Module, Program, DataFile)) else load(a, **load_options)
+    fb = b if isinstance(b, (Module, Program, DataFile)) else load(b, **load_options)
+    if _kind(fa) != _kind(fb):
+        raise ValueError(f"A is {_ARTICLE[_kind(fa)]} {_kind(fa)} and B {_ARTICLE[_kind(fb)]} "
+                         f"{_kind(fb)}: diff compares two files of one format")
+    return Diff(_kind(fa), _structure(fa, fb), _match(_tensors(fa), _tensors(fb)))

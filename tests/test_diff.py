@@ -1,0 +1,113 @@
+"""pyflatmodule.diff: structure and tensors of two files of one format.
+
+Expected differences come from the writers' own answers: ExecuTorch's exports of one model
+before and after one weight changed (tests/data/make_et_data.py: mlp, mlp_changed; the
+oracles hold each exported module's weights), and torch-written PTMF files edited in one
+float whose position is found from torch's own values of that tensor.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict
+
+import numpy as np
+import pytest
+
+import pyflatmodule as pfm
+from pyflatmodule.diff import compare_arrays, diff
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+ET = os.path.join(DATA, "et")
+EVERY_FILE = sorted([os.path.join(DATA, f) for f in os.listdir(DATA) if f.endswith(".ff")]
+                    + [os.path.join(ET, f) for f in os.listdir(ET) if f.endswith((".pte", ".ptd"))])
+
+
+def _weights(stem: str) -> Dict[str, np.ndarray]:
+    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    z = np.load(os.path.join(ET, stem + ".oracle.npz"))
+    return {k: np.frombuffer(z[w["data"]].tobytes(), w["dtype"]).reshape(w["shape"])
+            for k, w in doc["weights"].items()}
+
+
+@pytest.mark.parametrize("path", EVERY_FILE, ids=os.path.basename)
+def test_a_file_equals_itself(path: str) -> None:
+    d = diff(path, path)
+    assert d.equal and d.structure == [] and d.changed_tensors() == []
+    assert all(t.status == "equal" for t in d.tensors)
+
+
+def test_two_exports_with_one_weight_changed() -> None:
+    before, after = _weights("mlp"), _weights("mlp_changed")
+    changed = [k for k in before if not np.array_equal(before[k], after[k])]
+    assert changed == ["l2.bias"]   # what the generator did, seen in torch's own weights
+    d = diff(os.path.join(ET, "mlp.pte"), os.path.join(ET, "mlp_changed.pte"))
+    assert d.format == "ExecuTorch program" and not d.equal
+    assert d.structure == []
+    (t,) = d.changed_tensors()
+    assert t.status == "changed" and t.name_a == t.name_b
+    assert t.shape == before["l2.bias"].shape and t.dtype == "float32"
+    delta = np.abs(before["l2.bias"].astype(np.float64) - after["l2.bias"].astype(np.float64))
+    assert t.differing == int(np.count_nonzero(delta))
+    assert t.max_abs == float(delta.max())
+    # every other constant is reported equal, each exactly once
+    assert sum(x.status == "equal" for x in d.tensors) == len(before) - 1
+
+
+def test_ptmf_files_with_one_float_changed() -> None:
+    path = os.path.join(DATA, "mlp_jit.ff")
+    with open(os.path.join(DATA, "mlp_jit.oracle.json"), encoding="utf-8") as f:
+        spec = json.load(f)["state_dict"]["tensors"]["2.weight"]
+    z = np.load(os.path.join(DATA, "mlp_jit.oracle.npz"))
+    torch_bytes = z[spec["data"]].tobytes()   # torch's values of 2.weight, as stored
+    raw = bytearray(open(path, "rb").read())
+    at = raw.index(torch_bytes)
+    k = 5
+    old = float(np.frombuffer(raw, "<f4", 1, at + 4 * k)[0])
+    raw[at + 4 * k:at + 4 * k + 4] = np.float32(old + 0.25).tobytes()
+    d = diff(path, bytes(raw))
+    assert d.format == "PTMF model" and d.structure == []
+    (t,) = d.changed_tensors()
+    assert (t.name_a, t.name_b, t.differing) == ("2.weight", "2.weight", 1)
+    assert t.max_abs == pytest.approx(abs(float(np.float32(old + 0.25)) - old))
+
+
+def test_structure_changes_are_named() -> None:
+    d = diff(os.path.join(ET, "mlp.pte"), os.path.join(ET, "two_methods.pte"))
+    what = {c.what: (c.a, c.b) for c in d.structure}
+    assert what["methods"] == (["forward"], ["first_layer", "forward"])
+    assert what["methods.first_layer.values"][0] is None
+    assert {t.status for t in d.tensors} >= {"only_b"}
+
+
+def test_tensors_left_over_pair_by_position_and_shape() -> None:
+    # two_methods' forward constants have other value indices than mlp's: matched by
+    # name where the names agree, else by position and shape
+    d = diff(os.path.join(ET, "mlp.pte"), os.path.join(ET, "two_methods.pte"))
+    paired = [t for t in d.tensors if t.name_a and t.name_b]
+    assert paired and all(t.status == "equal" for t in paired)
+
+
+def test_different_formats_are_refused() -> None:
+    with pytest.raises(ValueError, match="PTMF model.*one format|one format"):
+        diff(os.path.join(DATA, "mlp_jit.ff"), os.path.join(ET, "mlp.pte"))
+    with pytest.raises(ValueError, match="data file"):
+        diff(os.path.join(ET, "external.ptd"), os.path.join(ET, "mlp.pte"))
+
+
+def test_compare_arrays_counts_nan_as_equal_and_chunks_big_arrays(monkeypatch: Any) -> None:
+    import pyflatmodule.diff as mod
+    monkeypatch.setattr(mod, "CHUNK", 7)   # force many chunks, rows split too
+    a = np.arange(60, dtype=np.float32).reshape(3, 20)
+    b = a.copy()
+    a[0, 0] = b[0, 0] = np.nan
+    b[2, 19] += 3
+    b[1, 3] = np.nan
+    n, max_abs, max_rel = compare_arrays(a, b)
+    assert n == 2 and max_abs == np.inf and max_rel == np.inf
+    b[1, 3] = a[1, 3]
+    n, max_abs, max_rel = compare_arrays(a, b)
+    assert (n, max_abs) == (1, 3.0) and max_rel == pytest.approx(3 / 62)
+    assert compare_arrays(np.array([True, False]), np.array([True, True]))[0] == 1
