@@ -5,34 +5,18 @@ once on small models, so the suites cannot rot. Timed (``--benchmark-enable``): 
 models, several rounds each; see benchmarks/README.md for the command.
 ``PFM_BENCH_SIZE=small|full`` overrides the model size either way.
 
-Helpers live in ``benchutil.py``: this file and tests/conftest.py are both imported as
-the top-level module ``conftest``, and tests/ does ``from conftest import ...``.
+Helpers the suites import live in ``benchutil.py`` (benchmarks/ is on ``sys.path``
+through ``pythonpath`` in pyproject.toml's pytest section); this file keeps fixtures
+and hooks.
 """
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 import bench_report
 import pytest
 from benchutil import Models
-
-_THIS = sys.modules[__name__]
-
-
-def pytest_sessionstart(session: Any) -> None:
-    # Whichever conftest pytest imported last is sys.modules["conftest"]; give that
-    # name back to the other one (tests/conftest.py), whose modules import from it.
-    if sys.modules.get("conftest") is not _THIS:
-        return
-    here = os.path.abspath(__file__)
-    for plugin in session.config.pluginmanager.get_plugins():
-        f = getattr(plugin, "__file__", None)
-        if (getattr(plugin, "__name__", None) == "conftest" and f
-                and os.path.abspath(f) != here):
-            sys.modules["conftest"] = plugin
-            return
 
 
 def benchmarks_disabled(config: Any) -> bool:

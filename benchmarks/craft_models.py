@@ -14,9 +14,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+# pytest has tests/ on sys.path (pyproject.toml's pythonpath); `python
+# benchmarks/benchmodels.py`, which may write these stand-ins, does not.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "tests"))
-import ptmf_craft as c
+import ptmf_craft as c  # noqa: E402
 
 _CONTAINER = "__torch__.torch.nn.modules.container"
 _LEAF = "__torch__.torch.nn.modules.linear"

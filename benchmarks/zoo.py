@@ -16,3 +16,20 @@ MODELS: Tuple[str, ...] = (
 #: form -> file name suffix
 FORMS: Dict[str, str] = {"jit": ".jit.ff", "lite": ".lite.ptl", "mobile": ".mobile.ff",
                          "params": ".params.ff"}
+
+#: Models of the ExecuTorch zoo (benchmarks/zoo_et_build.py) and the forms each is
+#: exported in (XNNPACK lowering of the slowest exports is left out to keep CI short).
+ET_MODELS: Dict[str, Tuple[str, ...]] = {
+    "resnet18": ("portable", "xnnpack"), "mobilenet_v2": ("portable", "xnnpack"),
+    "efficientnet_b0": ("portable",), "vit_tiny": ("portable",),
+    "transformer": ("portable", "xnnpack"), "recurrent": ("portable",),
+}
+
+#: form -> file name suffix
+ET_FORMS: Dict[str, str] = {"portable": ".portable.pte", "xnnpack": ".xnnpack.pte"}
+
+#: Example inputs' shapes where they are not one 1x3x224x224 image: token ids there.
+ET_INPUTS: Dict[str, Tuple[Tuple[int, ...], ...]] = {
+    "transformer": ((1, 10), (1, 9)),
+    "recurrent": ((1, 12),),
+}

@@ -102,7 +102,8 @@ static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, ptmf_err
     }
     if (flatbuffer_end < 8 + (uint64_t)s->header_length || flatbuffer_end > len)
         return fail(&c, PTMF_E_BAD_HEADER, 16);
-    if (base > len || size > len - base) return fail(&c, PTMF_E_BAD_HEADER, 24);
+    if (base > len) return fail(&c, PTMF_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 24 : 32);
+    if (size > len - base) return fail(&c, PTMF_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 32 : 40);
     s->flatbuffer_end = flatbuffer_end;
     s->segment_base = base;
     s->segment_size = size;

@@ -20,7 +20,7 @@ from .functions import Argument, Function, Methods, Operator, Schema
 from .executorch import DataFile, Method, Program, TensorSpec
 from .files import load
 from .module import Module, VerifyReport, verify
-from .tensors import QuantizedTensor
+from .tensors import QuantizedTensor, TensorRecord
 from .values import Device, EnumValue, Object, TensorKey
 
 __version__ = "0.1.0"
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Argument", "DataFile", "Device", "EnumValue", "FormatError", "Function", "Method", "Methods", "Module",
     "Object", "ObjectType", "Operator", "Program", "QuantizedTensor", "Schema", "TensorKey",
-    "TensorSpec",
+    "TensorRecord", "TensorSpec",
     "VerifyReport", "load",
     "verify",
 ]

@@ -1,22 +1,20 @@
-"""The verified, indexed file that every proxy reads from.
+"""The index layer: the verified, indexed file that the decoding layer reads.
 
 ``Image`` runs the C passes once (open, storages, ivalues, tensors and, when
-verifying, the rest) and keeps their flat index arrays. Decoding a value reads
-the index and the buffer; it never walks a vtable again.
+verifying, the rest), applies the readahead advice, keeps the flat index arrays and
+answers raw reads (strings, reference vectors, arrays over the buffer, the tables
+of object types and named blobs, the C module walk). It knows nothing of decoded
+values: ``tensors``, ``values`` and ``functions`` build them, and own their caches.
 """
 from __future__ import annotations
 
-import itertools
 import mmap
 import re
 import struct
-import threading
-import weakref
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import tensors as _tensors
 from ._jit_source import ClassDecl, parse_classes
 from ._native import check, ffi, format_error, lib, new_error
 from ._source import RUN_GAP, Source, apply_advice
@@ -81,14 +79,6 @@ STORAGE_DTYPE = struct_dtype("ptmf_storage")
 TENSOR_DTYPE = struct_dtype("ptmf_tensor")
 WALK_STEP_DTYPE = struct_dtype("ptmf_walk_step")
 _IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
-#: Scalar types whose values are packed several to a byte, as a lookup table.
-_PACKED_TYPES = np.zeros(256, bool)
-_PACKED_TYPES[list(_tensors.PACKED)] = True
-#: Same-shape tensors it takes to make them as rows of one strided view.
-_SPACED_MIN = 32
-_TENSOR_FIELDS = ("scalar_type", "storage", "storage_offset", "ndim", "dims", "qscheme",
-                  "numel", "contiguous", "scale", "zero_point", "scales", "zero_points",
-                  "axis", "pos", "ivalue")
 
 
 class Options:
@@ -145,24 +135,14 @@ class Image:
         #: Whether nobody can change the bytes through the source (a read-only
         #: mapping, bytes): what is derived from them may then be kept.
         self.immutable = view.readonly
-        #: Module.state_dict()'s result, kept when ``immutable``.
-        self.state_dict: Optional[Dict[str, Any]] = None
         self.size = len(source)
         self.cbuf = ffi.from_buffer("uint8_t[]", source.obj)
         self._rows: Optional[List[Tuple[int, ...]]] = None
-        self._tensor_cache: Optional[Tuple[List[Tuple[Any, ...]], List[int], List[int]]] = None
         self._flats: Dict[np.dtype, np.ndarray] = {}
-        self._dims: Optional[List[int]] = None
-        self._tensors: Dict[int, Any] = {}
         self._storages: Optional[List[np.ndarray]] = None
-        # Weak, so proxies (which hold the image) never form a cycle with it. Plain
-        # references, not a WeakValueDictionary: a dead one costs a slot until reused.
-        self._proxies: Dict[int, "weakref.ref[Any]"] = {}
-        self._proxy_lock = threading.Lock()
         self._object_types: Optional[List[ObjectType]] = None
         self._slots: Dict[int, Dict[str, int]] = {}
         self._classes: Optional[Dict[str, ClassDecl]] = None
-        self._restored: Dict[int, Dict[str, Any]] = {}
         err = new_error()
         opt = options.to_c()
         s = self.summary = ffi.new("ptmf_summary *")
@@ -245,7 +225,7 @@ class Image:
         """A read-only array over the buffer (``view`` is always read-only)."""
         return np.frombuffer(self.view, dtype, count=count, offset=offset)
 
-    # ------------------------------------------------------------ tensors
+    # ------------------------------------------------------------ storages
 
     def storage(self, i: int) -> np.ndarray:
         """Storage ``i`` as a read-only uint8 array over the buffer."""
@@ -256,7 +236,7 @@ class Image:
             self._storages = arrays
         return self._storages[i]
 
-    def _flat(self, dtype: np.dtype) -> np.ndarray:
+    def flat(self, dtype: np.dtype) -> np.ndarray:
         """The whole buffer as one read-only array of ``dtype``, made once per dtype."""
         flat = self._flats.get(dtype)
         if flat is None:
@@ -264,189 +244,8 @@ class Image:
         return flat
 
     def storage_count(self) -> int:
+        """How many storages the file holds."""
         return int(self.summary.n_storages)
-
-    def tensor(self, t: int) -> Any:
-        """Tensor record ``t`` as an ndarray or a QuantizedTensor, made once."""
-        value = self._tensors.get(t)
-        if value is None:
-            value = self._tensors.setdefault(t, self._make_tensor(t))
-        return value
-
-    def tensors(self, ts: Sequence[int]) -> List[Any]:
-        """Tensor records ``ts`` as ``tensor`` gives them, the common ones made in bulk:
-        contiguous, unquantized, unpacked, aligned views are slices of the buffer seen
-        as their dtype, located and shaped for all records at once."""
-        made = self._tensors
-        todo = np.unique(np.fromiter(ts, np.int64) if not made
-                         else np.array([t for t in ts if t not in made], np.int64))
-        if len(todo):
-            self._make_common(todo)
-        try:
-            return list(map(made.__getitem__, ts))
-        except KeyError:   # some are not of the common kind: made one by one
-            return [made[t] if t in made else self.tensor(t) for t in ts]
-
-    def _make_common(self, todo: np.ndarray) -> None:
-        rec = columns(self.tensor_index, ("scalar_type", "storage", "storage_offset", "ndim",
-                                          "dims", "qscheme", "numel", "contiguous"), todo)
-        st = rec["scalar_type"]
-        common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
-                  & ~_PACKED_TYPES[st.astype(np.uint8)])
-        positions = self.storage_index["pos"].astype(np.int64)
-        setdefault = self._tensors.setdefault
-        for scalar_type in np.unique(st[common]).tolist():
-            dtype = _tensors.numpy_dtype(scalar_type)
-            pick = np.flatnonzero(common & (st == scalar_type))
-            start = (positions[rec["storage"][pick]]
-                     + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
-            aligned = start % dtype.itemsize == 0
-            pick = pick[aligned]
-            first = start[aligned] // dtype.itemsize
-            end = first + rec["numel"][pick].astype(np.int64)
-            flat = self._flat(dtype)
-            ndims = rec["ndim"][pick]
-            for ndim in np.unique(ndims).tolist():
-                sel = np.flatnonzero(ndims == ndim)
-                # One row of sizes per tensor.
-                shape_rows = self.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
-                                       + np.arange(ndim)]
-                if ndim and len(sel) >= _SPACED_MIN:
-                    left = self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)
-                    sel, shape_rows = sel[left], shape_rows[left]
-                spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
-                if ndim == 1:
-                    for t, a, b in spans:
-                        setdefault(t, flat[a:b])
-                    continue
-                # One tuple per tensor, made by zip: reshape parses a tuple fastest.
-                shapes: Iterable[Tuple[int, ...]] = (
-                    zip(*shape_rows.T.tolist()) if ndim else itertools.repeat(()))
-                for (t, a, b), shape in zip(spans, shapes):
-                    setdefault(t, flat[a:b].reshape(shape))
-
-    def _make_spaced(self, flat: np.ndarray, ts: np.ndarray, firsts: np.ndarray,
-                     shapes: np.ndarray) -> np.ndarray:
-        """Make, as rows of one strided view, each group of at least ``_SPACED_MIN``
-        tensors of one shape whose starts are evenly spaced (a model's repeated
-        layers); returns the mask of those left to make one by one. Every row lies
-        in the span from the group's first start to its last tensor's end, which the
-        C index proved inside the buffer."""
-        left = np.ones(len(ts), bool)
-        # Sorted by shape, then start: each run of one shape is a candidate group.
-        order = np.lexsort([firsts, *shapes.T[::-1]])
-        shapes, firsts = shapes[order], firsts[order]
-        bounds = np.flatnonzero((shapes[1:] != shapes[:-1]).any(axis=1)) + 1
-        setdefault = self._tensors.setdefault
-        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
-            if b - a < _SPACED_MIN:
-                continue
-            members, starts = order[a:b], firsts[a:b]
-            step = int(starts[1] - starts[0])
-            if step <= 0 or (np.diff(starts) != step).any():
-                continue
-            shape = tuple(shapes[a].tolist())
-            strides = [flat.itemsize]
-            for size in shape[:0:-1]:
-                strides.insert(0, strides[0] * size)
-            first, last_end = int(starts[0]), int(starts[-1]) + int(np.prod(shape))
-            rows = np.lib.stride_tricks.as_strided(
-                flat[first:last_end], (len(members),) + shape,
-                (step * flat.itemsize, *strides), writeable=False)
-            for t, row in zip(ts[members].tolist(), rows):
-                setdefault(t, row)
-            left[members] = False
-        return left
-
-    def _records(self) -> Tuple[List[Tuple[Any, ...]], List[int], List[int]]:
-        """Tensor records, dims and storage positions as Python lists, made once."""
-        cache = self._tensor_cache
-        if cache is None:
-            # Built whole, then published in one assignment: threads may race here.
-            cache = self._tensor_cache = (self.tensor_index[list(_TENSOR_FIELDS)].tolist(),
-                                          self._dim_list(),
-                                          self.storage_index["pos"].tolist())
-        return cache
-
-    def _dim_list(self) -> List[int]:
-        """Every tensor's sizes and strides as one Python list, made once."""
-        if self._dims is None:
-            self._dims = self.dims.tolist()
-        return self._dims
-
-    def _make_tensor(self, t: int) -> Any:
-        records, dims, storage_pos = self._records()
-        st, storage_index, offset, ndim, d, qscheme, numel, contiguous = records[t][:8]
-        sizes = dims[d:d + ndim]
-        if contiguous and numel and st not in _tensors.PACKED:
-            # The common case: a slice of the whole buffer seen as this dtype, then
-            # a reshape. The C index proved the extent.
-            dtype = _tensors.numpy_dtype(st)
-            start = storage_pos[storage_index] + offset * dtype.itemsize
-            if start % dtype.itemsize == 0:
-                first = start // dtype.itemsize
-                array = self._flat(dtype)[first:first + numel]
-            else:
-                array = self.array(dtype, numel, start)
-            if ndim != 1:
-                array = array.reshape(sizes)
-            if qscheme < 0:
-                return array
-        strides = dims[d + ndim:d + 2 * ndim]
-        storage = self.storage(storage_index)
-        if st in _tensors.PACKED and numel > _tensors.PACKED[st] * storage.size:
-            # Only an expanded (stride 0) view names more values than its storage
-            # holds; repacking it would allocate without bound.
-            pos, ivalue = records[t][13:]
-            raise format_error(lib.PTMF_E_ELEMENT_BUDGET, pos,
-                               f"ivalues[{ivalue}].val<TensorMetadata>",
-                               "packed tensor view names more values than its storage holds")
-        if not (contiguous and numel and st not in _tensors.PACKED):
-            array = _tensors.view(storage, st, offset, sizes, strides)
-        if qscheme < 0:
-            return array
-        if st in _tensors.PACKED and array.size:
-            def values() -> np.ndarray:
-                return _tensors.unpack(storage, st, offset, sizes, strides)
-        else:
-            def values() -> np.ndarray:
-                return array
-        common = (array, tuple(sizes), _tensors.scalar_type_name(st),
-                  _tensors.QSCHEME_NAMES[qscheme], values)
-        scale, zero_point, scales, zero_points, axis = records[t][8:13]
-        if qscheme == 0:
-            return _tensors.QuantizedTensor(*common, scale=scale, zero_point=zero_point)
-        return _tensors.QuantizedTensor(*common, scales=self.tensor(scales),
-                                        zero_points=self.tensor(zero_points), axis=axis)
-
-    # ------------------------------------------------------------ values
-
-    def value(self, i: int) -> Any:
-        """Decode ivalue ``i``; values shared inside it are decoded once."""
-        from .values import decode
-        return decode(self, i, {})
-
-    def proxy(self, i: int, factory: Any) -> Any:
-        """The one proxy object for ivalue ``i`` (an Object or Function)."""
-        return self.proxies([i], factory)[0]
-
-    def proxies(self, indices: Sequence[int], factory: Any) -> List[Any]:
-        """The one proxy object for each ivalue of ``indices``, the missing ones made
-        in bulk and published under a lock: threads racing here get the same ones."""
-        refs = self._proxies
-        out = [None if (ref := refs.get(i)) is None else ref() for i in indices]
-        todo = [i for i, p in zip(indices, out) if p is None]
-        if todo:
-            made = dict(zip(todo, map(factory, itertools.repeat(self), todo)))
-            with self._proxy_lock:
-                for i, p in made.items():
-                    known = None if (ref := refs.get(i)) is None else ref()
-                    if known is None:
-                        refs[i] = weakref.ref(p)
-                    else:
-                        made[i] = known
-            out = [made[i] if p is None else p for i, p in zip(indices, out)]
-        return out
 
     # ------------------------------------------------------------ tables
 
@@ -525,13 +324,6 @@ class Image:
         check(status, err)
         return steps[:int(n[0])]
 
-    def restored_attributes(self, i: int, restore: Any) -> Dict[str, Any]:
-        """Attributes of set-state object ``i``, computed once by ``restore(image, i)``."""
-        attrs = self._restored.get(i)
-        if attrs is None:
-            attrs = self._restored[i] = restore(self, i)
-        return attrs
-
     def _explain_negative_size(self, status: int, err: Any) -> None:
         """Name the tensor whose int32 size overflowed: torch writes tensors with more
         than 2^31-1 elements along one dimension without complaint."""
@@ -554,8 +346,8 @@ class Image:
         """Dotted attribute path from the root object to ivalue ``target``, if any
         field object holds it (first holder wins)."""
         parent: Dict[int, Tuple[int, int]] = {}
-        for j in np.flatnonzero(self.index["type"] == 10).tolist():
-            _, _, a, n, _, _, _, _ = self.rows()[j]
+        for j in np.flatnonzero(self.index["type"] == OBJECT).tolist():
+            _, _, a, n, _, _, _, _ = self.rows()[j]   # an Object: attrs at a, n of them
             for slot, child in enumerate(self.refs(j, a, n, f"ivalues[{j}].val<Object>.attrs")):
                 parent.setdefault(child, (j, slot))
         names: List[str] = []
@@ -565,6 +357,6 @@ class Image:
             if node not in parent or len(names) > len(parent):
                 return None
             node, slot = parent[node]
-            attr_names = self.object_types()[self.rows()[node][5]].attr_names
+            attr_names = self.object_types()[int(self.index["m"][node])].attr_names
             names.append(attr_names[slot] if slot < len(attr_names) else f"<slot {slot}>")
         return ".".join(reversed(names))

@@ -7,9 +7,9 @@ matched by name, then, among those left on each side, by position and shape (the
 tensor of A with the first of B of the same shape and dtype), and compared chunk by chunk
 straight from the mappings, so no model is ever loaded whole into memory.
 
-Names: a PTMF model's tensors are its ``state_dict()``; a program's are its
-``state_dict()`` (tensors whose name the files hold) and its constants as
-``<method>.values[<index>]``; a data file's are its tensors by key.
+Names: a PTMF model's tensors are its ``state_dict()``, a program's its ``named_tensors()``
+(the names the files hold, else ``<method>.values[<index>]``), a data file's its
+tensors by key.
 """
 from __future__ import annotations
 
@@ -123,13 +123,9 @@ def _structure(a: Opened, b: Opened) -> List[Change]:
 # ------------------------------------------------------------------ tensors
 
 def _tensors(f: Opened) -> Dict[str, Tensor]:
-    if isinstance(f, DataFile):
-        return dict(f.tensors)
-    out: Dict[str, Tensor] = dict(f.state_dict())
-    if isinstance(f, Program):
-        names = list(f.methods)
-        for plan, value, array in f.constants():
-            out.setdefault(f"{names[plan]}.values[{value}]", array)
+    if isinstance(f, Module):
+        return f.state_dict()
+    out: Dict[str, Tensor] = dict(f.named_tensors() if isinstance(f, Program) else f.tensors)
     return out
 
 

@@ -135,23 +135,30 @@ def _instruction(member: str, t: Table) -> Instruction:
     return FreeCall(t.scalar("value_index"))
 
 
-class Chain:
+class _Ports:
+    """A table with ``inputs`` and ``outputs`` vectors of value indices."""
+
+    __slots__ = ()
+    _table: Table
+
+    @property
+    def inputs(self) -> List[int]:
+        """Value indices of the inputs."""
+        return list(self._table.vector("inputs").tolist())
+
+    @property
+    def outputs(self) -> List[int]:
+        """Value indices of the outputs."""
+        return list(self._table.vector("outputs").tolist())
+
+
+class Chain(_Ports):
     """A sequence of instructions of an execution plan."""
 
     __slots__ = ("_table",)
 
     def __init__(self, table: Table) -> None:
         self._table = table
-
-    @property
-    def inputs(self) -> List[int]:
-        """Value indices the chain reads."""
-        return list(self._table.vector("inputs").tolist())
-
-    @property
-    def outputs(self) -> List[int]:
-        """Value indices the chain writes."""
-        return list(self._table.vector("outputs").tolist())
 
     @property
     def instructions(self) -> List[Instruction]:
@@ -246,7 +253,7 @@ class Values(Sequence[Any]):
         return f"<Values of {len(self)}>"
 
 
-class Method:
+class Method(_Ports):
     """One execution plan of a program."""
 
     __slots__ = ("_table", "_program", "index")
@@ -261,16 +268,6 @@ class Method:
     def name(self) -> str:
         """The method's name, e.g. ``"forward"``."""
         return self._table.string("name") or ""
-
-    @property
-    def inputs(self) -> List[int]:
-        """Value indices of the inputs."""
-        return list(self._table.vector("inputs").tolist())
-
-    @property
-    def outputs(self) -> List[int]:
-        """Value indices of the outputs."""
-        return list(self._table.vector("outputs").tolist())
 
     @property
     def values(self) -> Values:
@@ -560,6 +557,15 @@ class Program(_File):
         for f in self.data_files:
             for key, array in f.tensors.items():
                 out.setdefault(key, array)
+        return out
+
+    def named_tensors(self) -> Dict[str, np.ndarray]:
+        """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
+        remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
+        out = self.state_dict()
+        names = list(self.methods)
+        for plan, value, array in self.constants():
+            out.setdefault(f"{names[plan]}.values[{value}]", array)
         return out
 
     def info(self) -> Dict[str, Any]:

@@ -11,10 +11,12 @@ from .executorch import DataFile, Program, open_executorch
 from .module import Module
 from .module import load as load_module
 
-__all__ = ["load"]
+__all__ = ["file_format", "load"]
 
 #: File identifiers (bytes 4..8) of the formats ExecuTorch writes.
 EXECUTORCH = (b"ET12", b"FT01")
+#: What each identifier names.
+FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd"}
 
 
 def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
@@ -37,6 +39,13 @@ def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("file object must be opened in binary mode")
     return bytes(data[4:8]), bytes(data)
+
+
+def file_format(path: str) -> str:
+    """``"ptmf"``, ``"pte"`` or ``"ptd"`` by the file's identifier, ``"unknown"`` for any
+    other file (reads 8 bytes; OSError if the path cannot be read)."""
+    with open(path, "rb") as f:
+        return FORMATS.get(f.read(8)[4:8], "unknown")
 
 
 def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,

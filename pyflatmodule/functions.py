@@ -1,4 +1,5 @@
-"""Functions: bytecode, operators, constants, schemas and a disassembler."""
+"""Functions: bytecode, operators, constants, schemas, the disassembler, and ``short``,
+the one-line description of a decoded value that listings use."""
 from __future__ import annotations
 
 import reprlib
@@ -7,13 +8,13 @@ from typing import (Any, Dict, Iterable, List, NamedTuple, NoReturn, Optional, T
 
 import numpy as np
 
-from ._image import Image
 from ._names import NamedDict, listing, matching_names, not_picklable
 from ._native import check, ffi, format_error, lib, new_error
-from .values import decode
+from .tensors import QuantizedTensor
+from .values import Decoding, Object, decode
 
-__all__ = ["Argument", "Function", "INSTRUCTION_DTYPE", "Methods", "OPCODES", "Operator",
-           "Schema"]
+__all__ = ["Argument", "Function", "INSTRUCTION_DTYPE", "Instruction", "Methods", "OPCODES",
+           "Operator", "Schema", "short"]
 
 T = TypeVar("T")
 
@@ -35,9 +36,15 @@ OPCODES: Tuple[str, ...] = (
     "DIM", "__NOT__", "TO_LIST", "NUM_TO_TENSOR", "IS_CUDA", "FORK", "WARN", "ENTER", "EXIT",
     "AWAITABLE",
 )
+#: Instructions whose x indexes the type annotations (one type).
 _TYPE_OPERAND = {"LIST_CONSTRUCT", "DICT_CONSTRUCT", "NAMED_TUPLE_CONSTRUCT", "CREATE_OBJECT",
-                 "ISINSTANCE", "TYPECHECK", "TO_LIST"}
-_JUMPS = {"JF", "JMP", "LOOP"}
+                 "TO_LIST"}
+#: Instructions whose x and n name a run of type annotations.
+_TYPES_OPERAND = {"ISINSTANCE", "TYPECHECK"}
+#: Instructions whose x is a register.
+_REGISTER = {"LOAD", "MOVE", "STORE", "DROPR"}
+#: Instructions whose x is an attribute slot.
+_SLOT = {"GET_ATTR", "SET_ATTR"}
 
 _REPR = reprlib.Repr()
 _REPR.maxlevel = 3            # constants may nest deeply or share one list many times
@@ -85,10 +92,11 @@ class Schema(NamedTuple):
 class Function:
     """A TorchScript method's mobile bytecode, read on demand."""
 
-    __slots__ = ("_image", "_index", "_f", "__weakref__")
+    __slots__ = ("_file", "_image", "_index", "_f", "__weakref__")
 
-    def __init__(self, image: Image, index: int) -> None:
-        self._image = image
+    def __init__(self, file: Decoding, index: int) -> None:
+        self._file = file
+        self._image = image = file.image
         self._index = index
         f = ffi.new("ptmf_function *")
         err = new_error()
@@ -132,7 +140,7 @@ class Function:
     def constants(self) -> List[Any]:
         """The decoded constant table that LOADC instructions index."""
         memo: Dict[int, Any] = {}
-        return [decode(self._image, j, memo) for j in self._constant_indices()]
+        return [decode(self._file, j, memo) for j in self._constant_indices()]
 
     def _constant_indices(self) -> Tuple[int, ...]:
         f = self._f
@@ -184,7 +192,7 @@ class Function:
                 raise format_error(lib.PTMF_E_BAD_INDEX, vec, where + ".default_value")
             out.append(Argument(image.text(r.s0, r.s0_len, where + ".name"),
                                 image.text(r.s1, r.s1_len, where + ".type"),
-                                decode(image, default, {}) if default else None))
+                                decode(self._file, default, {}) if default else None))
         return out
 
     @property
@@ -193,29 +201,48 @@ class Function:
         f = self._f
         return self._image.array("<i8", f.n_debug_handles, f.debug_handles)
 
-    def disassemble(self) -> str:
-        """A readable listing: schema, registers, then one line per instruction."""
+    def disassembly(self) -> List[Instruction]:
+        """Every instruction decoded: its opcode's name, its operands as text (``r3``,
+        ``c0``, ``t1, 2``, ``+4``...) and a comment naming what they index (operator,
+        constant, types, jump target, ``self``'s attribute)."""
         ops = self.operators
         constants = self.constants
         types = self.type_annotations
+        code: List[Tuple[int, int, int]] = self.instructions.tolist()
+        self_slots = self._self_slots()
+        out = []
+        for pc, (op, n, x) in enumerate(code):
+            name = OPCODES[op] if 0 <= op < len(OPCODES) else f"OP#{op}"
+            operands, comment = _operands(pc, name, x, n, ops, constants, types)
+            if name == "GET_ATTR" and pc and 0 <= x < len(self_slots):
+                prev, _, reg = code[pc - 1]
+                if 0 <= prev < len(OPCODES) and OPCODES[prev] in ("LOAD", "MOVE") and reg == 1:
+                    comment = f"self.{self_slots[x]}"     # the object is register 1: self
+            out.append(Instruction(pc, op, name, x, n, operands, comment))
+        return out
+
+    def _self_slots(self) -> Tuple[str, ...]:
+        """Attribute names of ``self``'s class, when the schema's first argument is self."""
+        schema = self.schema
+        if schema is None or not schema.arguments or schema.arguments[0].name != "self":
+            return ()
+        wanted = schema.arguments[0].type
+        for t in self._image.object_types():
+            if t.name == wanted:
+                return t.attr_names
+        return ()
+
+    def disassemble(self) -> str:
+        """A compact listing: schema, registers, then one line per instruction (pc,
+        opcode, x, n), noting the operator, constant, types or jump target it names,
+        or its register (``disassembly()`` gives every field)."""
         schema = self.schema
         lines = [f"def {self.name}{schema if schema is not None else '(...)'}",
                  f"  registers: {self.register_size}"]
-        for pc, (op, n, x) in enumerate(self.instructions.tolist()):
-            name = OPCODES[op] if 0 <= op < len(OPCODES) else f"OP#{op}"
-            note = ""
-            if name in ("OP", "OPN") and 0 <= x < len(ops):
-                o = ops[x]
-                note = o.full_name + (f" ({o.num_args} args)" if o.num_args is not None else "")
-            elif name == "LOADC" and 0 <= x < len(constants):
-                note = _short(constants[x])
-            elif name in _TYPE_OPERAND and 0 <= x < len(types):
-                note = types[x]
-            elif name in _JUMPS:
-                note = f"-> {pc + x}"
-            elif name in ("LOAD", "MOVE", "STORE", "DROPR"):
-                note = f"r{x}"
-            text = f"  {pc:4d}  {name:<22s} {x:5d} {n:3d}"
+        for ins in self.disassembly():
+            note = (ins.operands if ins.opcode in _REGISTER
+                    else "" if ins.opcode in _SLOT else ins.comment)
+            text = f"  {ins.pc:4d}  {ins.opcode:<22s} {ins.x:5d} {ins.n:3d}"
             lines.append(f"{text}   # {note}" if note else text)
         return "\n".join(lines)
 
@@ -272,6 +299,118 @@ class Methods(NamedDict[Function]):
             return default
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = _REPR.repr(value)
+class Instruction(NamedTuple):
+    """One decoded bytecode instruction (``Function.disassembly``)."""
+
+    pc: int
+    op: int
+    opcode: str
+    x: int
+    n: int
+    operands: str
+    comment: str
+
+
+def _operands(pc: int, name: str, x: int, n: int, ops: List[Operator], constants: List[Any],
+              types: List[str]) -> Tuple[str, str]:
+    """(operand text, comment) of one instruction."""
+    if name in ("OP", "OPN"):
+        text = f"#{x}" + (f", {n} inputs" if name == "OPN" else "")
+        if 0 <= x < len(ops):
+            o = ops[x]
+            return text, o.full_name + (f" ({o.num_args} args)" if o.num_args is not None else "")
+        return text, "operator index out of range"
+    if name in _REGISTER:
+        return f"r{x}", ""
+    if name == "STOREN":
+        return (f"r{x}" if n == 1 else f"r{x}..r{x + n - 1}"), ""
+    if name == "LOADC":
+        return f"c{x}", (short(constants[x]) if 0 <= x < len(constants)
+                         else "constant index out of range")
+    if name in ("JF", "JMP"):
+        return f"{x:+d}", f"-> {pc + x}"
+    if name == "LOOP":
+        return f"{x:+d}, {n}", f"exit -> {pc + x}"
+    if name in _TYPE_OPERAND:
+        text = f"t{x}" + (f", {n}" if name != "CREATE_OBJECT" else "")
+        return text, types[x] if 0 <= x < len(types) else "type index out of range"
+    if name in _TYPES_OPERAND:
+        return f"t{x}, {n}", ", ".join(types[x:x + n])
+    if name in _SLOT:
+        return f"slot {x}", ""
+    if name in ("TUPLE_CONSTRUCT", "LIST_UNPACK", "FORMAT", "WARN"):
+        return f"{x}", ""
+    if name == "TUPLE_SLICE":
+        return f"{x}, {n}", f"[{x}:{x + n}]"
+    if name == "INTERFACE_CALL":
+        return f"c{x}, {n}", (short(constants[x]) if 0 <= x < len(constants) else "")
+    if x or n:
+        return f"{x}, {n}", ""
+    return "", ""
+
+
+class _Full(Exception):
+    """The description reached its limit."""
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """A one-line description of a decoded value, at most ``limit`` characters: a
+    tensor as ``tensor(float32, [2, 3])``, an object or function by its type or name
+    (also inside a list or tuple holding one directly), anything else by its repr.
+    Only the first ``limit`` characters are ever built, so values that share one list
+    many times over cost no more than short ones."""
+    parts: List[str] = []
+    size = 0
+
+    def emit(text: str) -> None:
+        nonlocal size
+        parts.append(text)
+        size += len(text)
+        if size > limit:
+            raise _Full
+
+    def describe(v: Any) -> None:
+        if isinstance(v, np.ndarray):
+            emit(f"tensor({v.dtype}, {list(v.shape)})")
+        elif isinstance(v, QuantizedTensor):
+            emit(f"qtensor({v.dtype_name}, {list(v.shape)}, {v.qscheme})")
+        elif isinstance(v, Object):
+            emit(f"<{v.type_name} object>")
+        elif isinstance(v, Function):
+            emit(f"<function {v.name}>")
+        elif isinstance(v, (list, tuple)) and any(
+                isinstance(x, (np.ndarray, QuantizedTensor, Object, Function)) for x in v):
+            sequence(v, describe)
+        else:
+            plain(v)
+
+    def sequence(v: Any, item: Any) -> None:
+        emit("[" if isinstance(v, list) else "(")
+        for k, x in enumerate(v):
+            if k:
+                emit(", ")
+            item(x)
+        emit("]" if isinstance(v, list) else ",)" if len(v) == 1 else ")")
+
+    def plain(v: Any) -> None:
+        """``repr(v)``, built piece by piece."""
+        if type(v) in (list, tuple):
+            sequence(v, plain)
+        elif type(v) is dict:
+            emit("{")
+            for k, (key, x) in enumerate(v.items()):
+                if k:
+                    emit(", ")
+                plain(key)
+                emit(": ")
+                plain(x)
+            emit("}")
+        else:
+            emit(repr(v))
+
+    try:
+        describe(value)
+    except _Full:
+        pass
+    text = "".join(parts)
     return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -7,20 +7,21 @@ from typing import (Any, Dict, Iterator, List, NamedTuple, NoReturn, Optional, S
 
 import numpy as np
 
-from ._image import FUNCTION, OBJECT, TENSOR, WALK_TOO_LARGE, Image, ObjectType, Options
+from ._decoder import Decoder
+from ._image import (DICT, ENUM, FUNCTION, LIST, OBJECT, TENSOR, TUPLE, UNION_NAMES, Image,
+                     ObjectType, Options)
 from ._names import NamedDict, NamedList, not_picklable
-from ._native import ffi, format_error, lib
+from ._native import format_error, lib
 from ._source import ADVICE, SourceLike, open_source
+from ._state_dict import walk_state_dict
 from ._types import contained_type_names
 from .functions import Function, Methods
-from .tensors import QuantizedTensor
+from .tensors import QuantizedTensor, TensorRecord
 from .values import Object, decode, decode_all
 
-__all__ = ["Module", "VerifyReport", "load", "verify"]
+__all__ = ["IValues", "Module", "TensorRecords", "VerifyReport", "load", "verify"]
 
 Tensor = Union[np.ndarray, QuantizedTensor]
-
-_SAVED_PARAMETERS = "__torch__.SavedParameters"
 
 
 class VerifyReport(NamedTuple):
@@ -105,10 +106,11 @@ def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
 class IValues(Sequence[Any]):
     """The file's ivalue table; ``ivalues[i]`` decodes one value on demand."""
 
-    __slots__ = ("_image",)
+    __slots__ = ("_file", "_image")
 
-    def __init__(self, image: Image) -> None:
-        self._image = image
+    def __init__(self, file: Decoder) -> None:
+        self._file = file
+        self._image = file.image
 
     def __len__(self) -> int:
         return int(self._image.summary.n_ivalues)
@@ -123,25 +125,45 @@ class IValues(Sequence[Any]):
             wanted = range(*i.indices(len(self)))
             if not wanted:
                 return []
-            values = decode_all(self._image, max(wanted) + 1)
+            values = decode_all(self._file, max(wanted) + 1)
             return [values[j] for j in wanted]
         n = len(self)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError("ivalue index out of range")
-        return self._image.value(i)
+        return self._file.value(i)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(decode_all(self._image, len(self)))
+        return iter(decode_all(self._file, len(self)))
 
     def type_name(self, i: int) -> str:
         """The union type stored at ``i`` (``"Int"``, ``"TensorMetadata"``, ...)."""
-        from ._image import UNION_NAMES
         return UNION_NAMES[int(self._image.index["type"][i])]
 
+    def references(self, i: int) -> List[int]:
+        """The ivalue indices value ``i`` refers to, without decoding anything: a List's
+        or Tuple's items; a Dict's keys, then its values; an Object's attributes (in
+        slot order) when it is a field object, else its stored state (what
+        ``__getstate__`` returned); an enum's value. Other values refer to none."""
+        image = self._image
+        if not 0 <= i < len(self):
+            raise IndexError("ivalue index out of range")
+        t, _, a, n, b, m, _, _ = image.rows()[i]
+        where = f"ivalues[{i}].val<{UNION_NAMES[t]}>"
+        if t in (LIST, TUPLE):
+            return list(image.refs(i, a, n, where + ".items"))
+        if t == DICT:
+            return [*image.refs(i, a, n, where + ".keys"), *image.refs(i, b, n, where + ".values")]
+        if t == OBJECT:
+            if image.object_types()[m].kind == "class_with_field":
+                return list(image.refs(i, a, n, where + ".attrs"))
+            return [b]
+        if t == ENUM:
+            return [m]
+        return []
+
     def __repr__(self) -> str:
-        from ._image import UNION_NAMES
         kinds, counts = np.unique(self._image.index["type"][:len(self)], return_counts=True)
         by_count = sorted(zip(counts.tolist(), kinds.tolist()), key=lambda c: -c[0])
         kinds_text = ", ".join(f"{n:,} {UNION_NAMES[k]}" for n, k in by_count)
@@ -191,26 +213,43 @@ class Storages(NamedList[np.ndarray]):
         return f"{item.nbytes:,} bytes"
 
 
+class TensorRecords(NamedList[TensorRecord]):
+    """The file's tensor records (a ``list``); the repr gives a few dtypes and shapes."""
+
+    what = "TensorRecords"
+    unit = "tensor"
+
+    def name_of(self, item: TensorRecord) -> str:
+        """The record's dtype and shape."""
+        return f"{item.dtype}{list(item.shape)}"
+
+
 class Module:
     """An open PTMF file. Every array and proxy it hands out keeps the file's memory
     alive by itself; ``close()`` only drops the module's own hold."""
 
     def __init__(self, image: Image) -> None:
-        self._image: Optional[Image] = image
+        self._file: Optional[Decoder] = Decoder(image)
         #: load()'s keyword arguments: what re-opening the file in another process takes.
         self._load_args: Dict[str, Any] = {}
+        #: state_dict()'s result, kept when the bytes cannot change.
+        self._state_dict: Optional[Dict[str, Tensor]] = None
 
     # -------------------------------------------------------------- lifetime
 
-    def _img(self) -> Image:
-        image = self._image
-        if image is None:
+    def _decoder(self) -> Decoder:
+        file = self._file
+        if file is None:
             raise ValueError("operation on a closed pyflatmodule.Module")
-        return image
+        return file
+
+    def _img(self) -> Image:
+        return self._decoder().image
 
     def close(self) -> None:
         """Drop this module's hold on the file; arrays and proxies taken earlier stay valid."""
-        self._image = None
+        self._file = None
+        self._state_dict = None
 
     def check(self) -> Optional[str]:
         """None while the file on disk is the one that was opened; otherwise what
@@ -222,7 +261,7 @@ class Module:
     @property
     def closed(self) -> bool:
         """True once ``close()`` was called."""
-        return self._image is None
+        return self._file is None
 
     def __enter__(self) -> "Module":
         return self
@@ -231,9 +270,10 @@ class Module:
         self.close()
 
     def __repr__(self) -> str:
-        if self._image is None:
+        if self._file is None:
             return "<pyflatmodule.Module (closed)>"
-        return f"<pyflatmodule.Module {self._image.source.name!r}, {len(self.ivalues)} ivalues>"
+        return (f"<pyflatmodule.Module {self._file.image.source.name!r}, "
+                f"{len(self.ivalues)} ivalues>")
 
     def __reduce__(self) -> Tuple[Any, Tuple[str, Dict[str, Any], Tuple[int, int, int]]]:
         """A Module opened from a path pickles as that path, ``load()``'s arguments
@@ -286,11 +326,12 @@ class Module:
     def methods(self) -> Methods:
         """The module's exported methods, keyed by qualified name; a short name
         (``methods["forward"]``) finds the one method it ends when unambiguous."""
-        image = self._img()
+        file = self._decoder()
+        image = file.image
         s = image.summary
         out = []
         for k, j in enumerate(image.u32s(s.methods, s.n_methods)):
-            f = decode(image, j, {}) if j < s.n_ivalues else None
+            f = decode(file, j, {}) if j < s.n_ivalues else None
             if not isinstance(f, Function):
                 raise format_error(lib.PTMF_E_KIND_MISMATCH, int(s.methods) + 4 * k,
                                    f"methods[{k}]", "method is not a Function")
@@ -300,18 +341,18 @@ class Module:
     @property
     def root(self) -> Object:
         """The root module object."""
-        image = self._img()
+        file = self._decoder()
+        image = file.image
         i = int(image.summary.state_obj)
         if image.index["type"][i] != OBJECT:
             raise format_error(lib.PTMF_E_KIND_MISMATCH, int(image.summary.root), "state_obj",
                                "state_obj is not an Object")
-        root: Object = image.proxy(i, Object)
-        return root
+        return file.objects([i])[0]
 
     @property
     def ivalues(self) -> IValues:
         """Every value in the file, decoded on demand."""
-        return IValues(self._img())
+        return IValues(self._decoder())
 
     @property
     def object_types(self) -> ObjectTypes:
@@ -326,11 +367,26 @@ class Module:
 
     def functions(self) -> List[Function]:
         """Every Function in the file (methods, ``__setstate__``, helpers), in file order."""
-        image = self._img()
-        return [image.proxy(int(i), Function)
-                for i in np.flatnonzero(image.index["type"] == FUNCTION)]
+        file = self._decoder()
+        return file.functions(np.flatnonzero(file.image.index["type"] == FUNCTION).tolist())
 
     # -------------------------------------------------------------- tensors
+
+    @property
+    def tensor_records(self) -> TensorRecords:
+        """Every tensor record of the file, as it describes each tensor: torch's dtype,
+        shape, strides, storage and where it lies in the file (see ``TensorRecord``).
+        ``record.ivalue`` decodes, through ``ivalues``, to the tensor itself."""
+        return TensorRecords(self._decoder().tensors.records())
+
+    def tensor_record(self, tensor: Tensor) -> Optional[TensorRecord]:
+        """The record a tensor taken from this module (``state_dict()``, an attribute,
+        ``ivalues``) was made from; None for any other array. Tells apart what the
+        array cannot: torch dtypes that share a numpy dtype (``uint8``, ``bits8``,
+        ``uint3``...), the storage, the strides in elements."""
+        tensors = self._decoder().tensors
+        t = tensors.record_of(tensor)
+        return None if t is None else tensors.records()[t]
 
     def state_dict(self) -> Dict[str, Tensor]:
         """Parameters and buffers by dotted name, as torch's ``state_dict()`` gives them.
@@ -343,53 +399,32 @@ class Module:
         The walk runs once per module when the bytes cannot change (a path, ``bytes``):
         later calls return a new dict of the same arrays.
         """
-        image = self._img()
-        if image.state_dict is not None:
-            return dict(image.state_dict)
-        out = self._walk_state_dict(image)
-        if image.immutable:
+        file = self._decoder()
+        kept = self._state_dict
+        if kept is not None:
+            return dict(kept)
+        out = walk_state_dict(file, self.root)
+        if file.image.immutable:
             # The walk's result depends only on bytes nobody can change: kept, and
             # each call gets its own dict.
-            image.state_dict = out
+            self._state_dict = out
             return dict(out)
-        return out
-
-    def _walk_state_dict(self, image: Image) -> Dict[str, Tensor]:
-        root = self.root
-        # Shared objects are walked once per path, as torch does; the walk is paid in
-        # attributes visited and stops at a few times what a tree of this file holds.
-        budget = [_WALK_FLOOR + 4 * len(self.ivalues)]
-        if root.type_name == _SAVED_PARAMETERS and not image.summary.n_jit_sources:
-            data = root.attributes.get("data")
-            if isinstance(data, dict):
-                return {str(k): v for k, v in data.items()
-                        if isinstance(v, (np.ndarray, QuantizedTensor))}
-        declarations = {name: (set(decl.parameters), set(decl.buffers))
-                        for name, decl in image.classes().items() if decl.is_module}
-        if root.type_name in declarations:
-            # Field objects' tensors are found as record numbers, then made in bulk.
-            found = _walk_declared(image, root.index, declarations, budget)
-            records = [k for k, v in found.items() if isinstance(v, int)]
-            found.update(zip(records, image.tensors([found[k] for k in records])))
-            return found
-        out: Dict[str, Tensor] = {}
-        _walk_fields(root, "", out, budget)
         return out
 
     # -------------------------------------------------------------- info
 
     def info(self) -> Dict[str, Any]:
         """What torch's ``get_flatbuffer_module_info`` reports, with sets for names."""
-        image = self._img()
-        s = image.summary
+        file = self._decoder()
+        s = file.image.summary
         limit = int(s.mobile_ivalue_size)
         if limit == 0 or limit > s.n_ivalues:
             limit = int(s.n_ivalues)
         names: Set[str] = set()
         ops: Dict[str, int] = {}
         annotations: List[str] = []
-        for i in np.flatnonzero(image.index["type"][:limit] == FUNCTION):
-            f = image.proxy(int(i), Function)
+        for f in file.functions(np.flatnonzero(file.image.index["type"][:limit]
+                                               == FUNCTION).tolist()):
             names.add(f.name)
             for op in f.operators:
                 ops[op.full_name] = -1 if op.num_args is None else op.num_args
@@ -429,141 +464,3 @@ def _reopen(path: str, load_args: Dict[str, Any], identity: Tuple[int, int, int]
         module.close()
         raise
     return module
-
-
-#: Attribute visits any state_dict walk may make, beyond four per ivalue in the file.
-_WALK_FLOOR = 65_536
-
-
-def _spend(budget: List[int], image: Image, i: int, attributes: int) -> None:
-    budget[0] -= 1 + attributes
-    if budget[0] < 0:
-        raise format_error(lib.PTMF_E_ELEMENT_BUDGET, image.rows()[i][1], f"ivalues[{i}]",
-                           WALK_TOO_LARGE)
-
-
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, (np.ndarray, QuantizedTensor))
-
-
-def _walk_declared(image: Image, root: int, decls: Dict[str, Tuple[Set[str], Set[str]]],
-                   budget: List[int]) -> Dict[str, Any]:
-    """nn.Module.state_dict order: parameters, then buffers (each in slot order), then
-    each submodule's entries; depth-first without recursion (a stack of the modules'
-    entry generators, each writing its tensors to the result and yielding the
-    submodules it leaves to the next). Field objects' tensors come out as record
-    numbers (ints)."""
-    walk = _ModuleWalk(image, decls)
-    out: Dict[str, Any] = {}
-    stack = [walk.entries(root, "", out, budget)]
-    while stack:
-        for j, prefix in stack[-1]:
-            stack.append(walk.entries(j, prefix, out, budget))
-            break
-        else:
-            stack.pop()
-    return out
-
-
-class _ModuleWalk:
-    """One file's declared modules, as the C walk reads them: per object type, whether
-    it is a module (and of which kind) and each attribute name's role."""
-
-    def __init__(self, image: Image, decls: Dict[str, Tuple[Set[str], Set[str]]]) -> None:
-        self.image = image
-        self.decls = decls
-        types = image.object_types()
-        self.names: List[str] = []
-        module = np.zeros(len(types), np.uint8)
-        base = np.zeros(len(types), np.uint32)
-        count = np.zeros(len(types), np.uint32)
-        role = bytearray()
-        for t, ty in enumerate(types):
-            base[t], count[t] = len(self.names), len(ty.attr_names)
-            self.names.extend(ty.attr_names)
-            decl = decls.get(ty.name)
-            if decl is None:
-                role.extend(bytes(len(ty.attr_names)))
-                continue
-            params, buffers = decl
-            module[t] = 1 if ty.kind == "class_with_field" else 2
-            role.extend(lib.PTMF_WALK_PARAMETER if n in params
-                        else lib.PTMF_WALK_BUFFER if n in buffers else 0
-                        for n in ty.attr_names)
-        #: Per object type: 0 not a module, 1 entered by the C walk, 2 walked here.
-        self.module = module.tolist()
-        arrays = {field: ffi.from_buffer(ctype, a) for field, ctype, a in
-                  (("module", "uint8_t[]", module), ("slot_base", "uint32_t[]", base),
-                   ("slot_count", "uint32_t[]", count), ("role", "uint8_t[]", role))}
-        self.c_types = ffi.new("ptmf_walk_types *", dict(
-            arrays, n_types=len(types), n_names=len(self.names)))
-        self._keep = arrays   # the struct points into these
-
-    def entries(self, i: int, prefix: str, out: Dict[str, Any],
-                budget: List[int]) -> Iterator[Tuple[int, str]]:
-        """Module ``i``'s entries under ``prefix``: its tensors go to ``out`` in order;
-        each submodule this walk does not enter is yielded, where it sits, as
-        (ivalue, its prefix)."""
-        if self.module[int(self.image.index["m"][i])] == 1:
-            return self._field_entries(i, prefix, out, budget)
-        return self._other_entries(i, prefix, out, budget)
-
-    def _field_entries(self, i: int, prefix: str, out: Dict[str, Any],
-                       budget: List[int]) -> Iterator[Tuple[int, str]]:
-        steps = self.image.walk_modules(i, self.c_types, budget)
-        names = self.names
-        parents, name_ids, targets, kinds = (steps[f].tolist() for f in
-                                             ("parent", "name", "target", "kind"))
-        # Modules come before their steps: one pass gives every module its prefix.
-        prefixes = [prefix] * len(kinds)
-        for e in np.flatnonzero(steps["kind"][1:] >= lib.PTMF_WALK_MODULE).tolist():
-            prefixes[e + 1] = prefixes[parents[e + 1]] + names[name_ids[e + 1]] + "."
-        # The tensors between the modules this walk leaves to the caller, in bulk.
-        last = 1
-        for e in np.flatnonzero(steps["kind"] == lib.PTMF_WALK_OTHER_MODULE).tolist() + [
-                len(kinds)]:
-            out.update((prefixes[p] + names[n], t) for p, n, t, k in
-                       zip(parents[last:e], name_ids[last:e], targets[last:e], kinds[last:e])
-                       if k < lib.PTMF_WALK_MODULE)
-            if e < len(kinds):
-                yield targets[e], prefixes[e]
-            last = e + 1
-
-    def _other_entries(self, i: int, prefix: str, out: Dict[str, Any],
-                       budget: List[int]) -> Iterator[Tuple[int, str]]:
-        """A module that is not a field object (a set-state one): its attributes are
-        those its ``__setstate__`` sets."""
-        image = self.image
-        _spend(budget, image, i, int(image.index["n"][i]))
-        params, buffers = self.decls[image.object_types()[int(image.index["m"][i])].name]
-        attributes = image.proxy(i, Object)._tensors_and_objects()
-        tensors = [(name, value) for name, value in attributes
-                   if not isinstance(value, Object)]
-        out.update((prefix + name, value) for name, value in tensors if name in params)
-        out.update((prefix + name, value) for name, value in tensors
-                   if name not in params and name in buffers)
-        for name, value in attributes:
-            if isinstance(value, Object) and self.module[int(image.index["m"][value.index])]:
-                yield value.index, f"{prefix}{name}."
-
-
-def _walk_fields(obj: Object, prefix: str, out: Dict[str, Tensor], budget: List[int]) -> None:
-    # Attributes in slot order, each object's entries where it sits among them;
-    # depth-first without recursion (a stack of the objects' attribute iterators).
-    def attributes(obj: Object, prefix: str) -> Iterator[Tuple[str, Any]]:
-        if obj.kind != "class_with_field":
-            _spend(budget, obj._image, obj.index, 0)
-            return iter(())
-        _spend(budget, obj._image, obj.index, int(obj._image.rows()[obj.index][3]))
-        return ((prefix + name, value) for name, value in obj._tensors_and_objects())
-
-    stack = [attributes(obj, prefix)]
-    while stack:
-        for path, value in stack[-1]:
-            if _is_tensor(value):
-                out[path] = value
-            elif isinstance(value, Object):
-                stack.append(attributes(value, path + "."))
-                break
-        else:
-            stack.pop()

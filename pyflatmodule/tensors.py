@@ -1,13 +1,17 @@
-"""Tensors: c10::ScalarType to numpy dtypes, zero-copy views, quantized tensors."""
+"""Tensors: c10::ScalarType to numpy dtypes, zero-copy views, quantized tensors, and
+``TensorTable``, which makes each of a file's tensor records into one array, once."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+import itertools
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._native import lib
+from ._image import Image, columns
+from ._native import format_error, lib
 
-__all__ = ["DTYPE_NAMES", "QuantizedTensor", "numpy_dtype", "scalar_type_name"]
+__all__ = ["DTYPE_NAMES", "QuantizedTensor", "TensorRecord", "TensorTable", "numpy_dtype",
+           "scalar_type_name"]
 
 #: torch's name of every scalar type a PTMF file can hold, by c10::ScalarType number.
 DTYPE_NAMES: Tuple[str, ...] = (
@@ -38,8 +42,8 @@ _DTYPES: List[Optional[np.dtype]] = (
     + [np.dtype("u1")] * 7 + [np.dtype("i1")] * 7               # uint1..7, int1..7: a byte each
     + [None, np.dtype("u1")]                   # float8_e8m0fnu; float4_e2m1fn_x2: packed pairs
 )
-_ML_DTYPES = {15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn", 25: "float8_e5m2fnuz",
-              26: "float8_e4m3fnuz", 44: "float8_e8m0fnu"}
+#: ml_dtypes names them as torch does.
+_ML_DTYPES = {st: DTYPE_NAMES[st] for st, dtype in enumerate(_DTYPES) if dtype is None}
 assert len(_DTYPES) == len(DTYPE_NAMES) == lib.PTMF_SCALAR_TYPE_COUNT
 
 #: Packed quantized types: values per byte.
@@ -124,7 +128,7 @@ def _packed(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, .
             and offset % per_byte == 0):
         start = offset // per_byte
         return storage[start:start + nbytes]
-    st = 16 if per_byte == 2 else 17
+    st = lib.PTMF_QUINT4X2 if per_byte == PACKED[lib.PTMF_QUINT4X2] else lib.PTMF_QUINT2X4
     values = unpack(storage, st, offset, shape, strides).reshape(-1)
     padded = np.zeros(nbytes * per_byte, np.uint8)
     padded[:numel] = values
@@ -184,3 +188,272 @@ class QuantizedTensor:
                   else f"axis={self.axis}")
         return (f"QuantizedTensor({self.dtype_name}, shape={self.shape}, "
                 f"{self.qscheme}, {params})")
+
+
+class TensorRecord(NamedTuple):
+    """One tensor as the file describes it (``Module.tensor_records``).
+
+    Attributes:
+        number: the record's number among the file's tensors.
+        ivalue: the ivalue that holds the tensor; None for the scales and zero points
+            of a per-channel quantized tensor, stored inside its record.
+        dtype: torch's name of the scalar type, e.g. ``"float32"``, ``"quint4x2"``.
+        shape: sizes, as torch's ``Tensor.shape``.
+        strides: strides in elements, as torch's ``Tensor.stride()``.
+        storage: index of the storage it views (``Module.storages``).
+        storage_offset: where it starts in its storage, in elements.
+        offset: byte offset in the file of the storage byte holding its first element.
+        storage_size: size of its storage in bytes.
+        nbytes: bytes its elements take (packed types: their packed bytes).
+        requires_grad: the tensor's ``requires_grad`` flag.
+        qscheme: the quantization scheme (``"per_tensor_affine"``...), else None.
+    """
+
+    number: int
+    ivalue: Optional[int]
+    dtype: str
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]
+    storage: int
+    storage_offset: int
+    offset: int
+    storage_size: int
+    nbytes: int
+    requires_grad: bool
+    qscheme: Optional[str]
+
+
+#: Scalar types whose values are packed several to a byte, as a lookup table.
+_PACKED_TYPES = np.zeros(256, bool)
+_PACKED_TYPES[list(PACKED)] = True
+#: Same-shape tensors it takes to make them as rows of one strided view.
+_SPACED_MIN = 32
+
+
+class _Record(NamedTuple):
+    """The fields of a C ``ptmf_tensor`` record that making a tensor reads."""
+
+    scalar_type: int
+    storage: int
+    storage_offset: int
+    ndim: int
+    dims: int
+    qscheme: int
+    numel: int
+    contiguous: int
+    scale: float
+    zero_point: int
+    scales: int
+    zero_points: int
+    axis: int
+    pos: int
+    ivalue: int
+
+
+class TensorTable:
+    """A file's tensor records made into read-only arrays (or QuantizedTensor) over its
+    buffer, each at most once: every decoded value that holds record ``t`` holds the
+    same object."""
+
+    __slots__ = ("image", "_tensors", "_tensor_cache", "_dim_cache", "_by_id", "_described")
+
+    def __init__(self, image: Image) -> None:
+        self.image = image
+        self._tensors: Dict[int, Any] = {}
+        self._tensor_cache: Optional[Tuple[List[Tuple[Any, ...]], List[int], List[int]]] = None
+        self._dim_cache: Optional[List[int]] = None
+        self._by_id: Dict[int, int] = {}
+        self._described: Optional[List[TensorRecord]] = None
+
+    def tensor(self, t: int) -> Any:
+        """Tensor record ``t`` as an ndarray or a QuantizedTensor, made once."""
+        value = self._tensors.get(t)
+        if value is None:
+            value = self._tensors.setdefault(t, self._make_tensor(t))
+        return value
+
+    def tensors(self, ts: Sequence[int]) -> List[Any]:
+        """Tensor records ``ts`` as ``tensor`` gives them, the common ones made in bulk:
+        contiguous, unquantized, unpacked, aligned views are slices of the buffer seen
+        as their dtype, located and shaped for all records at once."""
+        made = self._tensors
+        todo = np.unique(np.fromiter(ts, np.int64) if not made
+                         else np.array([t for t in ts if t not in made], np.int64))
+        if len(todo):
+            self._make_common(todo)
+        try:
+            return list(map(made.__getitem__, ts))
+        except KeyError:   # some are not of the common kind: made one by one
+            return [made[t] if t in made else self.tensor(t) for t in ts]
+
+    def _make_common(self, todo: np.ndarray) -> None:
+        rec = columns(self.image.tensor_index, ("scalar_type", "storage", "storage_offset", "ndim",
+                                          "dims", "qscheme", "numel", "contiguous"), todo)
+        st = rec["scalar_type"]
+        common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
+                  & ~_PACKED_TYPES[st.astype(np.uint8)])
+        positions = self.image.storage_index["pos"].astype(np.int64)
+        setdefault = self._tensors.setdefault
+        for scalar_type in np.unique(st[common]).tolist():
+            dtype = numpy_dtype(scalar_type)
+            pick = np.flatnonzero(common & (st == scalar_type))
+            start = (positions[rec["storage"][pick]]
+                     + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
+            aligned = start % dtype.itemsize == 0
+            pick = pick[aligned]
+            first = start[aligned] // dtype.itemsize
+            end = first + rec["numel"][pick].astype(np.int64)
+            flat = self.image.flat(dtype)
+            ndims = rec["ndim"][pick]
+            for ndim in np.unique(ndims).tolist():
+                sel = np.flatnonzero(ndims == ndim)
+                # One row of sizes per tensor.
+                shape_rows = self.image.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
+                                       + np.arange(ndim)]
+                if ndim and len(sel) >= _SPACED_MIN:
+                    left = self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)
+                    sel, shape_rows = sel[left], shape_rows[left]
+                spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
+                if ndim == 1:
+                    for t, a, b in spans:
+                        setdefault(t, flat[a:b])
+                    continue
+                # One tuple per tensor, made by zip: reshape parses a tuple fastest.
+                shapes: Iterable[Tuple[int, ...]] = (
+                    zip(*shape_rows.T.tolist()) if ndim else itertools.repeat(()))
+                for (t, a, b), shape in zip(spans, shapes):
+                    setdefault(t, flat[a:b].reshape(shape))
+
+    def _make_spaced(self, flat: np.ndarray, ts: np.ndarray, firsts: np.ndarray,
+                     shapes: np.ndarray) -> np.ndarray:
+        """Make, as rows of one strided view, each group of at least ``_SPACED_MIN``
+        tensors of one shape whose starts are evenly spaced (a model's repeated
+        layers); returns the mask of those left to make one by one. Every row lies
+        in the span from the group's first start to its last tensor's end, which the
+        C index proved inside the buffer."""
+        left = np.ones(len(ts), bool)
+        # Sorted by shape, then start: each run of one shape is a candidate group.
+        order = np.lexsort([firsts, *shapes.T[::-1]])
+        shapes, firsts = shapes[order], firsts[order]
+        bounds = np.flatnonzero((shapes[1:] != shapes[:-1]).any(axis=1)) + 1
+        setdefault = self._tensors.setdefault
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
+            if b - a < _SPACED_MIN:
+                continue
+            members, starts = order[a:b], firsts[a:b]
+            step = int(starts[1] - starts[0])
+            if step <= 0 or (np.diff(starts) != step).any():
+                continue
+            shape = tuple(shapes[a].tolist())
+            strides = [flat.itemsize]
+            for size in shape[:0:-1]:
+                strides.insert(0, strides[0] * size)
+            first, last_end = int(starts[0]), int(starts[-1]) + int(np.prod(shape))
+            rows = np.lib.stride_tricks.as_strided(
+                flat[first:last_end], (len(members),) + shape,
+                (step * flat.itemsize, *strides), writeable=False)
+            for t, row in zip(ts[members].tolist(), rows):
+                setdefault(t, row)
+            left[members] = False
+        return left
+
+    def _records(self) -> Tuple[List[Tuple[Any, ...]], List[int], List[int]]:
+        """Tensor records, dims and storage positions as Python lists, made once."""
+        cache = self._tensor_cache
+        if cache is None:
+            # Built whole, then published in one assignment: threads may race here.
+            cache = self._tensor_cache = (self.image.tensor_index[list(_Record._fields)].tolist(),
+                                          self._dim_list(),
+                                          self.image.storage_index["pos"].tolist())
+        return cache
+
+    def _dim_list(self) -> List[int]:
+        """Every tensor's sizes and strides as one Python list, made once."""
+        if self._dim_cache is None:
+            self._dim_cache = self.image.dims.tolist()
+        return self._dim_cache
+
+    def _make_tensor(self, t: int) -> Any:
+        records, dims, storage_pos = self._records()
+        r = _Record(*records[t])
+        st, storage_index, offset, ndim, d = (r.scalar_type, r.storage, r.storage_offset,
+                                              r.ndim, r.dims)
+        qscheme, numel, contiguous = r.qscheme, r.numel, r.contiguous
+        sizes = dims[d:d + ndim]
+        if contiguous and numel and st not in PACKED:
+            # The common case: a slice of the whole buffer seen as this dtype, then
+            # a reshape. The C index proved the extent.
+            dtype = numpy_dtype(st)
+            start = storage_pos[storage_index] + offset * dtype.itemsize
+            if start % dtype.itemsize == 0:
+                first = start // dtype.itemsize
+                array = self.image.flat(dtype)[first:first + numel]
+            else:
+                array = self.image.array(dtype, numel, start)
+            if ndim != 1:
+                array = array.reshape(sizes)
+            if qscheme < 0:
+                return array
+        strides = dims[d + ndim:d + 2 * ndim]
+        storage = self.image.storage(storage_index)
+        if st in PACKED and numel > PACKED[st] * storage.size:
+            # Only an expanded (stride 0) view names more values than its storage
+            # holds; repacking it would allocate without bound.
+            raise format_error(lib.PTMF_E_ELEMENT_BUDGET, r.pos,
+                               f"ivalues[{r.ivalue}].val<TensorMetadata>",
+                               "packed tensor view names more values than its storage holds")
+        if not (contiguous and numel and st not in PACKED):
+            array = view(storage, st, offset, sizes, strides)
+        if qscheme < 0:
+            return array
+        if st in PACKED and array.size:
+            def values() -> np.ndarray:
+                return unpack(storage, st, offset, sizes, strides)
+        else:
+            def values() -> np.ndarray:
+                return array
+        common = (array, tuple(sizes), scalar_type_name(st),
+                  QSCHEME_NAMES[qscheme], values)
+        if qscheme == lib.PTMF_PER_TENSOR_AFFINE:
+            return QuantizedTensor(*common, scale=r.scale, zero_point=r.zero_point)
+        return QuantizedTensor(*common, scales=self.tensor(r.scales),
+                               zero_points=self.tensor(r.zero_points), axis=r.axis)
+
+    def record_of(self, value: Any) -> Optional[int]:
+        """The record number ``value`` was made from, when it is a tensor this table
+        made (by identity: each record is made into one object)."""
+        made = self._tensors
+        by_id = self._by_id
+        if len(by_id) != len(made):
+            by_id = self._by_id = {id(v): t for t, v in list(made.items())}
+        t = by_id.get(id(value))
+        return t if t is not None and made.get(t) is value else None
+
+    def records(self) -> List[TensorRecord]:
+        """Every tensor record, as the file describes it (read once)."""
+        if self._described is None:
+            self._described = self._describe()
+        return self._described
+
+    def _describe(self) -> List[TensorRecord]:
+        image = self.image
+        rec = image.tensor_index
+        dims = self._dim_list()
+        positions = image.storage_index["pos"].tolist()
+        sizes = image.storage_index["size"].tolist()
+        out = []
+        for t, (st, storage, offset, ndim, d, qscheme, numel, grad, ivalue) in enumerate(
+                rec[["scalar_type", "storage", "storage_offset", "ndim", "dims", "qscheme",
+                     "numel", "requires_grad", "ivalue"]].tolist()):
+            per_byte = PACKED.get(st)
+            if per_byte is None:
+                itemsize = numpy_dtype(st).itemsize
+                nbytes, start = numel * itemsize, offset * itemsize
+            else:
+                nbytes, start = -(-numel // per_byte), offset // per_byte
+            out.append(TensorRecord(
+                t, None if ivalue == lib.PTMF_NO_IVALUE else ivalue, scalar_type_name(st),
+                tuple(dims[d:d + ndim]), tuple(dims[d + ndim:d + 2 * ndim]), storage, offset,
+                positions[storage] + start, sizes[storage], nbytes, bool(grad),
+                QSCHEME_NAMES.get(qscheme)))
+        return out

@@ -1,4 +1,9 @@
-"""Decoded values: the IValue decoder, objects, devices, enum values and tensor keys."""
+"""Decoded values: the IValue decoder, objects, devices, enum values and tensor keys.
+
+The decoder reads one file through a ``Decoding``: its image, its tensor table, and
+the one proxy per Object or Function ivalue (``_decoder.Decoder`` implements it, above
+this module, since a Function's constants are values and values hold Functions).
+"""
 from __future__ import annotations
 
 import itertools
@@ -7,17 +12,42 @@ import struct
 import sys
 
 import numpy as np
-from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Protocol, Sequence, Tuple
 
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
                      UNION_NAMES, Image, ObjectType, columns)
 from ._names import not_picklable, summary
-from ._setstate import replay
-from .tensors import QuantizedTensor
+from .tensors import QuantizedTensor, TensorTable
 from ._native import format_error, lib
 
-__all__ = ["Device", "EnumValue", "Object", "TensorKey", "decode"]
+__all__ = ["Decoding", "Device", "EnumValue", "Object", "TensorKey", "decode", "decode_all",
+           "references"]
+
+#: Where the packed (union type, length) keys of ``_containers`` keep the length.
+_LOW_32 = (1 << 32) - 1
+
+
+class Decoding(Protocol):
+    """One file as the decoder reads it: the image, its tensors made once, and the
+    one proxy object of each Object and Function ivalue."""
+
+    @property
+    def image(self) -> Image:
+        """The verified, indexed file."""
+
+    @property
+    def tensors(self) -> TensorTable:
+        """The file's tensor records, each made into one array."""
+
+    def objects(self, indices: Sequence[int]) -> List["Object"]:
+        """The one Object proxy of each ivalue of ``indices``."""
+
+    def functions(self, indices: Sequence[int]) -> List[Any]:
+        """The one Function proxy of each ivalue of ``indices``."""
+
+    def restored_attributes(self, i: int) -> Dict[str, Any]:
+        """The attributes ``__setstate__`` gives set-state object ``i``."""
 
 _INT = struct.Struct("<q").unpack_from
 _DOUBLE = struct.Struct("<d").unpack_from
@@ -108,7 +138,7 @@ def _where(i: int, t: int) -> str:
     return f"ivalues[{i}].val<{UNION_NAMES[t]}>"
 
 
-def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
+def decode(file: Decoding, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     """Decode ivalue ``i``. ``memo`` maps ivalue indices already decoded in this call
     to their values, so a value shared a million times is decoded once, as torch
     shares it. Every reference read must point to an earlier ivalue (``image.refs``),
@@ -116,9 +146,11 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     a caller's buffer changed after the C index measured the nesting."""
     if i in memo:
         return memo[i]
+    image = file.image
     if depth > image.max_depth or depth > sys.getrecursionlimit() // 4:
         # Python's own stack bounds recursion too: each level costs a few frames.
-        raise format_error(lib.PTMF_E_DEPTH_BUDGET, image.rows()[i][1], f"ivalues[{i}]")
+        raise format_error(lib.PTMF_E_DEPTH_BUDGET, int(image.index["pos"][i]),
+                           f"ivalues[{i}]")
     t, pos, a, n, b, m, c, k = image.rows()[i]
     view = image.view
     if t == NONE:
@@ -134,15 +166,15 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     elif t == STRING:
         out = image.text(a, n, _where(i, t) + ".data")
     elif t == TENSOR:
-        out = image.tensor(m)
+        out = file.tensors.tensor(m)
     elif t == LIST or t == TUPLE:
-        items = [decode(image, j, memo, depth + 1)
+        items = [decode(file, j, memo, depth + 1)
                  for j in image.refs(i, a, n, _where(i, t) + ".items")]
         out = items if t == LIST else tuple(items)
     elif t == DICT:
-        keys = [_key(decode(image, j, memo, depth + 1))
+        keys = [_key(decode(file, j, memo, depth + 1))
                 for j in image.refs(i, a, n, _where(i, t) + ".keys")]
-        values = [decode(image, j, memo, depth + 1)
+        values = [decode(file, j, memo, depth + 1)
                   for j in image.refs(i, b, n, _where(i, t) + ".values")]
         try:
             out = dict(zip(keys, values))
@@ -158,13 +190,12 @@ def decode(image: Image, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
         out = Device(image.text(a, n, _where(i, t) + ".str"))
     elif t == ENUM:
         out = EnumValue(image.text(a, n, _where(i, t) + ".type_name"),
-                        decode(image, m, memo, depth + 1))
+                        decode(file, m, memo, depth + 1))
     elif t == OBJECT:
-        out = image.proxy(i, Object)
+        out = file.objects([i])[0]
     else:
-        from .functions import Function
         assert t == FUNCTION
-        out = image.proxy(i, Function)
+        out = file.functions([i])[0]
     memo[i] = out
     return out
 
@@ -207,7 +238,7 @@ def references(image: Image, containers: np.ndarray) -> np.ndarray:
     first = np.cumsum(counts) - counts
     positions = np.repeat(segment_pos - 4 * first, counts) + 4 * np.arange(len(owners))
     if len(positions) and not (positions % 4).any():
-        refs = image._flat(np.dtype("<u4"))[positions // 4]
+        refs = image.flat(np.dtype("<u4"))[positions // 4]
     else:
         whole = np.frombuffer(image.view, np.uint8)
         refs = whole[positions[:, None] + np.arange(4)].view("<u4").reshape(-1)
@@ -224,7 +255,7 @@ def references(image: Image, containers: np.ndarray) -> np.ndarray:
     return refs.astype(np.int64)
 
 
-def decode_all(image: Image, stop: int) -> List[Any]:
+def decode_all(file: Decoding, stop: int) -> List[Any]:
     """Decode ivalues ``0..stop-1`` in bulk.
 
     Scalars, strings, tensors and proxies are made kind by kind; then containers
@@ -232,7 +263,7 @@ def decode_all(image: Image, stop: int) -> List[Any]:
     finds its items already decoded. Values shared by several containers are one
     object, as in torch.
     """
-    from .functions import Function
+    image = file.image
     types = image.index["type"][:stop]
     out: List[Any] = [None] * stop
     for kind, width, dtype in ((INT, 8, "<i8"), (DOUBLE, 8, "<f8"), (BOOL, 1, "u1"),
@@ -244,14 +275,14 @@ def decode_all(image: Image, stop: int) -> List[Any]:
                           else v[0])
     _strings(image, np.flatnonzero(types == STRING), out)
     where = np.flatnonzero(types == TENSOR)
-    for i, value in zip(where.tolist(), image.tensors(image.index["m"][where].tolist())):
+    for i, value in zip(where.tolist(), file.tensors.tensors(image.index["m"][where].tolist())):
         out[i] = value
-    for kind, factory in ((OBJECT, Object), (FUNCTION, Function)):
+    for kind, make in ((OBJECT, file.objects), (FUNCTION, file.functions)):
         indices: List[int] = np.flatnonzero(types == kind).tolist()
-        for i, value in zip(indices, image.proxies(indices, factory)):
+        for i, value in zip(indices, make(indices)):
             out[i] = value
     for i in np.flatnonzero(~_BULK_KINDS[types]).tolist():
-        out[i] = decode(image, i, {})
+        out[i] = decode(file, i, {})
     ordered = np.flatnonzero(_CONTAINER_KINDS[types])
     if len(ordered):
         _containers(image, ordered, out)
@@ -302,7 +333,7 @@ def _containers(image: Image, ordered: np.ndarray, out: List[Any]) -> None:
         group_of = group_of.reshape(-1)
         for g in np.flatnonzero(sizes >= _COLUMNS_MIN).tolist():
             members = sequences[group_of == g]
-            kind, size = int(groups[g]) >> 32, int(groups[g]) & 0xFFFFFFFF
+            kind, size = int(groups[g]) >> 32, int(groups[g]) & _LOW_32
             items = [_pick(out, refs[first[members] + j].tolist()) for j in range(size)]
             built: Iterator[Any] = zip(*items) if size else itertools.repeat(())
             if kind == LIST:
@@ -356,23 +387,23 @@ class Object:
     its bytecode's data movement (see ``_setstate``); ``state`` is what was stored.
     """
 
-    __slots__ = ("_image", "_index", "__weakref__")
+    __slots__ = ("_file", "_index", "__weakref__")
 
-    def __init__(self, image: Image, index: int) -> None:
-        self._image = image
+    def __init__(self, file: Decoding, index: int) -> None:
+        self._file = file
         self._index = index
-
-    def _row(self) -> Tuple[int, ...]:
-        return self._image.rows()[self._index]
 
     @property
     def index(self) -> int:
         """This object's position in the file's ivalue table."""
         return self._index
 
+    def _field(self, name: str) -> int:
+        """Field ``name`` of this object's ivalue index record (see ``ptmf_ivalue``)."""
+        return int(self._file.image.index[name][self._index])
+
     def _type(self) -> ObjectType:
-        # Read from the index directly: a lone lookup need not build rows().
-        return self._image.object_types()[int(self._image.index["m"][self._index])]
+        return self._file.image.object_types()[self._field("m")]
 
     @property
     def type_name(self) -> str:
@@ -386,56 +417,61 @@ class Object:
 
     @property
     def attributes(self) -> "AttributeMap":
-        """The stored attributes by name, decoded on access."""
+        """The stored attributes by name, decoded on access; for a set-state object,
+        those its ``__setstate__`` sets."""
         return AttributeMap(self)
 
     @property
     def state(self) -> Any:
         """What ``__getstate__`` returned, for set-state and custom-class objects."""
-        return decode(self._image, self._row()[4], {})
+        return decode(self._file, self._field("b"), {})
 
     @property
     def setstate_function(self) -> Any:
         """The ``__setstate__`` Function of a set-state object, else None."""
         if self.kind != "class_with_setstate":
             return None
-        return decode(self._image, self._row()[6], {})
-
-    def _restored(self) -> Dict[str, Any]:
-        return self._image.restored_attributes(self._index, _restore)
+        return decode(self._file, self._field("c"), {})
 
     def _attr_names(self) -> Tuple[str, ...]:
-        row = self._row()
         if self.kind == "class_with_setstate":
-            return tuple(self._restored())
-        return self._image.object_types()[row[5]].attr_names[:row[3]]
+            return tuple(self._file.restored_attributes(self._index))
+        return self._type().attr_names[:self._field("n")]
 
     def _tensors_and_objects(self) -> List[Tuple[str, Any]]:
-        """(name, value) of the attributes holding a tensor or an object, in slot order."""
+        """(name, value) of the attributes holding a tensor or an object, in slot
+        order (a set-state object's: in the order its ``__setstate__`` sets them)."""
+        file = self._file
         if self.kind == "class_with_setstate":
-            return [(k, v) for k, v in self._restored().items()
+            return [(k, v) for k, v in file.restored_attributes(self._index).items()
                     if isinstance(v, (np.ndarray, QuantizedTensor, Object))]
-        image = self._image
+        image = file.image
         rows = image.rows()
         _, _, a, n, _, m, _, _ = rows[self._index]
         names = image.object_types()[m].attr_names[:n]
-        return [(name, image.tensor(rows[j][5]) if rows[j][0] == TENSOR
-                 else image.proxy(j, Object))
-                for name, j in zip(names, image.refs(self._index, a, n,
-                                                     _where(self._index, OBJECT) + ".attrs"))
-                if rows[j][0] == TENSOR or rows[j][0] == OBJECT]
+        out = []
+        for name, j in zip(names, image.refs(self._index, a, n,
+                                             _where(self._index, OBJECT) + ".attrs")):
+            t, _, _, _, _, record, _, _ = rows[j]
+            if t == TENSOR:
+                out.append((name, file.tensors.tensor(record)))
+            elif t == OBJECT:
+                out.append((name, file.objects([j])[0]))
+        return out
 
     def _get(self, name: str) -> Any:
         """The attribute's value; KeyError when the object has no such attribute."""
+        file = self._file
         if self.kind == "class_with_setstate":
-            return self._restored()[name]
-        _, _, a, n, _, m, _, _ = self._row()
-        slot = self._image.slots(m).get(name)
+            return file.restored_attributes(self._index)[name]
+        image = file.image
+        _, _, a, n, _, m, _, _ = image.rows()[self._index]
+        slot = image.slots(m).get(name)
         if slot is None or slot >= n:
             raise KeyError(name)
-        child = self._image.refs(self._index, a + 4 * slot, 1,
-                                 f"{_where(self._index, OBJECT)}.attrs[{slot}]")[0]
-        return decode(self._image, child, {})
+        child = image.refs(self._index, a + 4 * slot, 1,
+                           f"{_where(self._index, OBJECT)}.attrs[{slot}]")[0]
+        return decode(file, child, {})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -453,18 +489,6 @@ class Object:
 
     def __reduce__(self) -> NoReturn:
         raise not_picklable("Object", "its attributes, state_dict() arrays")
-
-
-def _restore(image: Image, i: int) -> Dict[str, Any]:
-    """Attributes a set-state object gets from replaying its ``__setstate__``."""
-    from .functions import OPCODES, Function
-    _, _, _, _, state, m, setstate, _ = image.rows()[i]
-    decl = image.classes().get(image.object_types()[m].name)
-    function = decode(image, setstate, {})
-    if decl is None or not isinstance(function, Function):
-        return {}
-    return replay(function.instructions.tolist(), OPCODES, function.operators,
-                  function.constants, decode(image, state, {}), decl.attributes)
 
 
 class AttributeMap(Mapping[str, Any]):

@@ -1,4 +1,7 @@
-"""The command line, end to end in a subprocess, on the real files in tests/data.
+"""The command line on the real files in tests/data: every command in-process through
+``pyflatmodule.cli.main(argv)``, and a few end-to-end runs of ``python -m pyflatmodule``
+and the ``pyflatmodule`` console script in a child process (exit statuses, one-line
+errors, raw bytes on stdout, a closed pipe, a terminal, what a fresh process imports).
 
 Expected values come from torch (the stored oracles, the generator's inputs, or torch run
 live in a child process for ``ops``), never from pyflatmodule itself, except where a
@@ -15,31 +18,21 @@ import pty
 import shutil
 import subprocess
 import sys
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List
 
 import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import (HAS_TORCH, MODEL_FILES, assert_tensor, load_expectation,
-                      model_path, same_float)
 from pyflatmodule.export import CHUNK_BYTES, iter_bytes
+from support import (HAS_TORCH, MODEL_FILES, CliRun, assert_tensor, hex_float,
+                     load_expectation, model_path, run_cli, same_float)
 
 ALL_MODELS = MODEL_FILES + ["sample.ptl"]
 COMMANDS = ("info", "verify", "tree", "dis", "ops", "export", "extract")
 
 
-def _run(*args: str, input: Optional[bytes] = None, env: Optional[Dict[str, str]] = None,
-         text: bool = True) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env.pop("NO_COLOR", None)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "pyflatmodule", *args], input=input,
-                          capture_output=True, text=text if input is None else False,
-                          timeout=180, env=full_env)
-
-
-def _json(r: subprocess.CompletedProcess) -> Any:
+def _json(r: CliRun) -> Any:
     assert 0 == r.returncode, r.stderr
     return json.loads(r.stdout)
 
@@ -70,7 +63,7 @@ def bad_files(tmp_path) -> Dict[str, str]:
 # ================================================================== info
 
 def test_info_on_the_bundled_sample():
-    r = _run("info")
+    r = run_cli("info")
     assert 0 == r.returncode, r.stderr
     doc, _ = load_expectation("sample.ptl", "oracle")
     for name in doc["info"]["function_names"]:
@@ -80,7 +73,7 @@ def test_info_on_the_bundled_sample():
 
 
 def test_info_json_counts_tensors_as_torch_does():
-    r = _run("info", "--json", model_path("mlp_jit.ff"))
+    r = run_cli("info", "--json", model_path("mlp_jit.ff"))
     out = _json(r)
     doc, _ = load_expectation("mlp_jit.ff", "oracle")
     tensors = doc["state_dict"]["tensors"]
@@ -92,7 +85,7 @@ def test_info_json_counts_tensors_as_torch_does():
 
 
 def test_info_several_files_and_shared_storages():
-    r = _run("info", "--json", model_path("layouts.ff"), model_path("mlp_jit.ff"))
+    r = run_cli("info", "--json", model_path("layouts.ff"), model_path("mlp_jit.ff"))
     out = _json(r)
     assert [model_path("layouts.ff"), model_path("mlp_jit.ff")] == [d["file"] for d in out]
     inputs, _ = load_expectation("layouts.ff", "inputs")
@@ -100,14 +93,14 @@ def test_info_several_files_and_shared_storages():
     assert sorted(len(g) for g in groups) == \
         sorted(s["tensors"] for s in out[0]["tensors"]["shared_storages"])
     assert [] == out[1]["tensors"]["shared_storages"]
-    text = _run("info", model_path("layouts.ff")).stdout
+    text = run_cli("info", model_path("layouts.ff")).stdout
     assert "storages shared by several tensors: 1" in text
 
 
 def test_bad_file_is_one_line_no_traceback(tmp_path):
     p = tmp_path / "bad.ptl"
     p.write_bytes(b"\xff" * 64)
-    r = _run("info", str(p))
+    r = run_cli("info", str(p))
     assert 1 == r.returncode
     assert "Traceback" not in r.stderr
     assert 1 == len(r.stderr.strip().splitlines())
@@ -115,11 +108,11 @@ def test_bad_file_is_one_line_no_traceback(tmp_path):
 
 
 def test_usage_error_exits_2():
-    r = _run("frobnicate")
+    r = run_cli("frobnicate")
     assert 2 == r.returncode
-    assert 2 == _run().returncode
-    assert 2 == _run("tree").returncode
-    assert 2 == _run("info", "--no-such-option").returncode
+    assert 2 == run_cli().returncode
+    assert 2 == run_cli("tree").returncode
+    assert 2 == run_cli("info", "--no-such-option").returncode
 
 
 # ================================================================== every command
@@ -134,7 +127,7 @@ def _bad_invocation(command: str, path: str, tmp_path) -> List[str]:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_reports_bad_files_in_one_line(command, bad_files, tmp_path):
     for kind, path in bad_files.items():
-        r = _run(*_bad_invocation(command, path, tmp_path))
+        r = run_cli(*_bad_invocation(command, path, tmp_path))
         assert 1 == r.returncode, (kind, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr + r.stdout, kind
         lines = (r.stdout if command == "verify" else r.stderr).strip().splitlines()
@@ -148,7 +141,7 @@ def test_every_command_reports_bad_files_in_one_line(command, bad_files, tmp_pat
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_json_error_on_stderr(command, bad_files, tmp_path):
-    r = _run(*_bad_invocation(command, bad_files["garbage"], tmp_path), "--json")
+    r = run_cli(*_bad_invocation(command, bad_files["garbage"], tmp_path), "--json")
     assert 1 == r.returncode
     if command == "verify":          # per-file results are the output itself
         err = json.loads(r.stdout)["files"][0]["error"]
@@ -163,7 +156,7 @@ def test_every_command_json_error_on_stderr(command, bad_files, tmp_path):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_missing_file(command, tmp_path):
     path = str(tmp_path / "missing.ptl")
-    r = _run(*_bad_invocation(command, path, tmp_path))
+    r = run_cli(*_bad_invocation(command, path, tmp_path))
     assert 1 == r.returncode
     assert "Traceback" not in r.stderr
     assert "No such file" in (r.stdout + r.stderr)
@@ -171,49 +164,24 @@ def test_every_command_missing_file(command, tmp_path):
 
 @pytest.mark.parametrize("command", (None,) + COMMANDS)
 def test_help_has_examples(command):
-    r = _run(*([command] if command else []), "--help")
+    r = run_cli(*([command] if command else []), "--help")
     assert 0 == r.returncode, r.stderr
     assert "examples:" in r.stdout
     assert "pyflatmodule" in r.stdout
 
 
-def _run_in_terminal(*args: str, env: Dict[str, str]) -> str:
-    """Run with stdout and stderr on a pseudo-terminal; returns what it printed."""
-    main, child = pty.openpty()
-    full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    full_env.update(env)
-    p = subprocess.Popen([sys.executable, "-m", "pyflatmodule", *args], stdout=child,
-                         stderr=child, env=full_env)
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    p.wait(timeout=120)
-    os.close(main)
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
-def test_colour_only_on_a_terminal_and_never_with_no_color():
-    env = {"TERM": "xterm"}
-    assert "\x1b[" in _run_in_terminal("verify", model_path("mlp_jit.ff"), env=env)
-    assert "\x1b[" not in _run_in_terminal("verify", model_path("mlp_jit.ff"),
-                                           env={**env, "NO_COLOR": "1"})
-    assert "\x1b[" not in _run("verify", model_path("mlp_jit.ff")).stdout
-    assert "\x1b[" in _run("verify", "--color", "always", model_path("mlp_jit.ff")).stdout
-    assert "\x1b[" not in _run("tree", "--color", "never", model_path("mlp_jit.ff")).stdout
+def test_colour_when_asked_and_never_off_a_terminal():
+    # on a terminal: test_colour_only_on_a_terminal_and_never_with_no_color, end to end
+    assert "\x1b[" not in run_cli("verify", model_path("mlp_jit.ff")).stdout
+    assert "\x1b[" in run_cli("verify", "--color", "always", model_path("mlp_jit.ff")).stdout
+    assert "\x1b[" not in run_cli("tree", "--color", "never", model_path("mlp_jit.ff")).stdout
 
 
 # ================================================================== verify
 
 def test_verify_every_real_file_one_line_each():
     paths = [model_path(n) for n in ALL_MODELS]
-    r = _run("verify", *paths)
+    r = run_cli("verify", *paths)
     assert 0 == r.returncode, r.stdout + r.stderr
     lines = r.stdout.strip().splitlines()
     assert len(paths) == len(lines)
@@ -223,7 +191,7 @@ def test_verify_every_real_file_one_line_each():
 
 def test_verify_reports_code_offset_and_path_as_the_library(bad_files):
     paths = [model_path("mlp_jit.ff")] + list(bad_files.values())
-    r = _run("verify", "--json", *paths)
+    r = run_cli("verify", "--json", *paths)
     assert 1 == r.returncode
     out = json.loads(r.stdout)
     assert 1 == out["valid"] and len(bad_files) == out["invalid"]
@@ -235,7 +203,7 @@ def test_verify_reports_code_offset_and_path_as_the_library(bad_files):
         e = info.value
         assert {"file": entry["file"], "code": e.code, "message": e.reason,
                 "offset": e.offset, "path": e.path} == entry["error"]
-    text = _run("verify", *paths)
+    text = run_cli("verify", *paths)
     assert 1 == text.returncode
     lines = text.stdout.strip().splitlines()
     assert len(paths) == len(lines)
@@ -251,25 +219,25 @@ def test_verify_directories_stdin_and_quiet(tmp_path, bad_files):
     for k, name in enumerate(MODEL_FILES):
         os.link(model_path(name), tree / f"{k}_{name}")
     (tree / "notes.txt").write_text("not a model")
-    r = _run("verify", str(tmp_path / "models"))
+    r = run_cli("verify", str(tmp_path / "models"))
     assert 0 == r.returncode, r.stdout
     assert len(MODEL_FILES) == len(r.stdout.strip().splitlines())
     assert "notes.txt" not in r.stdout
     listing = "\n".join([model_path("mlp_jit.ff"), bad_files["garbage"]]) + "\n"
-    r = _run("verify", "-q", "-", input=listing.encode())
+    r = run_cli("verify", "-q", "-", stdin=listing)
     assert 1 == r.returncode
-    lines = r.stdout.decode().strip().splitlines()
+    lines = r.stdout.strip().splitlines()
     assert 1 == len(lines) and lines[0].startswith(bad_files["garbage"])
-    r = _run("verify", "--stats", "-q", str(tmp_path / "models"))
+    r = run_cli("verify", "--stats", "-q", str(tmp_path / "models"))
     assert 0 == r.returncode and "" == r.stdout
     assert "files/s" in r.stderr
 
 
 def test_verify_usage_errors(tmp_path):
-    assert 2 == _run("verify").returncode
+    assert 2 == run_cli("verify").returncode
     empty = tmp_path / "empty"
     empty.mkdir()
-    r = _run("verify", str(empty))
+    r = run_cli("verify", str(empty))
     assert 2 == r.returncode and "no model files" in r.stderr
 
 
@@ -280,7 +248,7 @@ def test_verify_many_files(tmp_path):
         for name in MODEL_FILES:
             os.link(model_path(name), tmp_path / f"{k}_{name}")
             n += 1
-    r = _run("verify", "--stats", str(tmp_path))
+    r = run_cli("verify", "--stats", str(tmp_path))
     assert 0 == r.returncode
     assert n == len(r.stdout.strip().splitlines())
     assert f"{n} files: {n} valid, 0 invalid" in r.stderr
@@ -297,7 +265,7 @@ def _nodes(node: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
 @pytest.mark.parametrize("name", ["sample.ptl", "mlp_jit.ff", "layouts.ff", "quantized.ff",
                                   "dtypes.ff", "deep_wide.ff", "ivalues.ff"])
 def test_tree_shows_every_state_dict_tensor_as_torch_has_it(name):
-    out = _json(_run("tree", "--json", model_path(name)))
+    out = _json(run_cli("tree", "--json", model_path(name)))
     doc, _ = load_expectation(name, "oracle")
     by_path = {n["path"]: n for n in _nodes(out["root"])}
     for key, t in doc["state_dict"]["tensors"].items():
@@ -314,7 +282,7 @@ def test_tree_shows_every_state_dict_tensor_as_torch_has_it(name):
 
 
 def test_tree_storage_indices_follow_shared_storage():
-    out = _json(_run("tree", "--json", model_path("layouts.ff")))
+    out = _json(run_cli("tree", "--json", model_path("layouts.ff")))
     inputs, _ = load_expectation("layouts.ff", "inputs")
     nodes = {n["path"]: n for n in _nodes(out["root"]) if n["kind"] == "tensor"}
     shared = set(inputs["shared_storage_groups"][0])
@@ -327,7 +295,7 @@ def test_tree_storage_indices_follow_shared_storage():
 def test_tree_text_depth_and_filter():
     path = model_path("sample.ptl")
     doc, _ = load_expectation("sample.ptl", "inputs")
-    text = _run("tree", path).stdout
+    text = run_cli("tree", path).stdout
     for qualified in doc["qualified_names"].values():
         assert qualified in text
     oracle, _ = load_expectation("sample.ptl", "oracle")
@@ -335,33 +303,33 @@ def test_tree_text_depth_and_filter():
     assert f"tensor {w['dtype']}{w['shape']}" in text
     assert f"{4 * math.prod(w['shape']):,} bytes" in text
 
-    shallow = _json(_run("tree", "--json", "--depth", "1", path))["root"]
+    shallow = _json(run_cli("tree", "--json", "--depth", "1", path))["root"]
     assert all("children" not in c for c in shallow["children"])
     assert any("truncated" in c for c in shallow["children"])
-    assert "not shown" in _run("tree", "--depth", "1", path).stdout
+    assert "not shown" in run_cli("tree", "--depth", "1", path).stdout
 
-    filtered = _json(_run("tree", "--json", "--filter", "running", path))["root"]
+    filtered = _json(run_cli("tree", "--json", "--filter", "running", path))["root"]
     leaves = [n for n in _nodes(filtered) if "children" not in n or not n["children"]]
     assert sorted(n["path"] for n in leaves) == \
         ["features.1.running_mean", "features.1.running_var"]
-    assert 2 == _run("tree", "--depth", "-1", path).returncode
+    assert 2 == run_cli("tree", "--depth", "-1", path).returncode
 
 
 def test_tree_set_state_and_custom_class_objects():
-    out = _json(_run("tree", "--json", model_path("setstate.ff")))
+    out = _json(run_cli("tree", "--json", model_path("setstate.ff")))
     inputs, _ = load_expectation("setstate.ff", "inputs")
     by_path = {n["path"]: n for n in _nodes(out["root"])}
     assert "class_with_setstate" == out["root"]["object_kind"]
     for attr, value in inputs["after_setstate"].items():
         assert value == by_path[attr]["value"]
-    out = _json(_run("tree", "--json", model_path("dynamic_quant_linear.ff")))
+    out = _json(run_cli("tree", "--json", model_path("dynamic_quant_linear.ff")))
     kinds = {n["object_kind"] for n in _nodes(out["root"]) if n["kind"] == "object"}
     assert "custom_class" in kinds
     assert any(n["kind"] == "qtensor" for n in _nodes(out["root"]))
 
 
 def test_tree_containers_of_tensors():
-    out = _json(_run("tree", "--json", model_path("mlp_params.ff")))
+    out = _json(run_cli("tree", "--json", model_path("mlp_params.ff")))
     oracle, _ = load_expectation("mlp_params.ff", "oracle")
     tensors = {n["path"]: n for n in _nodes(out["root"]) if n["kind"] == "tensor"}
     expected = oracle["parameters_file"]["tensors"]
@@ -374,13 +342,13 @@ def test_tree_containers_of_tensors():
 # ================================================================== dis
 
 def test_dis_sample_has_opcodes_operators_constants_registers_schema():
-    r = _run("dis", model_path("sample.ptl"), "forward")
+    r = run_cli("dis", model_path("sample.ptl"), "forward")
     assert 0 == r.returncode, r.stderr
     text = r.stdout
     assert text.startswith("def __torch__.SampleNet.forward(self: __torch__.SampleNet, "
                            "x: Tensor) -> Tensor")
     oracle, _ = load_expectation("sample.ptl", "oracle")
-    out = _json(_run("dis", "--json", model_path("sample.ptl"), "forward"))
+    out = _json(run_cli("dis", "--json", model_path("sample.ptl"), "forward"))
     (f,) = out["functions"]
     names = {o["full_name"] for o in f["operators"]}
     assert names <= set(oracle["info"]["opname_to_num_args"])
@@ -402,11 +370,11 @@ def _plain(value: Any) -> Any:
 
 
 def test_dis_schema_defaults_as_the_generator_set_them():
-    out = _json(_run("dis", "--json", model_path("methods.ff")))
+    out = _json(run_cli("dis", "--json", model_path("methods.ff")))
     inputs, _ = load_expectation("methods.ff", "inputs")
     by_name = {f["name"].split(".")[-1]: f for f in out["functions"]}
     assert set(inputs["methods"]) == set(by_name)
-    text = _run("dis", model_path("methods.ff")).stdout
+    text = run_cli("dis", model_path("methods.ff")).stdout
     checked = 0
     for method, defaults in inputs["defaults"].items():
         args = {a["name"]: a for a in by_name[method]["schema"]["arguments"]}
@@ -427,12 +395,12 @@ def test_dis_schema_defaults_as_the_generator_set_them():
 
 
 def test_dis_unknown_method_and_all_functions():
-    r = _run("dis", model_path("sample.ptl"), "nosuch")
+    r = run_cli("dis", model_path("sample.ptl"), "nosuch")
     assert 1 == r.returncode
     assert "__torch__.SampleNet.forward" in r.stderr and "Traceback" not in r.stderr
-    out = _json(_run("dis", "--json", "--all", model_path("setstate.ff")))
+    out = _json(run_cli("dis", "--json", "--all", model_path("setstate.ff")))
     assert any(f["name"].endswith("__setstate__") for f in out["functions"])
-    out = _json(_run("dis", "--json", model_path("mlp_params.ff")))
+    out = _json(run_cli("dis", "--json", model_path("mlp_params.ff")))
     assert [] == out["functions"]
 
 
@@ -440,7 +408,7 @@ def test_dis_unknown_method_and_all_functions():
 
 @pytest.mark.parametrize("name", ALL_MODELS)
 def test_ops_equal_torchs_stored_operator_lists(name):
-    r = _run("ops", model_path(name))
+    r = run_cli("ops", model_path(name))
     assert 0 == r.returncode, r.stderr
     got = r.stdout.split()
     doc, _ = load_expectation(name, "oracle")
@@ -519,7 +487,7 @@ def test_ops_equal_torch_export_opnames_live(name, torch_ops):
         # only the enum-constant file: both of torch's loaders fail on it
         assert name == "enum_constant.ff", result
         pytest.skip(f"torch cannot load {name}: {result['error']}")
-    r = _run("ops", model_path(name))
+    r = run_cli("ops", model_path(name))
     assert 0 == r.returncode, r.stderr
     assert result["ops"] == r.stdout.split(), result["how"]
 
@@ -534,15 +502,15 @@ def test_ops_compared_live_on_every_model_torch_loads(torch_ops):
 
 def test_ops_yaml_and_json_and_union():
     yaml = pytest.importorskip("yaml")
-    plain = _run("ops", model_path("sample.ptl")).stdout.split()
-    r = _run("ops", "--yaml", model_path("sample.ptl"))
+    plain = run_cli("ops", model_path("sample.ptl")).stdout.split()
+    r = run_cli("ops", "--yaml", model_path("sample.ptl"))
     assert 0 == r.returncode
     assert plain == yaml.safe_load(r.stdout)
     assert all(line.startswith("- ") for line in r.stdout.strip().splitlines())
-    out = _json(_run("ops", "--json", model_path("sample.ptl"), model_path("methods.ff")))
-    union = set(plain) | set(_run("ops", model_path("methods.ff")).stdout.split())
+    out = _json(run_cli("ops", "--json", model_path("sample.ptl"), model_path("methods.ff")))
+    union = set(plain) | set(run_cli("ops", model_path("methods.ff")).stdout.split())
     assert sorted(union) == out["operators"]
-    assert [] == yaml.safe_load(_run("ops", "--yaml", model_path("mlp_params.ff")).stdout)
+    assert [] == yaml.safe_load(run_cli("ops", "--yaml", model_path("mlp_params.ff")).stdout)
 
 
 # ================================================================== export
@@ -591,7 +559,7 @@ def _stored(value: Any) -> np.ndarray:
 def test_export_safetensors_loads_with_safetensors_bit_for_bit(name, tmp_path):
     safetensors = pytest.importorskip("safetensors")
     out = tmp_path / "w.safetensors"
-    r = _run("export", model_path(name), str(out))
+    r = run_cli("export", model_path(name), str(out))
     assert 0 == r.returncode, r.stderr
     assert "" == r.stderr                             # not a terminal: no progress bar
     state = _expected_state(name)
@@ -637,7 +605,7 @@ def _read_safetensors(data: bytes):
 def test_export_safetensors_layout_by_the_spec(name, tmp_path):
     """Also runs where the safetensors library is not installed."""
     out = tmp_path / "w.safetensors"
-    assert 0 == _run("export", model_path(name), str(out)).returncode
+    assert 0 == run_cli("export", model_path(name), str(out)).returncode
     state = _expected_state(name)
     dtypes = _dtype_names(name, state)
     metadata, tensors = _read_safetensors(out.read_bytes())
@@ -659,7 +627,7 @@ def test_export_safetensors_layout_by_the_spec(name, tmp_path):
 def test_export_safetensors_numpy_and_torch_loaders(tmp_path):
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
     out = tmp_path / "mlp.safetensors"
-    assert 0 == _run("export", model_path("mlp_jit.ff"), str(out)).returncode
+    assert 0 == run_cli("export", model_path("mlp_jit.ff"), str(out)).returncode
     desc, arrays = _oracle_tensors("mlp_jit.ff")
     loaded = safetensors_numpy.load_file(str(out))
     assert sorted(desc["keys"]) == sorted(loaded)
@@ -671,7 +639,7 @@ def test_export_safetensors_numpy_and_torch_loaders(tmp_path):
         import torch
         from safetensors import safe_open
         out = tmp_path / "dtypes.safetensors"
-        assert 0 == _run("export", model_path("dtypes.ff"), str(out)).returncode
+        assert 0 == run_cli("export", model_path("dtypes.ff"), str(out)).returncode
         desc, arrays = _oracle_tensors("dtypes.ff")
         with safe_open(str(out), framework="pt") as f:
             for key in ("bf16", "f16", "float8_e4m3fn", "float8_e5m2", "c64", "bool", "u64"):
@@ -684,15 +652,12 @@ def test_export_safetensors_numpy_and_torch_loaders(tmp_path):
 def test_export_quantized_parameters_in_metadata(tmp_path):
     safetensors = pytest.importorskip("safetensors")
     out = tmp_path / "q.safetensors"
-    assert 0 == _run("export", model_path("quantized.ff"), str(out)).returncode
+    assert 0 == run_cli("export", model_path("quantized.ff"), str(out)).returncode
     desc, arrays = _oracle_tensors("quantized.ff")
     with safetensors.safe_open(str(out), framework="numpy") as f:
         metadata = f.metadata()
     assert all(isinstance(v, str) for v in metadata.values())
     loaded = dict(safetensors.deserialize(out.read_bytes()))
-
-    def hexf(x: Any) -> float:
-        return float.fromhex(x) if isinstance(x, str) else float(x)
     for key in desc["keys"]:
         t = desc["tensors"][key]
         info = json.loads(metadata["tensor:" + key])
@@ -700,19 +665,20 @@ def test_export_quantized_parameters_in_metadata(tmp_path):
         assert arrays[t["int_repr"]].tobytes() == bytes(loaded[key]["data"])
         assert t["shape"] == info.get("shape", loaded[key]["shape"])
         if "scale" in t:
-            assert same_float(hexf(t["scale"]), info["scale"])
+            assert same_float(hex_float(t["scale"]), info["scale"])
             assert t["zero_point"] == info["zero_point"]
         else:
             assert t["axis"] == info["axis"]
-            assert [hexf(x) for x in t["scales"]] == info["scales"]
-            assert [hexf(x) for x in t["zero_points"]] == [float(x) for x in info["zero_points"]]
+            assert [hex_float(x) for x in t["scales"]] == info["scales"]
+            assert [hex_float(x) for x in t["zero_points"]] == \
+                [float(x) for x in info["zero_points"]]
 
 
 @pytest.mark.parametrize("name", ["dtypes.ff", "quantized.ff", "layouts.ff", "mlp_params.ff",
                                   "sample.ptl"])
 def test_export_npz_loads_with_numpy_bit_for_bit(name, tmp_path):
     out = tmp_path / "w.npz"
-    r = _run("export", "--json", model_path(name), str(out))
+    r = run_cli("export", "--json", model_path(name), str(out))
     summary = _json(r)
     state = _expected_state(name)
     dtypes = _dtype_names(name, state)
@@ -732,16 +698,16 @@ def test_export_npz_loads_with_numpy_bit_for_bit(name, tmp_path):
 
 def test_export_progress_bar_and_usage_errors(tmp_path):
     out = tmp_path / "w.safetensors"
-    r = _run("export", "--progress", model_path("sample.ptl"), str(out))
+    r = run_cli("export", "--progress", model_path("sample.ptl"), str(out))
     assert 0 == r.returncode
     assert "100.0%" in r.stderr and "export" in r.stderr
-    r = _run("export", model_path("sample.ptl"), str(tmp_path / "w.bin"))
+    r = run_cli("export", model_path("sample.ptl"), str(tmp_path / "w.bin"))
     assert 2 == r.returncode and "--format" in r.stderr
-    r = _run("export", "--format", "npz", model_path("sample.ptl"), str(tmp_path / "w.bin"))
+    r = run_cli("export", "--format", "npz", model_path("sample.ptl"), str(tmp_path / "w.bin"))
     assert 0 == r.returncode
     with np.load(str(tmp_path / "w.bin")) as z:
         assert "features.0.weight" in z.files
-    r = _run("export", model_path("sample.ptl"), str(tmp_path))
+    r = run_cli("export", model_path("sample.ptl"), str(tmp_path))
     assert 2 == r.returncode
 
 
@@ -765,26 +731,24 @@ def test_extract_every_extra_file_to_stdout_and_file(tmp_path):
     inputs, _ = load_expectation("extra_files.ff", "inputs")
     for name, b64 in inputs["extra_files"].items():
         expected = base64.b64decode(b64)
-        r = subprocess.run([sys.executable, "-m", "pyflatmodule", "extract",
-                            model_path("extra_files.ff"), name], capture_output=True,
-                           timeout=120)
+        r = run_cli("extract", model_path("extra_files.ff"), name)
         assert 0 == r.returncode, r.stderr
-        assert expected == r.stdout
+        assert expected == r.stdout_bytes
         target = tmp_path / "out.bin"
-        r = _run("extract", model_path("extra_files.ff"), name, "-o", str(target))
+        r = run_cli("extract", model_path("extra_files.ff"), name, "-o", str(target))
         assert 0 == r.returncode and "" == r.stdout
         assert expected == target.read_bytes()
-        out = _json(_run("extract", "--json", model_path("extra_files.ff"), name))
+        out = _json(run_cli("extract", "--json", model_path("extra_files.ff"), name))
         assert len(expected) == out["size"]
         assert hashlib.sha256(expected).hexdigest() == out["sha256"]
         assert expected == base64.b64decode(out["content_base64"])
 
 
 def test_extract_missing_name_and_jit_source():
-    r = _run("extract", model_path("sample.ptl"), "nope.json")
+    r = run_cli("extract", model_path("sample.ptl"), "nope.json")
     assert 1 == r.returncode
     assert "model_info.json" in r.stderr and "Traceback" not in r.stderr
-    r = _run("extract", "--jit-source", model_path("sample.ptl"), "__torch__")
+    r = run_cli("extract", "--jit-source", model_path("sample.ptl"), "__torch__")
     assert 0 == r.returncode
     assert "class SampleNet" in r.stdout
 
@@ -796,18 +760,18 @@ def test_file_without_methods_lists_nothing_and_says_so(command):
     doc, _ = load_expectation("mlp_params.ff", "oracle")
     assert [] == doc["info"]["function_names"] == doc["mobile"]["method_names"]
     path = model_path("mlp_params.ff")
-    r = _run(command, path)
+    r = run_cli(command, path)
     assert 0 == r.returncode
     assert "" == r.stdout
     assert [f"pyflatmodule: {path}: holds no methods"] == \
         [line.split(";")[0] for line in r.stderr.splitlines()]
-    r = _run(command, "--json", path)          # stderr stays free for JSON errors
+    r = run_cli(command, "--json", path)          # stderr stays free for JSON errors
     assert 0 == r.returncode and "" == r.stderr
     # a file with methods gets no note, also next to one without
-    r = _run(command, model_path("sample.ptl"))
+    r = run_cli(command, model_path("sample.ptl"))
     assert 0 == r.returncode and "" == r.stderr and r.stdout
     if command == "ops":
-        r = _run("ops", path, model_path("sample.ptl"))
+        r = run_cli("ops", path, model_path("sample.ptl"))
         assert 1 == len(r.stderr.splitlines()) and path in r.stderr
 
 
@@ -834,7 +798,7 @@ def test_output_may_not_be_the_input(command, link, tmp_path):
         os.link(model, out)
     argv = (["export", model, out, "--format", "npz"] if command == "export"
             else ["extract", model, "model_info.json", "-o", out])
-    r = _run(*argv)
+    r = run_cli(*argv)
     assert 2 == r.returncode
     assert [f"pyflatmodule: {out}: "] == [ln[:len(out) + 16] for ln in r.stderr.splitlines()]
     assert "refusing to overwrite" in r.stderr and "Traceback" not in r.stderr
@@ -843,7 +807,7 @@ def test_output_may_not_be_the_input(command, link, tmp_path):
     assert os.path.samefile(model, out)
     assert sorted(os.listdir(tmp_path)) == sorted(
         {"model.ptl", os.path.basename(out)})               # no temporary file left
-    err = json.loads(_run(*argv, "--json").stderr)["error"]
+    err = json.loads(run_cli(*argv, "--json").stderr)["error"]
     assert (out, "usage") == (err["file"], err["code"])
 
 
@@ -853,16 +817,113 @@ def test_unwritable_output_is_blamed_not_the_model(command, tmp_path):
     out = str(tmp_path / "no" / "such" / "dir" / "w.npz")
     argv = (["export", model, out] if command == "export"
             else ["extract", model, "model_info.json", "-o", out])
-    r = _run(*argv)
+    r = run_cli(*argv)
     assert 1 == r.returncode
     assert [f"pyflatmodule: {out}: cannot write: No such file or directory"] == \
         r.stderr.splitlines()
-    err = json.loads(_run(*argv, "--json").stderr)["error"]
+    err = json.loads(run_cli(*argv, "--json").stderr)["error"]
     assert (out, "io_error") == (err["file"], err["code"])
     assert not os.path.exists(tmp_path / "no")
 
 
-# ================================================================== start-up
+# ================================================================== end to end
+
+def _child_env(**extra: str) -> Dict[str, str]:
+    """The environment of a shell without NO_COLOR, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(extra)
+    return env
+
+
+def _process(*args: str, script: bool = False,
+             **kwargs: Any) -> "subprocess.CompletedProcess[bytes]":
+    """``python -m pyflatmodule ARGS`` (or the ``pyflatmodule`` console script) in a child
+    process; stdout and stderr captured as bytes unless ``kwargs`` say otherwise."""
+    if script:
+        program = [os.path.join(os.path.dirname(sys.executable), "pyflatmodule")]
+        if not os.path.exists(program[0]):
+            pytest.skip(f"no pyflatmodule console script beside {sys.executable}")
+    else:
+        program = [sys.executable, "-m", "pyflatmodule"]
+    kwargs.setdefault("capture_output", "stdout" not in kwargs)
+    return subprocess.run([*program, *args], env=_child_env(), timeout=180, **kwargs)
+
+
+def test_python_m_describes_the_bundled_sample():
+    r = _process("info")
+    assert 0 == r.returncode, r.stderr
+    doc, _ = load_expectation("sample.ptl", "oracle")
+    for name in doc["info"]["function_names"]:
+        assert name.encode() in r.stdout
+    assert b"\x1b[" not in r.stdout and b"" == r.stderr
+
+
+def test_console_script_exit_statuses():
+    r = _process("--version", script=True)
+    assert 0 == r.returncode and f"pyflatmodule {pfm.__version__}".encode() in r.stdout
+    r = _process("verify", model_path("mlp_jit.ff"), script=True)
+    assert 0 == r.returncode
+    assert r.stdout.decode().startswith(f"{model_path('mlp_jit.ff')}: OK")
+    r = _process("frobnicate", script=True)
+    assert 2 == r.returncode and b"usage:" in r.stderr
+
+
+def test_python_m_bad_file_is_one_line_no_traceback(bad_files):
+    r = _process("info", bad_files["garbage"])
+    assert 1 == r.returncode and b"" == r.stdout
+    assert [b"bad_identifier" in line for line in r.stderr.splitlines()] == [True]
+    r = _process("info", "--json", bad_files["garbage"])
+    assert 1 == r.returncode and b"" == r.stdout
+    err = json.loads(r.stderr)["error"]
+    assert ("bad_identifier", 4, bad_files["garbage"]) == (err["code"], err["offset"],
+                                                            err["file"])
+
+
+def test_python_m_extract_writes_raw_bytes_to_stdout():
+    inputs, _ = load_expectation("extra_files.ff", "inputs")
+    for name, b64 in inputs["extra_files"].items():
+        r = _process("extract", model_path("extra_files.ff"), name)
+        assert 0 == r.returncode, r.stderr
+        assert base64.b64decode(b64) == r.stdout
+
+
+def test_closed_stdout_stops_quietly():
+    """The reader went away (``| head``): no traceback, no "Exception ignored", exit 1."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = _process("verify", model_path("mlp_jit.ff"), stdout=write_end,
+                     stderr=subprocess.PIPE)
+    finally:
+        os.close(write_end)
+    assert (1, b"") == (r.returncode, r.stderr)
+
+
+def _run_in_terminal(*args: str, **env: str) -> str:
+    """Run with stdout and stderr on a pseudo-terminal; returns what it printed."""
+    main, child = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "pyflatmodule", *args], stdout=child,
+                         stderr=child, env=_child_env(**env))
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(timeout=120)
+    os.close(main)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color():
+    assert "\x1b[" in _run_in_terminal("verify", model_path("mlp_jit.ff"), TERM="xterm")
+    assert "\x1b[" not in _run_in_terminal("verify", model_path("mlp_jit.ff"), TERM="xterm",
+                                           NO_COLOR="1")
+
 
 _IMPORTED_ML_DTYPES = """
 import sys

@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import model_path
+from support import model_path
 from decode_all import error_shape, full_decode, wide_module
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))

@@ -14,7 +14,8 @@ from typing import Any, Dict
 import numpy as np
 import pytest
 
-import pyflatmodule as pfm
+from support import run_cli
+
 from pyflatmodule.diff import compare_arrays, diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -111,3 +112,24 @@ def test_compare_arrays_counts_nan_as_equal_and_chunks_big_arrays(monkeypatch: A
     n, max_abs, max_rel = compare_arrays(a, b)
     assert (n, max_abs) == (1, 3.0) and max_rel == pytest.approx(3 / 62)
     assert compare_arrays(np.array([True, False]), np.array([True, True]))[0] == 1
+
+
+def test_the_command_exits_as_diff_does(tmp_path: Any) -> None:
+    a, b = os.path.join(ET, "mlp.pte"), os.path.join(ET, "mlp_changed.pte")
+    same = run_cli("diff", a, a)
+    assert same.returncode == 0 and "equal" in same.stdout.splitlines()[0]
+    changed = run_cli("diff", a, b)
+    assert changed.returncode == 1
+    (line,) = [x for x in changed.stdout.splitlines() if "changed " in x]
+    assert "1 of 3 elements differ" in line and "max abs 0.5" in line
+    doc = json.loads(run_cli("diff", a, b, "--json").stdout)
+    assert doc["equal"] is False and doc["tensors"]["changed"] == 1
+    assert [t["status"] for t in doc["tensor_diffs"]].count("equal") == 3
+    mixed = run_cli("diff", a, os.path.join(DATA, "mlp_jit.ff"))
+    assert mixed.returncode == 2 and "one format" in mixed.stderr
+    missing = run_cli("diff", a, str(tmp_path / "nope.pte"))
+    assert missing.returncode == 2 and "nope.pte" in missing.stderr
+    bad = tmp_path / "bad.pte"
+    bad.write_bytes(open(a, "rb").read()[:100])
+    broken = run_cli("diff", str(bad), a)
+    assert broken.returncode == 2 and "bad.pte" in broken.stderr and "invalid model" in broken.stderr

@@ -328,6 +328,7 @@ def test_a_segment_past_the_end_is_named() -> None:
     with pytest.raises(pfm.FormatError) as e:
         pfm.load(bytes(raw))
     assert e.value.code == "bad_header" and e.value.path == "header"
+    assert e.value.offset == 32   # the field that is wrong
 
 
 def test_a_boxed_list_pointing_at_a_value_of_another_kind_is_refused() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import HAS_TORCH, load_expectation, model_path, same_float
+from support import HAS_TORCH, hex_float, load_expectation, model_path, same_float
 
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")]
@@ -23,10 +23,6 @@ if HAS_TORCH:
     import torch
 
     from pyflatmodule.interop import state_dict_to_torch, to_torch
-
-
-def _hex(x):
-    return float.fromhex(x) if isinstance(x, str) else float(x)
 
 
 def _raw(t: "torch.Tensor") -> bytes:
@@ -117,12 +113,12 @@ def test_quantized_tensors_convert_with_equal_int_repr_scales_zero_points(name):
         assert desc["shape"] == list(t.shape), key
         assert arrays[desc["int_repr"]].tobytes() == t.int_repr().contiguous().numpy().tobytes()
         if "scale" in desc:
-            assert same_float(_hex(desc["scale"]), t.q_scale()), key
+            assert same_float(hex_float(desc["scale"]), t.q_scale()), key
             assert desc["zero_point"] == t.q_zero_point(), key
         else:
             assert desc["axis"] == t.q_per_channel_axis(), key
-            assert [_hex(x) for x in desc["scales"]] == t.q_per_channel_scales().tolist()
-            assert [_hex(x) for x in desc["zero_points"]] == \
+            assert [hex_float(x) for x in desc["scales"]] == t.q_per_channel_scales().tolist()
+            assert [hex_float(x) for x in desc["zero_points"]] == \
                 [float(x) for x in t.q_per_channel_zero_points().tolist()]
 
 
@@ -140,7 +136,7 @@ def test_quantized_weight_inside_packed_params():
     w, b = state[0]["v"], state[1]["v"]
     assert torch.qint8 == t.dtype and w["shape"] == list(t.shape)
     assert arrays[w["int_repr"]].tobytes() == t.int_repr().numpy().tobytes()
-    assert same_float(_hex(w["scale"]), t.q_scale())
+    assert same_float(hex_float(w["scale"]), t.q_scale())
     assert w["zero_point"] == t.q_zero_point()
     assert arrays[b["data"]].tobytes() == _raw(to_torch(bias))
 

@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import model_path
+from support import load_expectation, model_path
 
 MLP = model_path("mlp_jit.ff")
 
 
 def _expected_bytes(path, key):
-    from conftest import load_expectation
     doc, arrays = load_expectation(path, "oracle")
     return arrays[doc["state_dict"]["tensors"][key]["data"]].tobytes()
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from conftest import (HAS_TORCH, assert_info, assert_state_dict, assert_value,
-                      decoded_extra_files, load_expectation, model_path)
 from decode_all import full_decode
+from support import (HAS_TORCH, assert_info, assert_state_dict, assert_tensor, assert_value,
+                     decoded_extra_files, load_expectation, model_path)
 
 
 def _part(doc, name):
@@ -74,16 +74,16 @@ def test_tensors_made_in_bulk(model_name, spaced_min, monkeypatch):
     groups as the rows of one strided view: forced down to pairs here, so every file
     takes that path where its layout allows) are the views the one-record path makes,
     and the state_dict made of them is torch's."""
-    from pyflatmodule import _image
-    monkeypatch.setattr(_image, "_SPACED_MIN", spaced_min)
+    from pyflatmodule import tensors
+    monkeypatch.setattr(tensors, "_SPACED_MIN", spaced_min)
     path = model_path(model_name)
     with pfm.load(path) as m, pfm.load(path) as ref:
         images = (m._img(), ref._img())
         n = len(images[0].tensor_index)
-        bulk = images[0].tensors(range(n))
+        bulk = m._decoder().tensors.tensors(range(n))
         starts = [np.frombuffer(image.view, np.uint8).ctypes.data for image in images]
         for t, a in enumerate(bulk):
-            b = images[1].tensor(t)
+            b = ref._decoder().tensors.tensor(t)
             if not isinstance(a, np.ndarray):
                 assert type(a) is type(b)
                 continue
@@ -99,7 +99,7 @@ def test_state_dict_with_modules_walked_in_python(model_name, parity, monkeypatc
     """Every other declared field-object module handed to the Python side of the walk
     (as set-state modules are), whose field submodules go back to the C walk under
     their prefix: the same state_dict, torch's."""
-    from pyflatmodule import module as walk
+    from pyflatmodule import _state_dict as walk
     init = walk._ModuleWalk.__init__
 
     def every_other_in_python(self, image, decls):
@@ -168,7 +168,6 @@ def test_saved_parameters_match_torchs_reader():
     with pfm.load(model_path("mlp_params.ff")) as m:
         sd = m.state_dict()
     assert sorted(expected["keys"]) == sorted(sd)
-    from conftest import assert_tensor
     for key in expected["keys"]:
         assert_tensor(expected["tensors"][key], arrays, sd[key], key)
 
@@ -362,17 +361,17 @@ def _assert_torch_strides(desc, actual, where):
 def test_strides_are_torchs(model_name, bulk, spaced_min, monkeypatch):
     """Every tensor carries exactly the strides torch reports (size-1 and size-0
     dimensions included), in bytes, made in bulk or one record at a time."""
-    from pyflatmodule import _image
-    monkeypatch.setattr(_image, "_SPACED_MIN", spaced_min)
+    from pyflatmodule import tensors
+    monkeypatch.setattr(tensors, "_SPACED_MIN", spaced_min)
     doc, _ = load_expectation(model_name, "oracle")
     with pfm.load(model_path(model_name)) as m:
-        image = m._img()
-        n = len(image.tensor_index)
+        table = m._decoder().tensors
+        n = len(m._img().tensor_index)
         if bulk:
-            image.tensors(range(n))
+            table.tensors(range(n))
         else:
             for t in range(n):
-                image.tensor(t)
+                table.tensor(t)
         checked = 0
         if "error" not in doc.get("state_dict", {"error": ""}):
             sd = m.state_dict()

@@ -26,7 +26,7 @@ from typing import List, NamedTuple
 
 import pytest
 
-from conftest import HAS_TORCH, SAMPLE
+from support import HAS_TORCH, SAMPLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -124,6 +124,7 @@ def shell(tmp_path):
     data = tmp_path / "pyflatmodule" / "data"
     data.mkdir(parents=True)
     shutil.copyfile(SAMPLE, data / "sample.ptl")
+    shutil.copyfile(os.path.join(os.path.dirname(SAMPLE), "sample.pte"), data / "sample.pte")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "pyflatmodule").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pyflatmodule "$@"\n')

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 import pyflatmodule as pfm
-from conftest import (HAS_TORCH, HERE, MODEL_FILES, assert_info, assert_state_dict,
-                      assert_value, model_path)
+from support import (HAS_TORCH, MODEL_FILES, TESTS, assert_info, assert_state_dict,
+                     assert_value, model_path)
 
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")]
@@ -45,6 +45,6 @@ def test_stored_files_against_live_torch(name):
 @pytest.mark.parametrize("seed", range(6))
 def test_fresh_models_against_torch(seed, tmp_path):
     out = str(tmp_path / f"fresh{seed}.ptl")
-    subprocess.run([sys.executable, os.path.join(HERE, "torch_fresh.py"), str(seed), out],
+    subprocess.run([sys.executable, os.path.join(TESTS, "torch_fresh.py"), str(seed), out],
                    check=True, timeout=300, capture_output=True)
     assert 3 == _compare(out)

@@ -18,9 +18,10 @@ import sys
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from conftest import assert_tensor
+import zoo as ZOO   # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 
 import pyflatmodule as pfm
+from support import assert_tensor
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]
 
@@ -46,17 +47,6 @@ def zoo(tmp_path_factory: Any) -> Tuple[str, List[Dict[str, Any]]]:
     with open(os.path.join(out, "zoo.json"), encoding="utf-8") as f:
         return out, json.load(f)["files"]
 
-
-def _zoo_listing() -> Any:
-    """benchmarks/zoo.py, which names the zoo's files without importing torch."""
-    spec = importlib.util.spec_from_file_location("zoo", os.path.join(BENCHMARKS, "zoo.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ZOO = _zoo_listing()
 
 
 @pytest.mark.parametrize("form", list(ORACLE_PART))

@@ -1,0 +1,117 @@
+"""``pyflatmodule diff``: what changed between two files of one format (``diff.diff``)."""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ..diff import Diff, TensorDiff, diff
+from ..errors import FormatError
+from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, json_value, open_model
+
+HELP = "what changed between two files of one format: structure and tensors"
+
+EXAMPLES = """examples:
+  pyflatmodule diff old.pte new.pte           structure, then every tensor that differs
+  pyflatmodule diff a.ptl b.ptl --json        everything, equal tensors included
+  pyflatmodule diff a.pte b.pte --all         list equal tensors too
+
+tensors are matched by name, then by position and shape, and compared chunk by chunk
+from the mappings.
+exit status: 0 the files are equal, 1 they differ, 2 trouble (usage, a file that cannot
+be read or is not valid, files of two formats), as diff(1)
+"""
+
+#: diff(1)'s statuses: equal, different, trouble.
+EXIT_SAME, EXIT_DIFFERENT, EXIT_TROUBLE = 0, 1, 2
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.add_argument("--all", action="store_true", help="list equal tensors too")
+
+
+def _number(x: float) -> Any:
+    return x if math.isfinite(x) else str(x)
+
+
+def _tensor_doc(t: TensorDiff) -> Json:
+    return {"a": t.name_a, "b": t.name_b, "status": t.status, "dtype": t.dtype,
+            "shape": list(t.shape), "differing": t.differing, "max_abs": _number(t.max_abs),
+            "max_rel": _number(t.max_rel), "note": t.note}
+
+
+def to_json(a: str, b: str, d: Diff) -> Json:
+    """The JSON document ``diff --json`` prints."""
+    counts = {s: sum(t.status == s for t in d.tensors)
+              for s in ("equal", "changed", "only_a", "only_b")}
+    return {"a": a, "b": b, "format": d.format, "equal": d.equal,
+            "structure": [{"what": c.what, "a": json_value(c.a), "b": json_value(c.b)}
+                          for c in d.structure],
+            "tensors": counts, "tensor_diffs": [_tensor_doc(t) for t in d.tensors]}
+
+
+def _line(ctx: Context, t: TensorDiff) -> str:
+    st = ctx.style
+    shape = f"{t.dtype}{list(t.shape)}"
+    if t.status == "only_a":
+        return f"  {st('only in A', 'red')}  {t.name_a}  {shape}"
+    if t.status == "only_b":
+        return f"  {st('only in B', 'green')}  {t.name_b}  {shape}"
+    name = t.name_a if t.name_a == t.name_b else f"{t.name_a} ~ {t.name_b}"
+    if t.status == "equal":
+        return f"  {st('equal', 'dim')}      {name}  {shape}"
+    numel = math.prod(t.shape)
+    text = f"  {st('changed', 'yellow')}    {name}  {shape}"
+    if t.differing:
+        text += (f": {t.differing:,} of {numel:,} elements differ, max abs {t.max_abs:.6g}, "
+                 f"max rel {t.max_rel:.6g}")
+    return text + (f" ({t.note})" if t.note else "")
+
+
+def run(ctx: Context) -> int:
+    """Compare A with B; exit 0 when equal, 1 when different."""
+    args = ctx.args
+    with _open(args.a) as fa, _open(args.b) as fb:
+        try:
+            d = diff(fa, fb)
+        except ValueError as e:
+            if isinstance(e, FormatError):   # found reading a value: the file is bad
+                raise CliError(f"invalid model: {e} [{e.code}]", e.code, EXIT_TROUBLE) from None
+            raise CliError(str(e), "usage", EXIT_USAGE) from None
+        doc = to_json(args.a, args.b, d)
+    if ctx.json:
+        ctx.dump(doc)
+        return EXIT_SAME if d.equal else EXIT_DIFFERENT
+    st = ctx.style
+    ctx.print(f"{st(args.a, 'bold')} vs {st(args.b, 'bold')}: {d.format}s, "
+              f"{'equal' if d.equal else 'different'}")
+    if d.structure:
+        ctx.print("structure:")
+        for c in d.structure:
+            ctx.print(f"  {c.what}: {_short(c.a)} -> {_short(c.b)}")
+    counts = doc["tensors"]
+    ctx.print(f"tensors: {counts['equal']} equal, {counts['changed']} changed, "
+              f"{counts['only_a']} only in A, {counts['only_b']} only in B")
+    for t in d.tensors:
+        if args.all or t.status != "equal":
+            ctx.print(_line(ctx, t))
+    return EXIT_OK if d.equal else EXIT_DIFFERENT
+
+
+def _open(path: str) -> Any:
+    """The opened file; any failure is trouble (exit 2), as diff(1) has it."""
+    try:
+        return open_model(path)
+    except FormatError as e:
+        raise CliError(f"invalid model: {e} [{e.code}]", e.code, EXIT_TROUBLE,
+                       file=path) from None
+    except OSError as e:
+        raise CliError(e.strerror or str(e), "io_error", EXIT_TROUBLE, file=path) from None
+
+
+def _short(value: Any, limit: int = 70) -> str:
+    text = "absent" if value is None else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

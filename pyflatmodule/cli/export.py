@@ -1,0 +1,137 @@
+"""``pyflatmodule export``: every ``state_dict()`` tensor to .safetensors or .npz, streaming."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import time
+from typing import TextIO
+
+from .. import __version__
+from .. import export as exporting
+from ..module import Module
+from . import executorch
+from .common import (EXIT_OK, EXIT_USAGE, CliError, Context, Json, dtype_name, human, isatty,
+                     open_model, refuse_input_as_output, write_error)
+
+HELP = "every state_dict() tensor to .safetensors or .npz, streaming"
+
+EXAMPLES = """examples:
+  pyflatmodule export model.ptl weights.safetensors
+  pyflatmodule export model.ptl weights.npz
+  pyflatmodule export model.ptl out.bin --format safetensors --no-progress
+
+OUT is written to a temporary file beside it, then renamed; OUT may not be the model
+itself (nor a link to it): exit 2
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("out", metavar="OUT", help="output file: *.safetensors or *.npz")
+    p.add_argument("--data", action="append", default=[], metavar="PTD",
+                   help="an ExecuTorch data file holding the program's external tensors "
+                        "(repeatable)")
+    p.add_argument("--format", choices=("safetensors", "npz"),
+                   help="output format (default: from OUT's extension)")
+    p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="always draw a progress bar on stderr")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="never draw one (default: on a terminal, for models over 64 MiB)")
+    p.add_argument("--progress-threshold", type=int, default=64 << 20, help=argparse.SUPPRESS)
+
+
+class Progress:
+    """A progress bar on stderr (only drawn when asked to, i.e. on a terminal)."""
+
+    def __init__(self, stream: TextIO, total: int, enabled: bool) -> None:
+        self.stream = stream
+        self.total = max(1, total)
+        self.enabled = enabled
+        self.done = 0
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, nbytes: int, name: str) -> None:
+        self.done += nbytes
+        now = time.monotonic()
+        if self.enabled and (now - self.last >= 0.1 or self.done >= self.total):
+            self.last = now
+            width = shutil.get_terminal_size((80, 24)).columns
+            frac = min(1.0, self.done / self.total)
+            bar_w = 24
+            filled = int(bar_w * frac)
+            text = (f"\rexport {frac * 100:5.1f}% [{'#' * filled}{'.' * (bar_w - filled)}] "
+                    f"{human(self.done)} / {human(self.total)}  {name}")
+            self.stream.write(text[:width - 1].ljust(width - 1))
+            self.stream.flush()
+            self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def export_format(args: argparse.Namespace) -> str:
+    """The output format: ``--format``, else OUT's extension."""
+    if args.format:
+        return str(args.format)
+    lower = args.out.lower()
+    if lower.endswith(".safetensors"):
+        return "safetensors"
+    if lower.endswith(".npz"):
+        return "npz"
+    raise CliError(f"cannot tell the format of {args.out!r}: name it *.safetensors or "
+                   "*.npz, or pass --format", "usage", EXIT_USAGE)
+
+
+def run(ctx: Context) -> int:
+    """Write every state_dict() tensor to OUT."""
+    args = ctx.args
+    fmt = export_format(args)
+    if os.path.isdir(args.out):
+        raise CliError(f"{args.out}: is a directory", "usage", EXIT_USAGE)
+    refuse_input_as_output(args.path, args.out)
+    with open_model(args.path, args.data) as m:
+        if isinstance(m, Module):
+            state = m.state_dict()
+            entries = exporting.plan((name, dtype_name(m, v), v) for name, v in state.items())
+        else:   # numpy's names of ExecuTorch's dtypes are torch's (ml_dtypes' included)
+            entries = exporting.plan((name, str(v.dtype), v)
+                                     for name, v in executorch.tensors(m).items())
+        total = sum(e.nbytes for _, e in entries)
+        show = args.progress if args.progress is not None else (
+            total >= args.progress_threshold and isatty(ctx.err))
+        bar = Progress(ctx.err, total, bool(show))
+        try:
+            if fmt == "safetensors":
+                size = exporting.write_safetensors(
+                    args.out, entries, {"format": "pt", "producer": f"pyflatmodule {__version__}"},
+                    bar)
+            else:
+                size = exporting.write_npz(args.out, entries,
+                                         {"producer": f"pyflatmodule {__version__}"}, bar)
+        except ValueError as exc:
+            raise CliError(str(exc), "unsupported", file=args.path) from None
+        except OSError as exc:
+            raise write_error(args.out, exc) from None
+        finally:
+            bar.close()
+        listing = []
+        for name, e in entries:
+            item: Json = {"name": name, "dtype": e.dtype, "shape": list(e.shape),
+                          "bytes": e.nbytes}
+            if fmt == "safetensors":
+                st, shape, _ = exporting.safetensors_layout(e)
+                item["stored_dtype"], item["stored_shape"] = st, shape
+            listing.append(item)
+    doc = {"file": args.path, "output": args.out, "format": fmt, "size": size,
+           "tensors": len(entries), "bytes": total, "entries": listing}
+    if ctx.json:
+        ctx.dump(doc)
+    else:
+        ctx.print(f"{args.out}: {len(entries)} tensors, {total:,} bytes of data, "
+                  f"{fmt}, {size:,} bytes")
+    return EXIT_OK

@@ -1,0 +1,70 @@
+"""``pyflatmodule ops``: the operators models need, as ``torch.jit.export_opnames``."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import List, Optional, Set
+
+from ..executorch import Program
+from ..module import Module
+from . import executorch
+from .common import EXIT_OK, Context, no_methods_note, open_model
+
+HELP = "operators the model needs (as torch.jit.export_opnames)"
+
+EXAMPLES = """examples:
+  pyflatmodule ops model.ptl                  one operator a line, e.g. aten::add.Tensor
+  pyflatmodule ops --yaml a.ptl b.ptl > ops.yaml   union, as a YAML list for a
+                                              selective build (SELECTED_OP_LIST)
+  pyflatmodule ops model.pte                  an ExecuTorch program's kernel operators,
+                                              e.g. aten::add.out
+
+a file without methods (e.g. a parameters file) needs no operators: a note on stderr,
+exit 0
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    p.add_argument("paths", nargs="+", metavar="PATH", help="model files (the union is printed)")
+    p.add_argument("--yaml", action="store_true", help="a YAML list, for a selective build")
+
+
+def operator_names(path: str) -> Optional[List[str]]:
+    """The operators a model needs, as ``torch.jit.export_opnames`` names them (an
+    ExecuTorch program's kernel operators as ``name.overload``); None for a file without
+    methods."""
+    with open_model(path) as m:
+        if isinstance(m, Program):
+            return executorch.operator_names(m)
+        if not isinstance(m, Module) or not m.methods:
+            return None
+        return sorted(m.info()["opname_to_num_args"])
+
+
+def yaml_scalar(text: str) -> str:
+    """A YAML scalar: plain when safe, else double-quoted (JSON escapes are YAML's)."""
+    if text and (text[0].isalpha() or text[0] == "_") and all(
+            c.isalnum() or c in "_:.-" for c in text) and not text.endswith(":") and \
+            text.lower() not in ("true", "false", "yes", "no", "on", "off", "null", "y", "n"):
+        return text
+    return json.dumps(text)
+
+
+def run(ctx: Context) -> int:
+    """Print the union of the files' operators."""
+    names: Set[str] = set()
+    for path in ctx.args.paths:
+        found = operator_names(path)
+        if found is None:
+            no_methods_note(ctx, path, "it needs no operators")
+        names.update(found or ())
+    ordered = sorted(names)
+    if ctx.json:
+        ctx.dump({"files": list(ctx.args.paths), "operators": ordered})
+    elif ctx.args.yaml:
+        ctx.print("\n".join(f"- {yaml_scalar(n)}" for n in ordered) if ordered else "[]")
+    else:
+        for name in ordered:
+            ctx.print(name)
+    return EXIT_OK

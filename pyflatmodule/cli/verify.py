@@ -1,0 +1,125 @@
+"""``pyflatmodule verify``: check model files completely, one line per file."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Iterator, List, Sequence
+
+from ..errors import FormatError
+from ..files import file_format, load
+from ..module import Module
+from ..module import verify as verify_source
+from . import executorch
+from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, MODEL_SUFFIXES, CliError, Context, Json,
+                     Style, error_doc)
+
+HELP = "check model files completely; one line per file"
+
+EXAMPLES = """examples:
+  pyflatmodule verify model.ptl         one line per file: OK or INVALID [code] offset, path
+  pyflatmodule verify -q models/        recurse into models/, print only invalid files
+  find /data -name '*.ptl' | pyflatmodule verify --stats -
+  pyflatmodule verify --json a.ff b.ff  {"valid": n, "invalid": n, "files": [...]}
+
+exit status: 0 every file is valid, 1 any is not, 2 usage error
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="model files, directories (searched for .ptl/.ff/.pte/.ptd) or - (paths "
+                        "on stdin)")
+    p.add_argument("--strict", action="store_true",
+                   help="FlatBuffers' own rules (rejects torch's >2 GiB wrapped vtables)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only invalid files")
+    p.add_argument("--stats", action="store_true",
+                   help="print a count and files/second on stderr at the end")
+
+
+def expand_paths(paths: Sequence[str]) -> Iterator[str]:
+    """Files to check: ``-`` reads paths from stdin (one a line), directories are
+    searched recursively for ``.ptl``/``.ff`` files, anything else is taken as is."""
+    for path in paths:
+        if path == "-":
+            for line in sys.stdin:
+                line = line.rstrip("\r\n")
+                if line:
+                    yield line
+        elif os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.lower().endswith(MODEL_SUFFIXES):
+                        yield os.path.join(root, name)
+        else:
+            yield path
+
+
+def verify_one(path: str, strict: bool) -> Json:
+    """``{"file", "valid", ...report fields}`` or ``{"file", "valid": false, "error"}``."""
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(21, "is a directory", path)
+        if file_format(path) in ("pte", "ptd"):
+            with load(path, strict=strict) as f:
+                assert not isinstance(f, Module)
+                return {"file": path, "valid": True, **executorch.verify_fields(f)}
+        r = verify_source(path, strict=strict)
+    except (FormatError, OSError) as e:
+        return {"file": path, "valid": False, "error": error_doc(path, e)}
+    except Exception as e:          # a reader bug must not stop a run over thousands
+        if os.environ.get("PYFLATMODULE_DEBUG"):
+            raise
+        return {"file": path, "valid": False, "error": error_doc(path, e)}
+    return {"file": path, "valid": True, **r._asdict()}
+
+
+def verify_text(st: Style, result: Json) -> str:
+    """The one line ``verify`` prints for a file."""
+    if result["valid"] and result.get("format") in ("pte", "ptd"):
+        return (f"{result['file']}: {st('OK', 'green', 'bold')} "
+                f"({executorch.verify_line(result)})")
+    if result["valid"]:
+        return (f"{result['file']}: {st('OK', 'green', 'bold')} ({result['size']:,} bytes, "
+                f"{result['ivalues']:,} ivalues, {result['tensors']:,} tensors, "
+                f"{result['storages']:,} storages)")
+    e = result["error"]
+    where = []
+    if e["offset"] is not None:
+        where.append(f"offset {e['offset']}")
+    if e["path"]:
+        where.append(f"at {e['path']}")
+    return (f"{result['file']}: {st('INVALID', 'red', 'bold')} [{e['code']}]"
+            f"{' ' + ' '.join(where) if where else ''}: {e['message']}")
+
+
+def run(ctx: Context) -> int:
+    """Check each file; exit 1 if any is invalid."""
+    args = ctx.args
+    results: List[Json] = []
+    counts = [0, 0]
+    start = time.perf_counter()
+    seen_any = False
+    for path in expand_paths(args.paths):
+        seen_any = True
+        result = verify_one(path, args.strict)
+        counts[0 if result["valid"] else 1] += 1
+        if ctx.json:
+            results.append(result)
+        elif not (args.quiet and result["valid"]):
+            ctx.print(verify_text(ctx.style, result))
+    elapsed = time.perf_counter() - start
+    if not seen_any:
+        raise CliError("no model files given (directories are searched for "
+                       f"{'/'.join(MODEL_SUFFIXES)} files)", "usage", EXIT_USAGE)
+    if ctx.json:
+        ctx.dump({"valid": counts[0], "invalid": counts[1], "files": results})
+    if args.stats:
+        n = counts[0] + counts[1]
+        rate = n / elapsed if elapsed > 0 else float("inf")
+        ctx.err.write(f"{n} files: {counts[0]} valid, {counts[1]} invalid, "
+                      f"{elapsed:.2f} s ({rate:,.0f} files/s)\n")
+    return EXIT_OK if counts[1] == 0 else EXIT_FAIL

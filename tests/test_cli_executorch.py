@@ -1,0 +1,178 @@
+"""The command line on ExecuTorch programs and data files, against ExecuTorch's answers.
+
+Expected values come from the oracles beside each file in tests/data/et/ (ExecuTorch's own
+flatbuffer reader, ``deserialize_pte_binary`` and the exported module's weights) or from
+the file's bytes; the commands run in-process through ``pyflatmodule.cli.main``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pytest
+from support import run_cli
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ET = os.path.join(HERE, "data", "et")
+PROGRAMS = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".pte"))
+
+
+def _oracle(stem: str) -> Tuple[Dict[str, Any], Any]:
+    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    return doc, np.load(os.path.join(ET, stem + ".oracle.npz"))
+
+
+def _pte(stem: str) -> str:
+    return os.path.join(ET, stem + ".pte")
+
+
+def _json(*argv: str) -> Any:
+    r = run_cli(*argv, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_info_lists_executorchs_methods_and_operators(stem: str) -> None:
+    doc, _ = _oracle(stem)
+    s = _json("info", _pte(stem))
+    assert s["format"] == "pte"
+    plans = doc["program"]["execution_plan"]
+    assert [m["name"] for m in s["methods"]] == [p["name"] for p in plans]
+    for got, want in zip(s["methods"], plans):
+        assert got["values"] == len(want["values"])
+        assert got["inputs"] == want["inputs"] and got["outputs"] == want["outputs"]
+        assert got["operators"] == [f"{n}.{o}" if o else n for n, o in want["operators"]]
+        assert got["instructions"] == sum(len(c["instructions"]) for c in want["chains"])
+        assert got["delegates"] == [d["id"] for d in want["delegates"]]
+    text = run_cli("info", _pte(stem))
+    assert text.returncode == 0 and "ExecuTorch program" in text.stdout
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_dis_gives_every_instruction_with_its_operator(stem: str) -> None:
+    doc, _ = _oracle(stem)
+    d = _json("dis", _pte(stem))
+    for got, want in zip(d["methods"], doc["program"]["execution_plan"]):
+        assert [[i["op"] for i in c["instructions"]] for c in got["chains"]] == \
+            [c["instructions"] for c in want["chains"]]
+        names = [f"{n}.{o}" if o else n for n, o in want["operators"]]
+        for c in got["chains"]:
+            for ins in c["instructions"]:
+                if ins["op"] == "KernelCall":
+                    assert ins["target"] == names[ins["op_index"]]
+                    assert ins["operands"] == ins["args"]
+                    for v in ins["values"]:
+                        kind = want["values"][v["index"]]["kind"]
+                        assert v["text"].split()[0] in (
+                            ("const", "planned", "input", "external") if kind == "Tensor"
+                            else ("None",) if kind == "Null" else (kind,))
+    assert run_cli("dis", _pte(stem)).returncode == 0
+
+
+def test_dis_of_a_missing_method_names_the_methods() -> None:
+    r = run_cli("dis", _pte("two_methods"), "backward")
+    assert r.returncode == 1
+    assert "'backward'" in r.stderr and "first_layer, forward" in r.stderr
+
+
+def test_ops_is_the_union_of_the_programs_kernel_operators() -> None:
+    want = set()
+    for stem in ("mlp", "sample"):
+        doc, _ = _oracle(stem)
+        want |= {f"{n}.{o}" if o else n for p in doc["program"]["execution_plan"]
+                 for n, o in p["operators"]}
+    r = run_cli("ops", _pte("mlp"), _pte("sample"))
+    assert r.returncode == 0 and r.stdout.split() == sorted(want)
+    assert _json("ops", _pte("mlp"))["operators"] == sorted(
+        f"{n}.{o}" for n, o in _oracle("mlp")[0]["program"]["execution_plan"][0]["operators"])
+
+
+def test_verify_accepts_both_formats_and_names_the_bad_one(tmp_path: Any) -> None:
+    bad = tmp_path / "bad.pte"
+    raw = bytearray(open(_pte("mlp"), "rb").read())
+    raw[32:40] = len(raw).to_bytes(8, "little")   # segment data past the end of the file
+    bad.write_bytes(bytes(raw))
+    r = run_cli("verify", _pte("mlp"), os.path.join(ET, "external.ptd"), str(bad))
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert "OK" in lines[0] and "ExecuTorch program" in lines[0]
+    assert "OK" in lines[1] and "ExecuTorch data file" in lines[1]
+    assert "INVALID [bad_header]" in lines[2] and "at header" in lines[2]
+    r = run_cli("verify", "--json", str(tmp_path))   # a directory: its .pte/.ptd files
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["invalid"] == 1 and doc["files"][0]["error"]["code"] == "bad_header"
+
+
+def test_tree_shows_values_and_filters_by_path() -> None:
+    doc, _ = _oracle("two_methods")
+    t = _json("tree", _pte("two_methods"))["root"]
+    methods = {m["name"]: m for m in t["children"] if m["kind"] == "method"}
+    for plan in doc["program"]["execution_plan"]:
+        values = next(c for c in methods[plan["name"]]["children"] if c["name"] == "values")
+        assert [v["kind"] for v in values["children"]] == [v["kind"] for v in plan["values"]]
+    pruned = _json("tree", _pte("two_methods"), "--filter", "first_layer.values[0]")["root"]
+    (method,) = pruned["children"]
+    (values,) = method["children"]
+    assert [v["path"] for v in values["children"]] == ["first_layer.values[0]"]
+
+
+def test_export_writes_the_external_tensors_by_name(tmp_path: Any) -> None:
+    doc, arrays = _oracle("external")
+    out = tmp_path / "w.npz"
+    r = run_cli("export", _pte("external"), str(out), "--data",
+                os.path.join(ET, "external.ptd"))
+    assert r.returncode == 0, r.stderr
+    with np.load(out) as z:
+        assert sorted(set(z.files) - {"__metadata__"}) == sorted(doc["weights"])
+        for name, w in doc["weights"].items():
+            want = np.frombuffer(arrays[w["data"]].tobytes(), w["dtype"]).reshape(w["shape"])
+            np.testing.assert_array_equal(z[name], want)
+
+
+def test_export_names_a_programs_constants_by_place(tmp_path: Any) -> None:
+    doc, arrays = _oracle("mlp")
+    out = tmp_path / "w.npz"
+    assert run_cli("export", _pte("mlp"), str(out)).returncode == 0
+    values = doc["program"]["execution_plan"][0]["values"]
+    buffers = doc["restored"]["constant_buffer"]
+    with np.load(out) as z:
+        want = [i for i, v in enumerate(values) if v["kind"] == "Tensor"
+                and v["data_buffer_idx"] > 0 and v["allocation"] is None]
+        assert sorted(set(z.files) - {"__metadata__"}) == sorted(
+            f"forward.values[{i}]" for i in want)
+        for i in want:
+            raw = arrays[buffers[values[i]["data_buffer_idx"]]].tobytes()
+            assert z[f"forward.values[{i}]"].tobytes() == raw[:z[f"forward.values[{i}]"].nbytes]
+
+
+def test_export_data_is_for_programs_only(tmp_path: Any) -> None:
+    ptd = os.path.join(ET, "external.ptd")
+    r = run_cli("export", ptd, str(tmp_path / "w.npz"), "--data", ptd)
+    assert r.returncode == 2 and "--data" in r.stderr
+    r = run_cli("export", _pte("external"), str(tmp_path / "w.npz"), "--data", _pte("mlp"))
+    assert r.returncode == 2 and "data files" in r.stderr
+
+
+def test_extract_named_data_and_delegate_payloads() -> None:
+    doc, arrays = _oracle("xnnpack")
+    for key, ref in doc["restored"]["named_data"].items():
+        r = run_cli("extract", _pte("xnnpack"), key)
+        assert r.returncode == 0 and r.stdout_bytes == arrays[ref].tobytes()
+    # the delegate's payload: its segment, where ExecuTorch's reader says it is
+    (delegate,) = doc["program"]["execution_plan"][0]["delegates"]
+    offset, size = doc["program"]["segments"][delegate["index"]]
+    raw = open(_pte("xnnpack"), "rb").read()
+    start = doc["header"]["segment_base_offset"] + offset
+    r = run_cli("extract", _pte("xnnpack"), "forward.delegates[0]")
+    assert r.returncode == 0 and r.stdout_bytes == raw[start:start + size]
+    r = run_cli("extract", _pte("xnnpack"), "forward.delegates[1]")
+    assert r.returncode == 1 and "forward.delegates[0]" in r.stderr
+
+
+def test_a_data_file_has_nothing_to_disassemble() -> None:
+    r = run_cli("dis", os.path.join(ET, "external.ptd"))
+    assert r.returncode == 0 and r.stdout == "" and "nothing to disassemble" in r.stderr

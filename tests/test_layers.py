@@ -1,0 +1,189 @@
+"""The package's one-way layers, read from its source with ``ast``.
+
+Each module imports only from the layers below its own (and, within a layer, only from
+the modules listed before it): the index (buffer, C core, raw reads), then decoding
+(tensors, values, functions, each owning its caches), then the public API, then the
+clients. The clients (the command line, export, interop) use only public names: no
+private module, and no private attribute of what the package hands out.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+import pyflatmodule
+
+PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
+
+#: Layers from the bottom up; within one, a module may import those listed before it.
+#: A package (``cli``) is one unit.
+LAYERS: List[Tuple[str, List[str]]] = [
+    ("base", ["errors", "_names", "_types", "_jit_source", "_setstate"]),
+    ("index", ["_ptmf", "_native", "_fbread", "_source", "_image"]),  # _ptmf: the compiled core
+    ("decoding", ["tensors", "values", "functions", "_decoder", "_state_dict"]),
+    ("public API", ["module", "executorch", "files", "__init__"]),
+    ("clients", ["export", "interop", "diff", "cli", "__main__"]),
+]
+RANK: Dict[str, Tuple[int, int]] = {name: (layer, k) for layer, (_, names) in enumerate(LAYERS)
+                                    for k, name in enumerate(names)}
+CLIENTS = ("cli", "export", "interop", "diff")
+
+
+def _sources() -> Iterator[Tuple[str, str]]:
+    """(dotted name inside the package, path) of every Python module."""
+    for root, dirs, files in os.walk(PACKAGE):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                rel = os.path.relpath(path, PACKAGE)[:-3].replace(os.sep, ".")
+                yield rel[:-len(".__init__")] if rel.endswith(".__init__") else rel, path
+
+
+def _is_package(dotted: str) -> bool:
+    return os.path.isfile(os.path.join(PACKAGE, *dotted.split("."), "__init__.py"))
+
+
+def _unit(dotted: str) -> str:
+    """The layer table's name for a module: its top-level part in the package."""
+    return dotted.split(".")[0]
+
+
+def _imports(dotted: str, tree: ast.AST) -> Iterator[Tuple[int, str, List[str]]]:
+    """(line, imported module inside the package, names taken from it) of every import
+    of the package (``__init__`` for names taken from the package itself)."""
+    package = dotted.split(".") if _is_package(dotted) else dotted.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "pyflatmodule":
+                    yield node.lineno, ".".join(parts[1:]) or "__init__", []
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1] if node.level > 1 else package
+                target = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "pyflatmodule":
+                target = node.module.split(".")[1:]
+            else:
+                continue
+            names = [a.name for a in node.names]
+            for name in names:
+                # ``from pkg import sub`` imports a submodule when there is one.
+                sub = ".".join(target + [name])
+                if os.path.exists(os.path.join(PACKAGE, *sub.split("."))) or \
+                        os.path.exists(os.path.join(PACKAGE, *sub.split(".")) + ".py"):
+                    yield node.lineno, sub, []
+                else:
+                    yield node.lineno, ".".join(target) or "__init__", [name]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _layer_errors(dotted: str, tree: ast.AST) -> Iterator[str]:
+    mine = RANK.get(_unit(dotted))
+    if mine is None:
+        yield f"{dotted}: not in the layer table of tests/test_layers.py"
+        return
+    for line, target, _ in _imports(dotted, tree):
+        unit = _unit(target) if target else "__init__"
+        if unit == _unit(dotted):
+            continue            # inside one unit (the cli package's own modules)
+        theirs = RANK.get(unit)
+        if theirs is None:
+            yield f"{dotted}:{line}: imports {target}, which is not in the layer table"
+        elif theirs >= mine:
+            yield (f"{dotted}:{line}: imports {target} ({LAYERS[theirs[0]][0]} layer) "
+                   f"against the layer direction ({dotted} is in the "
+                   f"{LAYERS[mine[0]][0]} layer)")
+
+
+def _defined_private_names(tree: ast.AST) -> Set[str]:
+    """The private names a module defines: functions, classes, methods, globals,
+    attributes it assigns, ``__slots__`` entries."""
+    out: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.add(node.value)          # __slots__ entries, getattr() names
+    return {name for name in out if _private(name)}
+
+
+def _root(node: ast.expr) -> Optional[str]:
+    """The name an attribute chain (``a.b.c``) starts from, if it starts from one."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _private_uses(dotted: str, tree: ast.AST, library: Set[str]) -> Iterator[str]:
+    """Private modules of the package imported, and private names the library defines
+    used as attributes (other than of ``self``: a client's own)."""
+    reported = set()
+    for line, target, names in _imports(dotted, tree):
+        private = [p for p in target.split(".") + names if _private(p)]
+        if private and (line, target) not in reported:
+            reported.add((line, target))
+            yield f"{dotted}:{line}: imports the private {', '.join(private)} of the package"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in library and \
+                _root(node.value) not in ("self", "cls"):
+            yield f"{dotted}:{node.lineno}: uses the private attribute {node.attr}"
+
+
+def _parsed() -> Iterator[Tuple[str, ast.AST]]:
+    for dotted, path in _sources():
+        with open(path, encoding="utf-8") as f:
+            yield dotted, ast.parse(f.read(), path)
+
+
+def test_every_import_follows_the_layers() -> None:
+    errors = [e for dotted, tree in _parsed() for e in _layer_errors(dotted, tree)]
+    assert not errors, "\n".join(errors)
+
+
+def _library_private_names() -> Set[str]:
+    """Every private name the modules below the clients define."""
+    return {name for dotted, tree in _parsed() if _unit(dotted) not in CLIENTS
+            for name in _defined_private_names(tree)}
+
+
+def test_clients_use_only_public_names() -> None:
+    library = _library_private_names()
+    assert {"_img", "_image", "_tensors_and_objects"} <= library
+    errors = [e for dotted, tree in _parsed() if _unit(dotted) in CLIENTS
+              for e in _private_uses(dotted, tree, library)]
+    assert not errors, "\n".join(errors)
+
+
+def _check(dotted: str, source: str, check: Optional[str] = None) -> List[str]:
+    tree = ast.parse(source)
+    found = list(_layer_errors(dotted, tree))
+    if check == "private":
+        found = list(_private_uses(dotted, tree, {"_img", "_PACKED_TYPES"}))
+    return found
+
+
+def test_the_checks_catch_what_they_forbid() -> None:
+    """Each rule fails on a module that breaks it, and passes one that keeps it."""
+    assert _check("_image", "from .values import decode\n")
+    assert _check("_image", "def f():\n    from . import functions\n")
+    assert _check("values", "from .functions import Function\n")
+    assert not _check("functions", "from .values import decode\n")
+    assert _check("tensors", "import pyflatmodule.module\n")
+    assert _check("newmodule", "import os\n")
+    assert _check("cli.tree", "def f(m):\n    return m._img()\n", "private")
+    assert _check("cli.tree", "from .._image import Image\n", "private")
+    assert _check("export", "from .tensors import _PACKED_TYPES\n", "private")
+    assert not _check("cli.tree", "from ..functions import short\n", "private")
+    assert not _check("cli.dis", "class A:\n    def f(self):\n        return self._x\n",
+                      "private")
+    assert not _check("interop", "def f(th):\n    return th._make_thing()\n", "private")
