@@ -499,9 +499,16 @@ class Program(_File):
 
     @property
     def methods(self) -> Dict[str, Method]:
-        """Execution plans by name, in file order."""
-        return {m.name: m for m in (Method(t, self, i)
-                                    for i, t in enumerate(self._root.tables("execution_plan")))}
+        """Execution plans by name, in file order (of plans sharing a name, the first: the
+        one the runtime loads by that name)."""
+        out: Dict[str, Method] = {}
+        for m in self._plans():
+            out.setdefault(m.name, m)
+        return out
+
+    def _plans(self) -> List[Method]:
+        """Every execution plan, by index."""
+        return [Method(t, self, i) for i, t in enumerate(self._root.tables("execution_plan"))]
 
     def _tensor(self, plan: int, value: int) -> Union[np.ndarray, TensorSpec]:
         records, _ = self._index()
@@ -563,7 +570,7 @@ class Program(_File):
         """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
         remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
         out = self.state_dict()
-        names = list(self.methods)
+        names = [m.name for m in self._plans()]
         for plan, value, array in self.constants():
             out.setdefault(f"{names[plan]}.values[{value}]", array)
         return out

@@ -129,6 +129,8 @@ def decode_program(p: pfm.Program) -> None:
     _decode_shared(p)
     for _plan, _value, a in p.constants():
         _touch_array(a)
+    for a in p.named_tensors().values():
+        _touch_array(a)
     for m in p.methods.values():
         _ = m.name, m.index, m.inputs, m.outputs, m.operators, m.non_const_buffer_sizes
         _ = m.container_metadata

@@ -470,3 +470,20 @@ def test_a_jump_to_the_end_of_the_chain_loads_and_one_past_it_does_not() -> None
         pfm.load(bytes(raw))
     assert e.value.code == "bad_index" and e.value.offset == at
     assert e.value.path.endswith("instr_args<JumpFalseCall>")
+
+
+def test_plans_sharing_a_name() -> None:
+    """Two execution plans named alike: methods gives the first (the runtime's pick by
+    name) and named_tensors names each plan's constants by its own index (found: an
+    IndexError)."""
+    raw = bytearray(open(os.path.join(ET, "two_methods.pte"), "rb").read())
+    at = raw.index(b"first_layer\0")
+    assert int.from_bytes(raw[at - 4:at], "little") == 11
+    raw[at - 4:at] = (7).to_bytes(4, "little")
+    raw[at:at + 8] = b"forward\0"
+    with pfm.load(bytes(raw)) as p:
+        assert list(p.methods) == ["forward"] and p.methods["forward"].index == 0
+        plans = {plan for plan, _, _ in p.constants()}
+        assert plans == {0, 1}
+        named = p.named_tensors()
+        assert {f"forward.values[{v}]" for _, v, _ in p.constants()} <= set(named)
