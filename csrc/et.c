@@ -357,10 +357,10 @@ static int value_indices(walk *w, const vec *v, int optional) {
     return PTMF_OK;
 }
 
-static int index_field(walk *w, const tbl *t, const fb_field *f, uint32_t bound) {
+static int index_field(walk *w, const tbl *t, const fb_field *f, uint64_t bound) {
     int32_t x;
     TRY(fld_i32(&w->c, t, f, &x));
-    if (x < 0 || (uint32_t)x >= bound) {
+    if (x < 0 || (uint64_t)x >= bound) {
         uint64_t at;
         TRY(tbl_field(&w->c, t, f->id, 4, &at));
         return fail(&w->c, PTMF_E_BAD_INDEX, at ? at : t->pos);
@@ -405,8 +405,10 @@ static int instruction(walk *w, const tbl *t, uint32_t n_instructions) {
     case ET_INSTRUCTION_ARGUMENTS_JUMP_FALSE_CALL:
         TRY(index_field(w, &a, &et_jump_false_call[ET_JUMP_FALSE_CALL_COND_VALUE_INDEX],
                         w->n_values));
+        /* One past the last instruction is the end of the chain: ExecuTorch jumps there
+         * past a branch that ends the chain (torch.cond), and the runtime stops there. */
         TRY(index_field(w, &a, &et_jump_false_call[ET_JUMP_FALSE_CALL_DESTINATION_INSTRUCTION],
-                        n_instructions));
+                        (uint64_t)n_instructions + 1));
         break;
     default:
         TRY(index_field(w, &a, &et_free_call[ET_FREE_CALL_VALUE_INDEX], w->n_values));
@@ -672,7 +674,10 @@ static int walk_file(const uint8_t *buf, const ptmf_options *opt, et_summary *s,
     w.tensors = tensors;
     w.blobs = blobs;
     if (!schema) return fail(&w.c, PTMF_E_BAD_IDENTIFIER, 4);
+    push(&w.c, "root", NO_INDEX);   /* the root offset and table: located there */
     TRY(deref(&w.c, 0, &s->root));
+    TRY(tbl_open(&w.c, s->root, &root));
+    pop(&w.c);
     if (verify_structure) {
         TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
         s->tables_visited = w.c.tables;
@@ -682,7 +687,6 @@ static int walk_file(const uint8_t *buf, const ptmf_options *opt, et_summary *s,
      * each list item points at), which the structural pass already bounded. */
     w.c.tables = 0;
     w.c.elements = 0;
-    TRY(tbl_open(&w.c, s->root, &root));
     rc = s->identifier == ET_FILE_IDENTIFIER ? program(&w, &root) : data_file(&w, &root);
     if (rc != PTMF_OK) return rc;
     if (!tensors) {

@@ -5,7 +5,10 @@ generated from the project's .fbs files), so field ids, kinds, element types and
 defaults are the schema's and are typed nowhere else. A :class:`Table` reads fields by
 their schema names. Reads are bounds-checked by Python itself, but the layouts they
 assume (an offset field points at a table, a vector fits the buffer) are what the C
-verifier proved for the file before any Table is made over it.
+verifier proved for the file before any Table is made over it. Each Table knows its
+path from the root (the C core's form: ``execution_plan[0].values[3].val<Tensor>``), so
+a string that is not UTF-8 (verify=False leaves that check to the read) raises
+FormatError ``bad_utf8`` located like the C core's errors.
 """
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from ._native import ffi, lib
+from ._native import ffi, format_error, lib
 
-__all__ = ["FieldInfo", "Schema", "Table", "Tables", "schema_of"]
+__all__ = ["FieldInfo", "Schema", "Table", "Tables", "Where", "decode_text", "path_of",
+           "schema_of"]
 
 #: struct format and numpy dtype of each fb_type (FB_OFFSET reads as a uint32).
 _SCALARS: Dict[int, Tuple[str, str]] = {
@@ -91,17 +95,46 @@ def schema_of(identifier: int) -> Schema:
     return schema
 
 
+#: A path from the root: field names, union members ("<Tensor>") and vector indices.
+Where = Tuple[Union[str, int], ...]
+
+
+def path_of(where: Where) -> str:
+    """The path text of ``where``: ``execution_plan[0].values[3].val<Tensor>``."""
+    out = []
+    for seg in where:
+        if isinstance(seg, int):
+            out.append(f"[{seg}]")
+        elif seg.startswith("<") or not out:
+            out.append(seg)
+        else:
+            out.append("." + seg)
+    return "".join(out)
+
+
+def decode_text(buf: Any, pos: int, n: int, where: Where) -> str:
+    """The ``n`` bytes at ``pos`` as UTF-8; FormatError ``bad_utf8`` at the first bad
+    byte, located by ``where``."""
+    try:
+        return str(memoryview(buf)[pos:pos + n], "utf-8")
+    except UnicodeDecodeError as e:
+        raise format_error(lib.PTMF_E_BAD_UTF8, pos + e.start, path_of(where)) from None
+
+
 class Table:
     """A table of a verified buffer, read field by field through its schema."""
 
-    __slots__ = ("schema", "buf", "pos", "fields", "_vt", "_vt_size", "_size")
+    __slots__ = ("schema", "buf", "pos", "fields", "where", "_vt", "_vt_size", "_size")
 
-    def __init__(self, schema: Schema, buf: Any, pos: int, table: str) -> None:
+    def __init__(self, schema: Schema, buf: Any, pos: int, table: str,
+                 where: Where = ()) -> None:
         self.schema = schema
         #: the object the buffer came from (an mmap, bytes...): vectors are views of it
         self.buf = buf
         self.pos = pos
         self.fields = schema.tables[table]
+        #: the table's path from the root, for errors
+        self.where = where
         vt = pos - _I32.unpack_from(buf, pos)[0]
         self._vt = vt
         self._vt_size = _U16.unpack_from(buf, vt)[0]
@@ -144,17 +177,12 @@ class Table:
         raise TypeError(f"field {name!r} is a table, union or vector of tables or structs")
 
     def string(self, name: str) -> Optional[str]:
-        """A string field as text, None when absent (UnicodeDecodeError if not UTF-8)."""
-        raw = self.raw_string(name)
-        return None if raw is None else bytes(raw).decode("utf-8")
-
-    def raw_string(self, name: str) -> Optional[memoryview]:
-        """A string field's bytes, zero-copy; None when absent."""
+        """A string field as text, None when absent (FormatError if not UTF-8)."""
         _, target = self._ref(name)
         if not target:
             return None
         n = _U32.unpack_from(self.buf, target)[0]
-        return memoryview(self.buf)[target + 4:target + 4 + n]
+        return decode_text(self.buf, target + 4, n, self.where + (name,))
 
     def vector(self, name: str) -> np.ndarray:
         """A vector of scalars as a read-only zero-copy array (empty when absent)."""
@@ -176,12 +204,13 @@ class Table:
     def table(self, name: str) -> Optional["Table"]:
         """A table field, None when absent."""
         f, target = self._ref(name)
-        return Table(self.schema, self.buf, target, f.ref) if target else None
+        return Table(self.schema, self.buf, target, f.ref, self.where + (name,)) \
+            if target else None
 
     def tables(self, name: str) -> "Tables":
         """A vector of tables, each read on demand."""
         f, target = self._ref(name)
-        return Tables(self.schema, self.buf, target, f.ref)
+        return Tables(self.schema, self.buf, target, f.ref, self.where + (name,))
 
     def strings(self, name: str) -> List[str]:
         """A vector of strings as text."""
@@ -192,7 +221,7 @@ class Table:
                 at = target + 4 + 4 * i
                 s = at + _U32.unpack_from(self.buf, at)[0]
                 n = _U32.unpack_from(self.buf, s)[0]
-                out.append(bytes(memoryview(self.buf)[s + 4:s + 4 + n]).decode("utf-8"))
+                out.append(decode_text(self.buf, s + 4, n, self.where + (name, i)))
         return out
 
     def union(self, name: str) -> Tuple[str, Optional["Table"]]:
@@ -204,19 +233,22 @@ class Table:
         _, target = self._ref(name)
         if kind == 0 or not target or not member:
             return member or "NONE", None
-        return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind])
+        return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind],
+                             self.where + (name, f"<{member}>"))
 
 
 class Tables(Sequence[Table]):
     """A vector of tables of one type; element i is read when asked for."""
 
-    __slots__ = ("schema", "buf", "pos", "table", "length")
+    __slots__ = ("schema", "buf", "pos", "table", "length", "where")
 
-    def __init__(self, schema: Schema, buf: Any, pos: int, table: str) -> None:
+    def __init__(self, schema: Schema, buf: Any, pos: int, table: str,
+                 where: Where = ()) -> None:
         self.schema = schema
         self.buf = buf
         self.pos = pos
         self.table = table
+        self.where = where
         self.length: int = _U32.unpack_from(buf, pos)[0] if pos else 0
 
     def __len__(self) -> int:
@@ -230,7 +262,8 @@ class Tables(Sequence[Table]):
         if not 0 <= i < self.length:
             raise IndexError(f"index {i} out of range for {self.length} {self.table} tables")
         at = self.pos + 4 + 4 * i
-        return Table(self.schema, self.buf, at + _U32.unpack_from(self.buf, at)[0], self.table)
+        return Table(self.schema, self.buf, at + _U32.unpack_from(self.buf, at)[0], self.table,
+                     self.where + (i,))
 
     def __iter__(self) -> Iterator[Table]:
         for i in range(self.length):

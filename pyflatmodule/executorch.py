@@ -21,7 +21,7 @@ from typing import (Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Se
 
 import numpy as np
 
-from ._fbread import Schema, Table, schema_of
+from ._fbread import Schema, Table, Where, decode_text, schema_of
 from ._image import Options
 from ._native import check, ffi, format_error, lib, new_error
 from ._source import ADVICE, Source, SourceLike, apply_advice, open_source
@@ -391,8 +391,13 @@ class _File:
     def _bytes(self, start: int, size: int) -> memoryview:
         return memoryview(self._buf)[start:start + size].toreadonly()
 
-    def _string(self, pos: int, n: int) -> str:
-        return bytes(memoryview(self._buf)[pos:pos + n]).decode("utf-8")
+    def _name_where(self, r: Any) -> Where:
+        """Where a tensor record's name is in the file (for errors)."""
+        raise NotImplementedError
+
+    def _name(self, r: Any) -> str:
+        """A tensor record's name (fully qualified name, or data file key)."""
+        return decode_text(self._buf, int(r["name"]), int(r["name_len"]), self._name_where(r))
 
     def _layout(self, r: Any) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
         """A record's dtype name, sizes and dim_order (the default order when absent)."""
@@ -421,8 +426,9 @@ class _File:
     def named_data(self) -> Dict[str, memoryview]:
         """Named data by key: read-only bytes of the mapping."""
         _, blobs = self._index()
-        return {self._string(int(b["key"]), int(b["key_len"])):
-                self._bytes(int(b["data"]), int(b["size"])) for b in blobs}
+        return {decode_text(self._buf, int(b["key"]), int(b["key_len"]),
+                            ("named_data", i, "key")):
+                self._bytes(int(b["data"]), int(b["size"])) for i, b in enumerate(blobs)}
 
     @property
     def version(self) -> int:
@@ -453,12 +459,14 @@ class _File:
 class DataFile(_File):
     """An ExecuTorch data file (``.ptd``): named tensors and blobs in segments."""
 
+    def _name_where(self, r: Any) -> Where:
+        return ("named_data", int(r["value"]), "key")
+
     @property
     def tensors(self) -> Dict[str, np.ndarray]:
         """Stored tensors by key: read-only zero-copy arrays with their layouts."""
         records, _ = self._index()
-        return {self._string(int(r["name"]), int(r["name_len"])): self._array(r)
-                for r in records}
+        return {self._name(r): self._array(r) for r in records}
 
     def state_dict(self) -> Dict[str, np.ndarray]:
         """Every tensor of the file by key (the same as :attr:`tensors`)."""
@@ -497,10 +505,14 @@ class Program(_File):
             for d in m.delegates:
                 d.graph
 
+    def _name_where(self, r: Any) -> Where:
+        return ("execution_plan", int(r["plan"]), "values", int(r["value"]), "val", "<Tensor>",
+                "extra_tensor_info", "fully_qualified_name")
+
     def _resolve_external(self) -> None:
         records, _ = self._index()
         for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]:
-            name = self._string(int(r["name"]), int(r["name_len"]))
+            name = self._name(r)
             array = self._external.get(name)
             where = f"execution_plan[{int(r['plan'])}].values[{int(r['value'])}]"
             if array is None:
@@ -516,9 +528,16 @@ class Program(_File):
 
     @property
     def methods(self) -> Dict[str, Method]:
-        """Execution plans by name, in file order."""
-        return {m.name: m for m in (Method(t, self, i)
-                                    for i, t in enumerate(self._root.tables("execution_plan")))}
+        """Execution plans by name, in file order (of plans sharing a name, the first: the
+        one the runtime loads by that name)."""
+        out: Dict[str, Method] = {}
+        for m in self._plans():
+            out.setdefault(m.name, m)
+        return out
+
+    def _plans(self) -> List[Method]:
+        """Every execution plan, by index."""
+        return [Method(t, self, i) for i, t in enumerate(self._root.tables("execution_plan"))]
 
     def _tensor(self, plan: int, value: int) -> Union[np.ndarray, TensorSpec]:
         records, _ = self._index()
@@ -527,7 +546,7 @@ class Program(_File):
                 zip(records["plan"].tolist(), records["value"].tolist()))}
         r = records[self._by_value[plan, value]]
         stored = int(r["stored"])
-        name = self._string(int(r["name"]), int(r["name_len"])) if r["name"] else None
+        name = self._name(r) if r["name"] else None
         if stored == lib.ET_STORED_CONSTANT:
             return self._array(r)
         if stored == lib.ET_STORED_EXTERNAL and name in self._external:
@@ -595,7 +614,7 @@ class Program(_File):
         for r in records:
             if not r["name"]:
                 continue
-            name = self._string(int(r["name"]), int(r["name_len"]))
+            name = self._name(r)
             if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
                 out.setdefault(name, self._array(r))
             elif name in self._external:
@@ -611,7 +630,7 @@ class Program(_File):
         """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
         remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
         out = self.state_dict()
-        names = list(self.methods)
+        names = [m.name for m in self._plans()]
         for plan, value, array in self.constants():
             out.setdefault(f"{names[plan]}.values[{value}]", array)
         return out

@@ -119,7 +119,7 @@ def _decode_shared(f: Any) -> None:
     for b in f.named_data.values():
         _touch_bytes(b)
     for v in f.state_dict().values():
-        _touch_array(v)
+        touch(v)
     f.info()
     repr(f)
 
@@ -129,6 +129,8 @@ def decode_program(p: pfm.Program) -> None:
     _decode_shared(p)
     for _plan, _value, a in p.constants():
         _touch_array(a)
+    for t in p.named_tensors().values():
+        touch(t)
     for m in p.methods.values():
         _ = m.name, m.index, m.inputs, m.outputs, m.operators, m.non_const_buffer_sizes
         _ = m.container_metadata
@@ -147,6 +149,12 @@ def decode_program(p: pfm.Program) -> None:
             _ = d.id, d.compile_specs, d.location
             _touch_bytes(d.data)
             repr(d)
+            graph = d.graph
+            if graph is not None:
+                _ = graph.header, graph.version, graph.input_ids, graph.output_ids
+                _ = graph.nodes, graph.values, graph.missing
+                for t in graph.constants().values():
+                    touch(t)
 
 
 def decode_data_file(d: pfm.DataFile) -> None:

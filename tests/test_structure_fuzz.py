@@ -1,4 +1,5 @@
-"""Structure-aware mutation (hypothesis): files built with tests/ptmf_craft.py, broken
+"""Structure-aware mutation (hypothesis): files built with tests/ptmf_craft.py, and the
+real ExecuTorch programs and data files walked by their schemas (at the end), broken
 where a parser is most likely to trust them.
 
 Each example is the small valid module of ``ptmf_craft.valid_module()`` plus random
@@ -742,4 +743,178 @@ def setstate_program(draw: Any) -> bytes:
 def test_setstate_replay_of_random_bytecode(data: bytes) -> None:
     """Random __setstate__ bytecode over various states: the replay (a small
     interpreter over the file's instructions) ends in a value or a FormatError."""
+    check(data)
+
+
+# ================================================================ ExecuTorch files
+#
+# The real programs and data files of tests/data/et/, walked by the project's own schema
+# descriptors (pyflatmodule._fbread): every table, offset, vector length, scalar field
+# and vector element is found with its type, then damaged with values at the boundaries
+# of what it means (indices just past their vector, 64-bit segment offsets and sizes
+# past the file or wrapping, union types past their union, dim_order entries out of
+# range, scalar types unknown), together with the byte-level damage above and the
+# headers' (eh00, FH01) fields.
+
+from pyflatmodule._fbread import Table, schema_of  # noqa: E402
+from pyflatmodule._native import lib  # noqa: E402
+
+ET_DIR = os.path.join(_HERE, "data", "et")
+ET_FILES = sorted(f for f in os.listdir(ET_DIR) if f.endswith((".pte", ".ptd")))
+U64_BOUNDS = [0, 1, 8, 2**31, 2**32 - 1, 2**32, 2**32 + 8, 2**40, 2**63 - 1, 2**63,
+              2**64 - 8, 2**64 - 1]
+_FORMATS = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
+
+
+class EtLayout:
+    """Where everything of a valid ExecuTorch file is: tables, uoffset slots, vector
+    lengths, and (position, byte width, element count or 0) of every scalar field and
+    every scalar vector, by the schema."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.tables: List[int] = []
+        self.slots: List[int] = [0]
+        self.counts: List[int] = []
+        self.scalars: List[Any] = []      # (position, width)
+        self.elements: List[Any] = []     # (position of element 0, width, count)
+        ident = struct.unpack_from("<I", data, 4)[0]
+        schema = schema_of(ident)
+        root = struct.unpack_from("<I", data, 0)[0]
+        self._table(Table(schema, data, root, schema.root), 0)
+        # header fields: eh00 / FH01 (u32 length at 12, then u64s)
+        self.header = [(12, 4)] + [(16 + 8 * k, 8) for k in range(4)] \
+            if data[8:12] in (b"eh00", b"FH01") else []
+
+    def _table(self, t: Table, depth: int) -> None:
+        if depth > 12 or t.pos in self.tables:
+            return
+        self.tables.append(t.pos)
+        for name, f in t.fields.items():
+            at = t._at(f)
+            if not at:
+                continue
+            width = struct.calcsize(f.fmt)
+            if f.kind in (lib.FB_SCALAR, lib.FB_UNION_TYPE):
+                self.scalars.append((at, width))
+                continue
+            self.slots.append(at)
+            target = at + struct.unpack_from("<I", self.data, at)[0]
+            if f.kind == lib.FB_TABLE:
+                sub = t.table(name)
+                if sub is not None:
+                    self._table(sub, depth + 1)
+            elif f.kind == lib.FB_UNION:
+                _, sub = t.union(name)
+                if sub is not None:
+                    self._table(sub, depth + 1)
+            elif f.kind == lib.FB_STRING:
+                self.counts.append(target)
+            elif f.kind == lib.FB_VEC_SCALAR:
+                self.counts.append(target)
+                n = struct.unpack_from("<I", self.data, target)[0]
+                if n:
+                    self.elements.append((target + 4, width, n))
+            elif f.kind == lib.FB_VEC_TABLE:
+                self.counts.append(target)
+                for k, sub in enumerate(t.tables(name)):
+                    self.slots.append(target + 4 + 4 * k)
+                    self._table(sub, depth + 1)
+            elif f.kind == lib.FB_VEC_STRING:
+                self.counts.append(target)
+                for k in range(struct.unpack_from("<I", self.data, target)[0]):
+                    self.slots.append(target + 4 + 4 * k)
+
+
+_ET_LAYOUTS: Dict[str, EtLayout] = {}
+
+
+def _et_layout(name: str) -> EtLayout:
+    if name not in _ET_LAYOUTS:
+        with open(os.path.join(ET_DIR, name), "rb") as f:
+            _ET_LAYOUTS[name] = EtLayout(f.read())
+    return _ET_LAYOUTS[name]
+
+
+def _boundaries(width: int, old: int, size: int) -> List[int]:
+    """Values at the edges of a field of ``width`` bytes whose value is ``old``."""
+    near = [old - 1, old + 1, old + 2, size, size - old, size // 2]
+    base = {1: list(range(0, 256, 17)) + [1, 2, 3, 4, 127, 128, 255],
+            2: [0, 1, 2, 3, 4, 0x7FFF, 0x8000, 0xFFFF],
+            4: U32_BOUNDS, 8: U64_BOUNDS}[width]
+    return [v % (1 << (8 * width)) for v in base + near]
+
+
+@st.composite
+def damaged_et(draw: Any) -> bytes:
+    name = draw(st.sampled_from(ET_FILES))
+    layout = _et_layout(name)
+    data = bytearray(layout.data)
+    size = len(data)
+    for _ in range(draw(st.integers(1, 3))):
+        what = draw(st.sampled_from(["scalar", "element", "header", "uoffset", "overlap",
+                                     "soffset", "vtable_entry", "vector_count",
+                                     "u64_anywhere"]))
+        if what in ("scalar", "header") and (layout.scalars if what == "scalar"
+                                             else layout.header):
+            at, width = draw(st.sampled_from(layout.scalars if what == "scalar"
+                                             else layout.header))
+        elif what == "element" and layout.elements:
+            start, width, n = draw(st.sampled_from(layout.elements))
+            at = start + width * draw(st.integers(0, n - 1))
+        elif what in ("uoffset", "overlap"):
+            at, width = draw(st.sampled_from(layout.slots)), 4
+            target = (draw(st.sampled_from(layout.tables)) + draw(st.sampled_from([0, 2, 4]))
+                      if what == "overlap" else
+                      draw(st.sampled_from([0, 1, 4, size - 4, size - 1, size, size + 4])))
+            struct.pack_into("<I", data, at, (target - at) & 0xFFFFFFFF)
+            continue
+        elif what == "soffset":
+            at = draw(st.sampled_from(layout.tables))
+            target = draw(st.sampled_from(layout.tables + [0, size - 2, size, at + 2]))
+            struct.pack_into("<I", data, at, (at - target) & 0xFFFFFFFF)
+            continue
+        elif what == "vtable_entry":
+            table = draw(st.sampled_from(layout.tables))
+            vt = _vtable(bytes(data), table)
+            if not 0 <= vt <= size - 4:
+                continue
+            vt_size = struct.unpack_from("<H", data, vt)[0]
+            at = vt + 2 * draw(st.integers(0, max(1, vt_size // 2 - 1)))
+            if at <= size - 2:
+                struct.pack_into("<H", data, at, draw(st.sampled_from(
+                    [0, 1, 2, 3, 4, 5, 8, 0x7FFF, 0xFFFE, 0xFFFF])))
+            continue
+        elif what == "vector_count":
+            at, width = draw(st.sampled_from(layout.counts)), 4
+        else:
+            at, width = draw(st.sampled_from(range(0, max(1, size - 7)))), 8
+        if at + width > size:
+            continue
+        fmt = _FORMATS[width]
+        old = struct.unpack_from(fmt, data, at)[0]
+        struct.pack_into(fmt, data, at, draw(st.sampled_from(_boundaries(width, old, size))))
+    if draw(st.integers(0, 9)) == 0:
+        data = data[:size - draw(st.sampled_from(range(1, size + 1)))]
+    return bytes(data)
+
+
+def test_et_layout_walk_finds_every_part() -> None:
+    for name in ET_FILES:
+        layout = _et_layout(name)
+        assert len(layout.tables) > 5 and layout.scalars and layout.counts, name
+        assert len(set(layout.slots)) == len(layout.slots), name
+        assert all(0 < t < len(layout.data) for t in layout.tables), name
+    assert _et_layout("mlp.pte").header and _et_layout("external.ptd").header
+
+
+@pytest.mark.parametrize("name", ET_FILES)
+def test_et_files_decode_fully(name: str) -> None:
+    for verify in (True, False):
+        assert outcome(_et_layout(name).data, verify) == ("ok", "")
+
+
+@settings(max_examples=1000, **SETTINGS)
+@given(damaged_et())
+def test_damaged_et_files(data: bytes) -> None:
     check(data)

@@ -1,7 +1,8 @@
-"""Single-byte edits and truncations of every real model file (fast, strided subset).
+"""Single-byte edits and truncations of every real model file, PTMF and ExecuTorch
+(fast, strided subset).
 
 The full exhaustive sweep (every position, 4 values each, every truncation, about
-half a million inputs) is ``pytest tests/test_sweep.py --full-sweep`` (CI runs it) or
+900,000 inputs) is ``pytest tests/test_sweep.py --full-sweep`` (CI runs it) or
 ``python tests/fuzz/sweep.py`` (see there).
 Here a deterministic strided subset of the same mutations runs on every file, in
 worker processes: a crash or a hang fails the test naming the saved input. Every

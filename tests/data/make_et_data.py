@@ -25,6 +25,7 @@ converted module's (the int8 weights torch quantized, with their scales) plus
 ``dequantize``: each quantized weight's parameters as the graph's dequantize node has them.
 """
 import json
+import linecache
 import os
 import re
 import shutil
@@ -85,6 +86,34 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.conv(x.to(memory_format=torch.channels_last))
 
+    # ExecuTorch records each frame's file name in the program's stack traces: Cond's
+    # source is compiled under a fixed name, so the file does not depend on the checkout.
+    cond_file = "make_et_data.py:Cond"
+    cond_source = (
+        "class Cond(nn.Module):\n"
+        "    def __init__(self) -> None:\n"
+        "        super().__init__()\n"
+        "        self.l1 = nn.Linear(4, 4)\n"
+        "\n"
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+        "        return torch.cond(x.sum() > 0, lambda y: self.l1(y), lambda y: y - 1.0, (x,))\n")
+    linecache.cache[cond_file] = (len(cond_source), None, cond_source.splitlines(True),
+                                  cond_file)
+    scope: Dict[str, Any] = {"nn": nn, "torch": torch}
+    exec(compile(cond_source, cond_file, "exec"), scope)
+    Cond = scope["Cond"]
+
+    class Cache(nn.Module):
+        """A mutable buffer with non-zero initial values."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("cache", torch.arange(6, dtype=torch.float32).reshape(2, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache.add_(x)
+            return self.cache * 2.0
+
     class SampleNet(nn.Module):
         """The package's sample program (pyflatmodule/data/sample.pte)."""
 
@@ -106,6 +135,30 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
     def mlp() -> Tuple[Any, Any]:
         m = seeded(MLP)
         return m, torch.export.export(m, x4)
+
+    def quantized(per_channel: bool) -> Tuple[Any, Any]:
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer, get_symmetric_quantization_config)
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        m = seeded(MLP)
+        quantizer = XNNPACKQuantizer().set_global(
+            get_symmetric_quantization_config(is_per_channel=per_channel))
+        prepared = prepare_pt2e(torch.export.export(m, x4).module(), quantizer)
+        for _ in range(4):
+            prepared(torch.randn(2, 4))
+        return m, torch.export.export(convert_pt2e(prepared), x4)
+
+    def fp16() -> Tuple[Any, Any]:
+        m = seeded(MLP).half()
+        return m, torch.export.export(m, (torch.randn(2, 4).half(),))
+
+    def cond() -> Tuple[Any, Any]:
+        m = seeded(Cond)
+        return m, torch.export.export(m, (torch.randn(2, 4),))
+
+    def cache() -> Tuple[Any, Any]:
+        m = seeded(Cache)
+        return m, torch.export.export(m, (torch.ones(2, 3),))
 
     def mlp_changed() -> Tuple[Any, Any]:
         """mlp with one weight changed: l2.bias[1] += 0.5 (for diff)."""
@@ -138,28 +191,60 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
 
     return {"sample": sample, "mlp": mlp, "mlp_changed": mlp_changed, "two_methods": two_methods, "mutable": mutable,
             "dynamic": dynamic, "channels_last": channels_last, "xnnpack": mlp,
-            "external": mlp}
+            "external": mlp, "xnnpack_q8": lambda: quantized(False),
+            "xnnpack_q8_channel": lambda: quantized(True), "xnnpack_fp16": fp16,
+            "xnnpack_inline": mlp, "inline_constants": mlp, "cond_stacktrace": cond,
+            "mutable_init": cache}
+
+
+def _config(name: str) -> Tuple[Any, str]:
+    """The ExecutorchBackendConfig program `name` is written with, and how it reads."""
+    from executorch.exir import ExecutorchBackendConfig
+    if name == "external":
+        return ExecutorchBackendConfig(external_constants=True), "external_constants=True"
+    if name == "xnnpack_inline":
+        return (ExecutorchBackendConfig(extract_delegate_segments=False),
+                "extract_delegate_segments=False")
+    if name == "cond_stacktrace":
+        return ExecutorchBackendConfig(emit_stacktrace=True), "emit_stacktrace=True"
+    if name == "mutable_init":
+        from executorch.exir.passes import MemoryPlanningPass
+        from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+        return (ExecutorchBackendConfig(
+            passes=[InitializedMutableBufferPass(["cache"])], emit_mutable_buffer_names=True,
+            memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True)),
+            "passes=[InitializedMutableBufferPass(['cache'])], emit_mutable_buffer_names=True, "
+            "memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True)")
+    return ExecutorchBackendConfig(), ""
 
 
 def _write(name: str) -> Dict[str, Any]:
     """Exports and lowers program `name`, writes its files; returns how."""
-    from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+    from executorch.exir import to_edge, to_edge_transform_and_lower
     if name in XNN_NAMES:
         return _xnn_write(name)
     module, exported = _models()[name]()
-    if name == "xnnpack":
+    if name.startswith("xnnpack"):
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
         edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
-        how = "to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()]).to_executorch()"
+        how = "to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()])"
     else:
         edge = to_edge(exported)
-        how = "to_edge(...).to_executorch()"
-    config = ExecutorchBackendConfig(external_constants=True) if name == "external" else None
-    prog = edge.to_executorch(config) if config else edge.to_executorch()
-    if config:
-        how = "to_edge(...).to_executorch(ExecutorchBackendConfig(external_constants=True))"
+        how = "to_edge(...)"
+    config, said = _config(name)
+    prog = edge.to_executorch(config)
+    how += f".to_executorch(ExecutorchBackendConfig({said}))"
     with open(os.path.join(OUT, name + ".pte"), "wb") as f:
-        prog.write_to_file(f)
+        if name == "inline_constants":
+            # The constants inline in the flatbuffer (Program.constant_buffer), as ExecuTorch
+            # wrote programs before the constant segment: its own flatbuffer writer, without
+            # serialize_pte_binary's step that moves them into a segment.
+            from executorch.exir._serialize._flatbuffer_program import _program_to_flatbuffer
+            f.write(_program_to_flatbuffer(prog.executorch_program).data)
+            how += " then exir._serialize._flatbuffer_program._program_to_flatbuffer(" \
+                   "executorch_program) (inline constant_buffer, no segments)"
+        else:
+            prog.write_to_file(f)
     if name == "sample":
         shutil.copyfile(os.path.join(OUT, name + ".pte"), SAMPLE)
     if name == "external":
@@ -204,6 +289,16 @@ def _tensor(t: Any) -> Dict[str, Any]:
             "location": None if info is None else int(info.location)}
 
 
+def _args(instr: Any) -> List[int]:
+    """An instruction's integer fields in the schema's order."""
+    import dataclasses
+    out: List[int] = []
+    for f in dataclasses.fields(instr):
+        v = getattr(instr, f.name)
+        out += list(v) if isinstance(v, list) else [int(v)]
+    return out
+
+
 def _plan(plan: Any) -> Dict[str, Any]:
     values = []
     for v in plan.values:
@@ -220,7 +315,11 @@ def _plan(plan: Any) -> Dict[str, Any]:
         "values": values,
         "operators": [[op.name, op.overload] for op in plan.operators],
         "chains": [{"inputs": list(c.inputs), "outputs": list(c.outputs),
-                    "instructions": [_kind(i.instr_args) for i in c.instructions]}
+                    "instructions": [_kind(i.instr_args) for i in c.instructions],
+                    "args": [_args(i.instr_args) for i in c.instructions],
+                    "stacktrace": None if c.stacktrace is None else [
+                        [[f.filename, f.lineno, f.name, f.context] for f in frames.items]
+                        for frames in c.stacktrace]}
                    for c in plan.chains],
         "delegates": [{"id": d.id, "location": int(d.processed.location),
                        "index": d.processed.index,
@@ -518,7 +617,9 @@ def main(argv: List[str]) -> int:
         _child(argv[2], argv[3], argv[4])
         return 0
     names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
-             "channels_last", "xnnpack", "external"] + XNN_NAMES
+             "channels_last", "xnnpack", "external", "xnnpack_q8", "xnnpack_q8_channel",
+             "xnnpack_fp16", "xnnpack_inline", "inline_constants", "cond_stacktrace",
+             "mutable_init"] + XNN_NAMES
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)

@@ -9,8 +9,8 @@ and with verify=False; anything but a well-formed FormatError (code, offset insi
 data, field path) is a finding, as are crashes, hangs (``-timeout``, default 10 s here)
 and memory over ``-rss_limit_mb``. libFuzzer options pass through; the corpus
 directories given are read (the first one also receives new inputs), and the real
-model files (tests/data/*.ff, *.ptl and the packaged sample) are always added as
-read-only seeds. Findings are written with ``-artifact_prefix`` (default here:
+model files (tests/data/*.ff, *.ptl, the packaged sample, and the ExecuTorch files
+tests/data/et/*.pte, *.ptd) are always added as read-only seeds. Findings are written with ``-artifact_prefix`` (default here:
 ``$TMPDIR/pyflatmodule-fuzz-``).
 
 Coverage: Python code is instrumented by atheris. The C core gets coverage only when
@@ -46,9 +46,11 @@ def seed_dir() -> str:
     of a corpus directory, and tests/data also holds json and npz files)."""
     out = tempfile.mkdtemp(prefix="pyflatmodule-seeds-")
     data = os.path.join(TESTS, "data")
+    et = os.path.join(data, "et")
     paths = [os.path.join(data, f) for f in sorted(os.listdir(data))
              if f.endswith((".ff", ".ptl"))]
     paths.append(os.path.join(ROOT, "pyflatmodule", "data", "sample.ptl"))
+    paths += [os.path.join(et, f) for f in sorted(os.listdir(et)) if f.endswith((".pte", ".ptd"))]
     for p in paths:
         with open(p, "rb") as src, open(os.path.join(out, os.path.basename(p)), "wb") as dst:
             dst.write(src.read())

@@ -11,6 +11,7 @@ Full sweep, one command (prints counts per file and the total, exits 1 on a find
 
     python tests/fuzz/sweep.py                      # all files, 4 values per position
     python tests/fuzz/sweep.py --files mlp_jit.ff --workers 1
+    python tests/fuzz/sweep.py --files $(cd tests/data/et && ls *.pte *.ptd)   # ExecuTorch
 
 Mutations per file: for every byte position p with value x, the distinct values among
 x^0x01, x^0x80, 0x00, 0xff that differ from x; and every truncation length 0..len-1.
@@ -64,10 +65,16 @@ LATE_BUDGET_CODES = frozenset({"depth_budget", "element_budget", "table_budget"}
 FINDING_KINDS = ("bad_error", "exception", "late_error")
 
 
+ET_DATA = os.path.join(DATA, "et")
+
+
 def model_files() -> List[Tuple[str, str]]:
-    """(name, path) of every real model file: tests/data/*.ff, *.ptl and the sample."""
+    """(name, path) of every real model file: tests/data/*.ff, *.ptl, the sample, and
+    the ExecuTorch programs and data files tests/data/et/*.pte, *.ptd."""
     names = sorted(f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl")))
-    return [(n, os.path.join(DATA, n)) for n in names] + [("sample.ptl", SAMPLE)]
+    et = sorted(f for f in os.listdir(ET_DATA) if f.endswith((".pte", ".ptd")))
+    return ([(n, os.path.join(DATA, n)) for n in names] + [("sample.ptl", SAMPLE)]
+            + [(n, os.path.join(ET_DATA, n)) for n in et])
 
 
 def new_values(x: int, values: Sequence[str] = VALUES) -> List[int]:
