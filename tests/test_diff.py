@@ -57,6 +57,22 @@ def test_two_exports_with_one_weight_changed() -> None:
     assert sum(x.status == "equal" for x in d.tensors) == len(before) - 1
 
 
+def test_two_xnnpack_exports_with_one_weight_changed() -> None:
+    """The delegate's constants are matched by their names (value ids), not by the
+    SHA-256 keys of the named data, which change with the bytes."""
+    before, after = _weights("xnnpack"), _weights("xnnpack_changed")
+    changed = [k for k in before if not np.array_equal(before[k], after[k])]
+    assert changed == ["l2.bias"]
+    d = diff(os.path.join(ET, "xnnpack.pte"), os.path.join(ET, "xnnpack_changed.pte"))
+    (t,) = d.changed_tensors()
+    assert t.name_a == t.name_b and ".delegates[0].values[" in str(t.name_a)
+    delta = np.abs(before["l2.bias"].astype(np.float64) - after["l2.bias"].astype(np.float64))
+    assert (t.shape, t.differing, t.max_abs) == (before["l2.bias"].shape,
+                                                 int(np.count_nonzero(delta)), float(delta.max()))
+    # the payload names the new key and the named data holds it: structure says so
+    assert any(c.what.startswith("named_data[") for c in d.structure)
+
+
 def test_ptmf_files_with_one_float_changed() -> None:
     path = os.path.join(DATA, "mlp_jit.ff")
     with open(os.path.join(DATA, "mlp_jit.oracle.json"), encoding="utf-8") as f:

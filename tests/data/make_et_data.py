@@ -189,8 +189,10 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
         m = seeded(SampleNet)
         return m, torch.export.export(m, (torch.randn(1, 3, 8, 8),))
 
-    return {"sample": sample, "mlp": mlp, "mlp_changed": mlp_changed, "two_methods": two_methods, "mutable": mutable,
+    return {"sample": sample, "mlp": mlp, "mlp_changed": mlp_changed,
+            "two_methods": two_methods, "mutable": mutable,
             "dynamic": dynamic, "channels_last": channels_last, "xnnpack": mlp,
+            "xnnpack_changed": mlp_changed,
             "external": mlp, "xnnpack_q8": lambda: quantized(False),
             "xnnpack_q8_channel": lambda: quantized(True), "xnnpack_fp16": fp16,
             "xnnpack_inline": mlp, "inline_constants": mlp, "cond_stacktrace": cond,
@@ -619,7 +621,7 @@ def main(argv: List[str]) -> int:
     names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
              "channels_last", "xnnpack", "external", "xnnpack_q8", "xnnpack_q8_channel",
              "xnnpack_fp16", "xnnpack_inline", "inline_constants", "cond_stacktrace",
-             "mutable_init"] + XNN_NAMES
+             "mutable_init", "xnnpack_changed"] + XNN_NAMES
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)
