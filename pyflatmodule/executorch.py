@@ -14,6 +14,7 @@ the strides their ``dim_order`` gives; delegate payloads and named data are read
 """
 from __future__ import annotations
 
+import abc
 import mmap
 import os
 from typing import (Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
@@ -353,7 +354,7 @@ class Method(_Ports):
 
 # ------------------------------------------------------------------ files
 
-class _File:
+class _File(abc.ABC):
     """What a program and a data file share: the mapping, the index, named data."""
 
     def __init__(self, source: Source, summary: Any, options: Options) -> None:
@@ -391,9 +392,10 @@ class _File:
     def _bytes(self, start: int, size: int) -> memoryview:
         return memoryview(self._buf)[start:start + size].toreadonly()
 
+    @abc.abstractmethod
     def _name_where(self, r: Any) -> Where:
-        """Where a tensor record's name is in the file (for errors)."""
-        raise NotImplementedError
+        """Where a tensor record's name is in the file (for errors): each kind of file
+        keeps its names in its own place."""
 
     def _name(self, r: Any) -> str:
         """A tensor record's name (fully qualified name, or data file key)."""
