@@ -60,7 +60,12 @@ uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n) {
         uint8_t lo = 0x80, hi = 0xbf;
         unsigned more, k;
         if (b < 0x80) {
-            i++;
+            /* ASCII runs, eight bytes at a time (sources are mostly ASCII) */
+            uint64_t w;
+            for (i++; n - i >= 8; i += 8) {
+                memcpy(&w, s + i, 8);
+                if (w & UINT64_C(0x8080808080808080)) break;
+            }
             continue;
         }
         if (b >= 0xc2 && b <= 0xdf) more = 1;
