@@ -952,7 +952,6 @@ int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos, ptmf_functi
 VECTOR_READER(ptmf_read_operator, read_operator)
 VECTOR_READER(ptmf_read_arg, read_arg)
 VECTOR_READER(ptmf_read_extra_file, read_extra_file)
-VECTOR_READER(ptmf_read_object_type, read_object_type)
 
 int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
                       uint64_t *pos, uint32_t *size, ptmf_error *err) {
@@ -969,6 +968,54 @@ int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t co
         pop(&c);
         pos[i] = s.data;
         size[i] = s.count;
+    }
+    return PTMF_OK;
+}
+
+int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
+                           ptmf_object_type *types, ptmf_span *attrs, uint64_t max_attrs,
+                           uint64_t *n_attrs, ptmf_error *err) {
+    ctx c;
+    vec v = {data, count};
+    uint64_t total = 0, cap;
+    uint32_t i, k;
+    ctx_init(&c, buf, len, NULL, NULL, err);
+    cap = c.max_elements < UINT32_MAX ? c.max_elements : UINT32_MAX;   /* names numbered in 32 bits */
+    *n_attrs = 0;
+    if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, PTMF_E_OUT_OF_BOUNDS, data);
+    for (i = 0; i < count; i++) {
+        ptmf_record r;
+        push(&c, "object_types", i);
+        TRY(read_object_type(&c, &v, i, &r));
+        /* Types may share one attr_names vector: its names count once per type. */
+        if (r.v_len > cap - total) return fail(&c, PTMF_E_ELEMENT_BUDGET, r.v);
+        types[i].name.pos = r.s0;
+        types[i].name.len = r.s0_len;
+        types[i].attr_names = r.v;
+        types[i].first_attr = total;
+        types[i].n_attrs = r.v_len;
+        types[i].kind = (uint32_t)r.num;
+        total += r.v_len;
+        pop(&c);
+    }
+    *n_attrs = total;
+    if (max_attrs < total) return PTMF_OK;
+    for (i = 0; i < count; i++) {
+        vec names;
+        names.data = types[i].attr_names;
+        names.count = types[i].n_attrs;
+        push(&c, "object_types", i);
+        for (k = 0; k < names.count; k++) {
+            uint64_t target;
+            vec s;
+            push(&c, FIELD(object_type, OBJECT_TYPE_ATTR_NAMES)->path, k);
+            TRY(vec_ref(&c, &names, k, &target));
+            TRY(str_at(&c, target, &s));
+            attrs[types[i].first_attr + k].pos = s.data;
+            attrs[types[i].first_attr + k].len = s.count;
+            pop(&c);
+        }
+        pop(&c);
     }
     return PTMF_OK;
 }

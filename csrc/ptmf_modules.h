@@ -56,7 +56,7 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
  * module's key, ".", its name (names[step.name]). The first step, the walk's root, has
  * the empty key: its own steps' keys are their names. Key s is
  * keys[key_end[s - 1], key_end[s]); key_end[n_steps]. *n_bytes is set to the keys'
- * total (at most the element budget); keys is written only when max_keys holds it. */
+ * total; keys is written only when max_keys holds it. */
 int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
                    uint64_t n_steps, const ptmf_span *names, uint64_t n_names, uint8_t *keys,
                    uint64_t max_keys, uint64_t *key_end, uint64_t *n_bytes, ptmf_error *err);
