@@ -2,12 +2,11 @@
 ``TensorTable``, which makes each of a file's tensor records into one array, once."""
 from __future__ import annotations
 
-import itertools
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._image import Image, columns
+from ._image import Image, columns, distinct
 from ._native import format_error, lib
 
 __all__ = ["DTYPE_NAMES", "QuantizedTensor", "TensorRecord", "TensorTable", "numpy_dtype",
@@ -244,6 +243,15 @@ _PACKED_TYPES[list(PACKED)] = True
 _SPACED_MIN = 32
 
 
+def _many_alike(sizes: np.ndarray) -> bool:
+    """Whether at least ``_SPACED_MIN`` of the tensors have one element count: only
+    then can ``_make_spaced`` find a group (same-shape tensors have equal counts)."""
+    if len(sizes) < _SPACED_MIN:
+        return False
+    s = np.sort(sizes)
+    return bool((s[_SPACED_MIN - 1:] == s[:len(s) - _SPACED_MIN + 1]).any())
+
+
 class _Record(NamedTuple):
     """The fields of a C ``ptmf_tensor`` record that making a tensor reads."""
 
@@ -291,7 +299,7 @@ class TensorTable:
         contiguous, unquantized, unpacked, aligned views are slices of the buffer seen
         as their dtype, located and shaped for all records at once."""
         made = self._tensors
-        todo = np.unique(np.fromiter(ts, np.int64) if not made
+        todo = distinct(np.fromiter(ts, np.int64) if not made
                          else np.array([t for t in ts if t not in made], np.int64))
         if len(todo):
             self._make_common(todo)
@@ -308,7 +316,7 @@ class TensorTable:
                   & ~_PACKED_TYPES[st.astype(np.uint8)])
         positions = self.image.storage_index["pos"].astype(np.int64)
         setdefault = self._tensors.setdefault
-        for scalar_type in np.unique(st[common]).tolist():
+        for scalar_type in distinct(st[common]).tolist():
             dtype = numpy_dtype(scalar_type)
             pick = np.flatnonzero(common & (st == scalar_type))
             start = (positions[rec["storage"][pick]]
@@ -319,12 +327,16 @@ class TensorTable:
             end = first + rec["numel"][pick].astype(np.int64)
             flat = self.image.flat(dtype)
             ndims = rec["ndim"][pick]
-            for ndim in np.unique(ndims).tolist():
+            for ndim in distinct(ndims).tolist():
                 sel = np.flatnonzero(ndims == ndim)
+                if ndim == 0:   # a 0-d view: indexed with (index, ...), not sliced
+                    for t, a in zip(todo[pick[sel]].tolist(), first[sel].tolist()):
+                        setdefault(t, flat[a, ...])
+                    continue
                 # One row of sizes per tensor.
                 shape_rows = self.image.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
-                                       + np.arange(ndim)]
-                if ndim and len(sel) >= _SPACED_MIN:
+                                             + np.arange(ndim)]
+                if ndim > 1 and _many_alike(end[sel] - first[sel]):
                     left = self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)
                     sel, shape_rows = sel[left], shape_rows[left]
                 spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
@@ -333,9 +345,7 @@ class TensorTable:
                         setdefault(t, flat[a:b])
                     continue
                 # One tuple per tensor, made by zip: reshape parses a tuple fastest.
-                shapes: Iterable[Tuple[int, ...]] = (
-                    zip(*shape_rows.T.tolist()) if ndim else itertools.repeat(()))
-                for (t, a, b), shape in zip(spans, shapes):
+                for (t, a, b), shape in zip(spans, zip(*shape_rows.T.tolist())):
                     setdefault(t, flat[a:b].reshape(shape))
 
     def _make_spaced(self, flat: np.ndarray, ts: np.ndarray, firsts: np.ndarray,
