@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pyflatmodule
 
@@ -156,19 +156,24 @@ _HWM = ("\nwith open('/proc/self/status') as _f:\n"
         "    print('VmHWM', [_l for _l in _f if _l.startswith('VmHWM')][0].split()[1])\n")
 
 
-def run(program: str, path: str, *more: str) -> Tuple[str, float, int]:
-    """(stdout, wall seconds, peak RSS KiB) of one fresh interpreter running ``program``
-    with arguments ``path`` and ``more``."""
+def spawn(argv: List[str]) -> Tuple[str, float]:
+    """(stdout, wall seconds) of one fresh process running ``argv`` (a command, or
+    ``sys.executable`` and its arguments) in the children's environment."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-c", program + _HWM, path, *more], stdout=out,
-                           stderr=err, cwd=_CWD, env=_ENV, check=False)
+        p = subprocess.run(argv, stdout=out, stderr=err, cwd=_CWD, env=_ENV, check=False)
         wall = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
-        text = out.read().decode()
         if p.returncode != 0:
             raise RuntimeError(f"child failed ({p.returncode}): {err.read().decode()[-2000:]}")
+        return out.read().decode(), wall
+
+
+def run(program: str, path: str, *more: str) -> Tuple[str, float, int]:
+    """(stdout, wall seconds, peak RSS KiB) of one fresh interpreter running ``program``
+    with arguments ``path`` and ``more``."""
+    text, wall = spawn([sys.executable, "-c", program + _HWM, path, *more])
     lines = text.strip().splitlines()
     assert lines and lines[-1].startswith("VmHWM "), text
     return "\n".join(lines[:-1]), wall, int(lines[-1].split()[1])
