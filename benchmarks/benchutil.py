@@ -25,11 +25,12 @@ class Models:
     def __call__(self, name: str, warm: bool = True) -> benchmodels.Model:
         if name not in self._cache:
             # Small models are cheap: build every missing one of the family at once.
-            names = list(benchmodels.family(name).specs) if self.small else [name]
+            names = (benchmodels.with_size(benchmodels.family(name).specs, True)
+                     if self.small else [name])
             self._cache.update(benchmodels.ensure(names, self.small))
         m = self._cache[name]
         if warm:
-            for path in (m.path, m.safetensors, m.data_file):
+            for path in (m.path, m.safetensors, m.data_file, m.jit_file):
                 if path:
                     benchmodels.read_file(path)
         return m
