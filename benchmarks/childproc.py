@@ -64,6 +64,23 @@ _RSS = (
     "                out[k] = int(v.split()[0])\n"
     "    return out\n")
 
+#: A fresh process from a zoo model's lite file to all its weights: pyflatmodule's load
+#: and first state_dict() (it prints the count), against torch's lite loader, which makes
+#: every tensor as it loads (the lite module hands none to Python).
+LOAD_WEIGHTS = {
+    "pyflatmodule": (
+        "import sys, pyflatmodule as pfm\n"
+        "print(len(pfm.load(sys.argv[1]).state_dict()))\n"),
+    "torch_lite": (
+        "import sys, torch, torch.jit.mobile\n"
+        "m = torch.jit.mobile._load_for_lite_interpreter(sys.argv[1])\n"),
+}
+
+#: The console command ``pyflatmodule`` that pip installs beside the interpreter, and the
+#: floor for ``pyflatmodule info`` on a zoo model: the two packages pyflatmodule needs.
+CONSOLE = os.path.join(os.path.dirname(sys.executable), "pyflatmodule")
+FLOOR_NUMPY_CFFI = [sys.executable, "-c", "import numpy, cffi"]
+
 #: RSS (KiB, /proc/self/status) after imports, after open, after state_dict (no weight
 #: is read: only the arrays are made).
 RSS_GROWTH = {
