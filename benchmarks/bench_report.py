@@ -197,7 +197,9 @@ def _every(rows: List[str], res: Results, prefix: str, target: str,
     worst = min(values, key=lambda m: sign * values[m])
     missed = [m for m, v in values.items() if sign * (v - bound) < 0]
     rows.append(f"| {label} ({len(values)}) | {fmt.format(values[worst])} ({worst}) | "
-                + (f"**missed** on {len(missed)}: {', '.join(missed)} |" if missed else "met |"))
+                + ("met |" if not missed else f"**missed** on all {len(missed)} |"
+                   if len(missed) == len(values) else
+                   f"**missed** on {len(missed)}: {', '.join(missed)} |"))
 
 
 def _peak_rss_ratio(res: Results, group: str, others: List[str]) -> Optional[float]:
