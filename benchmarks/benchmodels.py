@@ -21,6 +21,7 @@ import sys
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
+import zoo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILDER = os.path.join(HERE, "build_models.py")
@@ -70,6 +71,7 @@ ZOO: Dict[str, str] = {
     "efficientvit_m0": "timm", "transformer": "torch", "recurrent": "torch",
     "recurrent_dynamic_qint8": "torch", "conv_static_quant": "torch",
 }
+assert set(ZOO) <= set(zoo.MODELS), "benchmodels.ZOO names models zoo.py does not list"
 #: The zoo model the untimed run builds and measures (once; the whole zoo when timed).
 ZOO_SMALL = "mobilenet_v3_small"
 
