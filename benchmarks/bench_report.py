@@ -1,5 +1,6 @@
 """Markdown tables of medians and ratios from pytest-benchmark results, with the targets
-of issues 4 (PyTorch Mobile) and 13 (ExecuTorch) checked.
+of issues 4 (PyTorch Mobile), 11 (the zoo of real architectures) and 13 (ExecuTorch)
+checked.
 
     python benchmarks/bench_report.py RESULTS.json     # a --benchmark-json file
 
@@ -11,7 +12,7 @@ import json
 import os
 import platform
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 PFM = "pyflatmodule"
 MiB = 1024.0  # KiB per MiB
@@ -135,9 +136,7 @@ def _targets(res: Results) -> List[str]:
         r = res.ratio(group, best) if best else None
         _check(rows, f"cold first value {name}: fastest torch ({best}) / pyflatmodule >= 10",
                r, r is not None and r >= 10)
-        ours = res.info(group, PFM, "peak_rss_kib")
-        theirs = [res.info(group, i, "peak_rss_kib") for i in torch]
-        r = None if not ours or not theirs else min(theirs) / ours
+        r = _peak_rss_ratio(res, group, torch)
         _check(rows, f"cold first value {name}: torch peak RSS / pyflatmodule's >= 6", r,
                r is not None and r >= 6)
     r = res.ratio("cli start to finish: info sample.ptl", PFM, "floor_numpy")
@@ -179,6 +178,57 @@ def _targets(res: Results) -> List[str]:
         r = None if a is None or b is None else a / b
         _check(rows, f"{group}: pyflatmodule / np.memmap floor <= 1.1", r,
                r is not None and r <= 1.1)
+    return rows
+
+
+def _every(rows: List[str], res: Results, prefix: str, target: str,
+           value: Callable[[str], Optional[float]], bound: float, at_most: bool = False,
+           fmt: str = "{:.2f}") -> None:
+    """One row for a target on every model (the groups ``prefix`` + model): the value of
+    the model farthest from ``bound`` and the models that miss it."""
+    values = {g[len(prefix):]: value(g) for g in res.groups() if g.startswith(prefix)}
+    label = f"{target} {'<=' if at_most else '>='} {bound:g}, every model"
+    unmeasured = [m for m, v in values.items() if v is None]
+    if not values or unmeasured:
+        rows.append(f"| {label} | not measured{': ' + ', '.join(unmeasured) if values else ''}"
+                    " | – |")
+        return
+    sign = -1 if at_most else 1
+    worst = min(values, key=lambda m: sign * values[m])
+    missed = [m for m, v in values.items() if sign * (v - bound) < 0]
+    rows.append(f"| {label} ({len(values)}) | {fmt.format(values[worst])} ({worst}) | "
+                + ("met |" if not missed else f"**missed** on all {len(missed)} |"
+                   if len(missed) == len(values) else
+                   f"**missed** on {len(missed)}: {', '.join(missed)} |"))
+
+
+def _peak_rss_ratio(res: Results, group: str, others: List[str]) -> Optional[float]:
+    """The smallest of the ``others``' peak RSS over pyflatmodule's."""
+    ours = res.info(group, PFM, "peak_rss_kib")
+    theirs = [res.info(group, i, "peak_rss_kib") for i in others]
+    return None if not ours or None in theirs or not theirs else min(theirs) / ours
+
+
+def _zoo_targets(res: Results) -> List[str]:
+    """The zoo's targets (issue 11), each on every model of the zoo."""
+    rows: List[str] = []
+    prefix = "zoo load + state_dict: "
+    _every(rows, res, prefix, "zoo load + first state_dict: torch lite load / pyflatmodule",
+           lambda g: res.ratio(g, "torch_lite"), 2)
+    _every(rows, res, prefix,
+           "zoo load + first state_dict: torch jit load + state_dict / pyflatmodule",
+           lambda g: res.ratio(g, "torch_jit"), 50)
+    _every(rows, res, "zoo state_dict: ",
+           "zoo first state_dict per tensor: torch state_dict alone / pyflatmodule",
+           lambda g: res.ratio(g, "torch_jit"), 1)
+    prefix = "zoo fresh process: "
+    _every(rows, res, prefix, "zoo fresh process, load + state_dict: torch lite / pyflatmodule",
+           lambda g: res.ratio(g, "torch_lite"), 10)
+    _every(rows, res, prefix, "zoo fresh process: torch lite peak RSS / pyflatmodule's",
+           lambda g: _peak_rss_ratio(res, g, ["torch_lite"]), 6)
+    _every(rows, res, "zoo cli info: ",
+           "zoo `pyflatmodule info`: pyflatmodule / `python -c \"import numpy, cffi\"`",
+           lambda g: res.ratio(g, PFM, "floor_numpy_cffi"), 1.5, at_most=True)
     return rows
 
 
@@ -244,11 +294,28 @@ def render(rows: List[Dict[str, Any]], machine_info: Optional[str] = None) -> st
              "Medians. Last column of the first table: how many times pyflatmodule's median "
              "the other implementation's median is (above 1: pyflatmodule is faster).", ""]
     # Each issue's targets when the run measured any of its groups.
-    et = [g.startswith("et ") for g in res.groups()]
     rows = ["| target | measured | |", "|---|---:|---|"]
-    rows += (_targets(res)[2:] if not all(et) else []) + (_et_targets(res) if any(et) else [])
-    lines += _table(res) + ["", "Targets (issues 4 and 13):", ""] + rows
+    issues = []
+    for issue, prefix, targets in TARGETS:
+        if any(_issue_of(g) == prefix for g in res.groups()):
+            issues.append(issue)
+            rows += targets(res)
+    lines += _table(res)
+    if issues:
+        names = " and ".join([", ".join(issues[:-1]), issues[-1]] if issues[:-1] else issues)
+        lines += ["", f"Targets (issue{'s' if len(issues) > 1 else ''} {names}):", ""] + rows
     return "\n".join(lines)
+
+
+def _issue_of(group: str) -> str:
+    """The prefix that says whose targets a group feeds ("et ", "zoo ", or "")."""
+    return next((p for p in ("et ", "zoo ") if group.startswith(p)), "")
+
+
+#: (issue, its groups' prefix, its targets' rows)
+TARGETS: List[Tuple[str, str, Callable[[Results], List[str]]]] = [
+    ("4", "", lambda res: _targets(res)[2:]), ("11", "zoo ", _zoo_targets),
+    ("13", "et ", _et_targets)]
 
 
 def main(argv: List[str]) -> None:

@@ -2,10 +2,12 @@
 
 Models are written by torch (``build_models.py``, in a subprocess) into
 ``$PFM_BENCH_CACHE`` (default ``~/.cache/pyflatmodule-bench``), outside git; ExecuTorch
-programs (``ET_SPECS``) likewise by ExecuTorch (``et_build.py``). A file's name carries
-a hash of its specification and of its builder, so changing either rebuilds it. Each
-model has a full size (timed runs) and a small size (the untimed run inside ``pytest``,
-which must stay quick).
+programs (``ET_SPECS``) likewise by ExecuTorch (``et_build.py``), and the zoo's real
+architectures (``ZOO_SPECS``) by torch with torchvision and timm (``zoo_bench_build.py``,
+which runs ``zoo_build.py``). A file's name carries a hash of its specification and of
+its builder, so changing either rebuilds it. Each model has a full size (timed runs) and
+a small size (the untimed run inside ``pytest``, which must stay quick); of the zoo, one
+model is in the untimed run (the others have no small size).
 """
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
+import zoo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILDER = os.path.join(HERE, "build_models.py")
@@ -59,20 +62,44 @@ ET_SPECS: Dict[str, Any] = {
 }
 
 
+#: Real architectures of the zoo (benchmarks/zoo.py) in the benchmarks -> the package
+#: that defines each (torch itself, or torchvision or timm beside it). ``vit_tiny`` is left
+#: out: torch 2.13 loads none of its files (an enum of timm's it cannot resolve).
+ZOO: Dict[str, str] = {
+    "resnet18": "torchvision", "squeezenet1_1": "torchvision", "mobilenet_v2": "torchvision",
+    "mobilenet_v3_small": "torchvision", "efficientnet_b0": "torchvision",
+    "efficientvit_m0": "timm", "transformer": "torch", "recurrent": "torch",
+    "recurrent_dynamic_qint8": "torch", "conv_static_quant": "torch",
+}
+assert set(ZOO) <= set(zoo.MODELS), "benchmodels.ZOO names models zoo.py does not list"
+#: The zoo model the untimed run builds and measures (once; the whole zoo when timed).
+ZOO_SMALL = "mobilenet_v3_small"
+
+#: The zoo in the cache: ``zoo_<model>`` -> (kind, params, small params or None, False).
+#: Each is the lite file (``.ptl``) with its jit file beside it (``.jit.ff``).
+ZOO_SPECS: Dict[str, Any] = {
+    f"zoo_{m}": ("zoo", {"model": m}, {"model": m} if m == ZOO_SMALL else None, False)
+    for m in ZOO}
+
+
 class NotBuildable(RuntimeError):
     """A model is neither in the cache nor can be built here (its writer is missing)."""
 
 
 class Family(NamedTuple):
-    """Models written by one builder: their specifications and file name suffix."""
+    """Models written by one builder: their specifications, file name suffix, and the
+    files the builder runs beside itself (their bytes are in the hash too)."""
 
     specs: Dict[str, Any]
     builder: str
     suffix: str
+    uses: Tuple[str, ...] = ()
 
 
 FAMILIES = (Family(SPECS, BUILDER, ".ptl"),
-            Family(ET_SPECS, os.path.join(HERE, "et_build.py"), ".pte"))
+            Family(ET_SPECS, os.path.join(HERE, "et_build.py"), ".pte"),
+            Family(ZOO_SPECS, os.path.join(HERE, "zoo_bench_build.py"), ".ptl",
+                   (os.path.join(HERE, "zoo_build.py"),)))
 
 
 def family(name: str) -> Family:
@@ -99,6 +126,12 @@ class Model(NamedTuple):
         return p if os.path.exists(p) else None
 
     @property
+    def jit_file(self) -> Optional[str]:
+        """The jit file (``.jit.ff``) written beside a zoo model's lite file."""
+        p = self.path[:-4] + ".jit.ff"
+        return p if os.path.exists(p) else None
+
+    @property
     def size(self) -> int:
         return os.path.getsize(self.path)
 
@@ -119,16 +152,25 @@ def cache_dir() -> str:
     return path
 
 
-def _builder_hash(builder: str) -> str:
-    with open(builder, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:8]
+def _builder_hash(fam: Family) -> str:
+    h = hashlib.sha256()
+    for path in (fam.builder, *fam.uses):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:8]
+
+
+def with_size(specs: Dict[str, Any], small: bool) -> List[str]:
+    """The models of ``specs`` that have a size ``small`` (every zoo model has a full one,
+    one has a small one)."""
+    return [n for n, s in specs.items() if not small or s[2] is not None]
 
 
 def spec(name: str, small: bool) -> Dict[str, Any]:
     fam = family(name)
     kind, full, little, st = fam.specs[name]
     params = little if small else full
-    key = json.dumps([kind, params, _builder_hash(fam.builder)], sort_keys=True).encode()
+    key = json.dumps([kind, params, _builder_hash(fam)], sort_keys=True).encode()
     digest = hashlib.sha256(key).hexdigest()[:10]
     size = "small" if small else "full"
     return {"name": name, "kind": kind, "params": params, "safetensors": st,
@@ -159,6 +201,12 @@ def ensure(names: Iterable[str], small: bool) -> Dict[str, Model]:
     names = list(dict.fromkeys(names))
     out = {n: m for n in names if (m := _load(n, small)) is not None}
     missing = [n for n in names if n not in out]
+    absent = sorted({p for n in missing if n in ZOO_SPECS
+                     for p in ("torch", ZOO[n[4:]]) if not _importable(p)})
+    if absent:
+        raise NotBuildable(f"the zoo is written by torch, torchvision and timm; not "
+                           f"installed: {', '.join(absent)} (missing in {cache_dir()}: "
+                           f"{[n for n in missing if n in ZOO_SPECS]})")
     et = [n for n in missing if n in ET_SPECS]
     if et and not HAS_EXECUTORCH:
         if not small:
@@ -191,6 +239,12 @@ def ensure(names: Iterable[str], small: bool) -> Dict[str, Model]:
                 assert m is not None, n
                 out[n] = m
     return out
+
+
+def _importable(package: str) -> bool:
+    if package == "torch":
+        return HAS_TORCH
+    return importlib.util.find_spec(package) is not None
 
 
 def _crafted(name: str) -> Model:
@@ -248,12 +302,13 @@ _BUF = bytearray(4 * MiB)
 
 def main(argv: List[str]) -> None:
     """``python benchmodels.py [--small] [NAME...]``: build (or find) models, print paths
-    (all of torch's models without NAMEs; ``--et``: all ExecuTorch programs)."""
+    (all of torch's models without NAMEs; ``--et``: all ExecuTorch programs; ``--zoo``:
+    the zoo's models)."""
     small = "--small" in argv
-    names = [a for a in argv if not a.startswith("--")] or list(
-        ET_SPECS if "--et" in argv else SPECS)
-    for name, m in ensure(names, small).items():
-        print(f"{name:12s} {m.size / MiB:10.1f} MiB  {m.path}")
+    specs = ET_SPECS if "--et" in argv else ZOO_SPECS if "--zoo" in argv else SPECS
+    wanted = [a for a in argv if not a.startswith("--")] or with_size(specs, small)
+    for name, m in ensure(wanted, small).items():
+        print(f"{name:28s} {m.size / MiB:10.1f} MiB  {m.path}")
 
 
 if __name__ == "__main__":

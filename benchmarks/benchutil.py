@@ -3,8 +3,9 @@ timing call that labels each result for the report (benchmarks/bench_report.py).
 from __future__ import annotations
 
 import os
+import statistics
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import benchmodels
 import pytest
@@ -24,11 +25,12 @@ class Models:
     def __call__(self, name: str, warm: bool = True) -> benchmodels.Model:
         if name not in self._cache:
             # Small models are cheap: build every missing one of the family at once.
-            names = list(benchmodels.family(name).specs) if self.small else [name]
+            names = (benchmodels.with_size(benchmodels.family(name).specs, True)
+                     if self.small else [name])
             self._cache.update(benchmodels.ensure(names, self.small))
         m = self._cache[name]
         if warm:
-            for path in (m.path, m.safetensors, m.data_file):
+            for path in (m.path, m.safetensors, m.data_file, m.jit_file):
                 if path:
                     benchmodels.read_file(path)
         return m
@@ -83,3 +85,24 @@ def measure(benchmark: Any, fn: Callable[..., Any], *, group: str, impl: str,
         del arg
         rounds = int(min(1000, max(3, BUDGET / max(once, 1e-6))))
     return benchmark.pedantic(fn, setup=pre, rounds=rounds, warmup_rounds=1, iterations=1)
+
+
+def measure_processes(benchmark: Any, start: Callable[[], Tuple[str, float, Optional[int]]],
+                      **labels: Any) -> List[str]:
+    """Time ``start``, which runs one fresh process (``childproc.run``: its stdout, wall
+    seconds and peak RSS in KiB, None where not read), labelled as by ``measure``. The
+    median and largest peak RSS go to the report; returns every round's stdout."""
+    outputs: List[str] = []
+    peaks: List[int] = []
+
+    def child() -> None:
+        text, _, peak = start()
+        outputs.append(text)
+        if peak is not None:
+            peaks.append(peak)
+
+    measure(benchmark, child, **labels)
+    if peaks:
+        benchmark.extra_info.update(peak_rss_kib=int(statistics.median(peaks)),
+                                    peak_rss_kib_max=max(peaks))
+    return outputs

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pyflatmodule
 
@@ -63,6 +63,23 @@ _RSS = (
     "            if k in ('VmRSS', 'RssAnon', 'RssFile', 'RssShmem'):\n"
     "                out[k] = int(v.split()[0])\n"
     "    return out\n")
+
+#: A fresh process from a zoo model's lite file to all its weights: pyflatmodule's load
+#: and first state_dict() (it prints the count), against torch's lite loader, which makes
+#: every tensor as it loads (the lite module hands none to Python).
+LOAD_WEIGHTS = {
+    "pyflatmodule": (
+        "import sys, pyflatmodule as pfm\n"
+        "print(len(pfm.load(sys.argv[1]).state_dict()))\n"),
+    "torch_lite": (
+        "import sys, torch, torch.jit.mobile\n"
+        "m = torch.jit.mobile._load_for_lite_interpreter(sys.argv[1])\n"),
+}
+
+#: The console command ``pyflatmodule`` that pip installs beside the interpreter, and the
+#: floor for ``pyflatmodule info`` on a zoo model: the two packages pyflatmodule needs.
+CONSOLE = os.path.join(os.path.dirname(sys.executable), "pyflatmodule")
+FLOOR_NUMPY_CFFI = [sys.executable, "-c", "import numpy, cffi"]
 
 #: RSS (KiB, /proc/self/status) after imports, after open, after state_dict (no weight
 #: is read: only the arrays are made).
@@ -156,19 +173,24 @@ _HWM = ("\nwith open('/proc/self/status') as _f:\n"
         "    print('VmHWM', [_l for _l in _f if _l.startswith('VmHWM')][0].split()[1])\n")
 
 
-def run(program: str, path: str, *more: str) -> Tuple[str, float, int]:
-    """(stdout, wall seconds, peak RSS KiB) of one fresh interpreter running ``program``
-    with arguments ``path`` and ``more``."""
+def spawn(argv: List[str]) -> Tuple[str, float]:
+    """(stdout, wall seconds) of one fresh process running ``argv`` (a command, or
+    ``sys.executable`` and its arguments) in the children's environment."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-c", program + _HWM, path, *more], stdout=out,
-                           stderr=err, cwd=_CWD, env=_ENV, check=False)
+        p = subprocess.run(argv, stdout=out, stderr=err, cwd=_CWD, env=_ENV, check=False)
         wall = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
-        text = out.read().decode()
         if p.returncode != 0:
             raise RuntimeError(f"child failed ({p.returncode}): {err.read().decode()[-2000:]}")
+        return out.read().decode(), wall
+
+
+def run(program: str, path: str, *more: str) -> Tuple[str, float, int]:
+    """(stdout, wall seconds, peak RSS KiB) of one fresh interpreter running ``program``
+    with arguments ``path`` and ``more``."""
+    text, wall = spawn([sys.executable, "-c", program + _HWM, path, *more])
     lines = text.strip().splitlines()
     assert lines and lines[-1].startswith("VmHWM "), text
     return "\n".join(lines[:-1]), wall, int(lines[-1].split()[1])

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 import bench_report
+import benchmodels
 import pytest
 from benchutil import Models
 
@@ -28,13 +29,25 @@ def benchmarks_disabled(config: Any) -> bool:
         "benchmark_enable")
 
 
-@pytest.fixture(scope="session")
-def small(request: Any) -> bool:
+def small_models(config: Any) -> bool:
     """Small models when benchmarks are disabled (the normal test run)."""
     env = os.environ.get("PFM_BENCH_SIZE")
     if env:
         return env == "small"
-    return benchmarks_disabled(request.config)
+    return benchmarks_disabled(config)
+
+
+@pytest.fixture(scope="session")
+def small(request: Any) -> bool:
+    """Small models when benchmarks are disabled (the normal test run)."""
+    return small_models(request.config)
+
+
+def pytest_generate_tests(metafunc: Any) -> None:
+    """``zoo_model``: every model of the zoo in the benchmarks, or the untimed run's one."""
+    if "zoo_model" in metafunc.fixturenames:
+        names = benchmodels.with_size(benchmodels.ZOO_SPECS, small_models(metafunc.config))
+        metafunc.parametrize("zoo_model", [n[len("zoo_"):] for n in names])
 
 
 @pytest.fixture(scope="session")

@@ -4,28 +4,18 @@ CLI needs numpy). The report gives the ratio; ml_dtypes, which alone once cost m
 numpy, must not be imported for a file without its dtypes."""
 from __future__ import annotations
 
-import statistics
-
 import childproc
 import pytest
-from benchutil import measure
+from benchutil import measure_processes
 
 from pyflatmodule.cli import SAMPLE
 
 
 @pytest.mark.parametrize("impl", ["pyflatmodule", "floor_numpy"])
 def test_cli_info_start_to_finish(benchmark, timed, impl):
-    outputs, peaks = [], []
-
-    def child() -> None:
-        text, _, peak = childproc.run(childproc.CLI[impl], SAMPLE)
-        outputs.append(text)
-        peaks.append(peak)
-
-    measure(benchmark, child, group="cli start to finish: info sample.ptl", impl=impl,
-            rounds=15 if timed else None)
-    benchmark.extra_info.update(peak_rss_kib=int(statistics.median(peaks)),
-                                peak_rss_kib_max=max(peaks))
+    outputs = measure_processes(benchmark, lambda: childproc.run(childproc.CLI[impl], SAMPLE),
+                                group="cli start to finish: info sample.ptl", impl=impl,
+                                rounds=15 if timed else None)
     if impl == "pyflatmodule":
         for text in outputs:
             lines = text.splitlines()

@@ -3,11 +3,9 @@ Wall time (timed) and the child's peak RSS (``extra_info``), pyflatmodule vs tor
 the interpreter alone and ``import numpy, ml_dtypes, cffi`` alone as floors."""
 from __future__ import annotations
 
-import statistics
-
 import childproc
 import pytest
-from benchutil import measure, need_torch
+from benchutil import measure_processes, need_torch
 
 import pyflatmodule as pfm
 
@@ -28,17 +26,9 @@ def test_cold_first_value(benchmark, models, timed, name, impl):
     model = models(name)
     if impl.startswith("torch"):
         need_torch(model, impl)
-    outputs, peaks = [], []
-
-    def child() -> None:
-        text, _, peak = childproc.run(childproc.FIRST_VALUE[impl], model.path)
-        outputs.append(text)
-        peaks.append(peak)
-
-    measure(benchmark, child, group=f"cold first value: {name}", impl=impl, model=model,
-            rounds=5 if timed else None)
-    benchmark.extra_info.update(peak_rss_kib=int(statistics.median(peaks)),
-                                peak_rss_kib_max=max(peaks))
+    outputs = measure_processes(
+        benchmark, lambda: childproc.run(childproc.FIRST_VALUE[impl], model.path),
+        group=f"cold first value: {name}", impl=impl, model=model, rounds=5 if timed else None)
     # Every implementation reads the same first weight.
     if not impl.startswith("floor"):
         assert set(outputs) == {_expected(model.path)}

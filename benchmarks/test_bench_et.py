@@ -28,7 +28,7 @@ from typing import Any, Dict
 import benchmodels
 import childproc
 import pytest
-from benchutil import measure, need_executorch
+from benchutil import measure, measure_processes, need_executorch
 
 import pyflatmodule as pfm
 
@@ -123,18 +123,11 @@ def test_et_cold_first_constant(benchmark, programs, timed, name, impl):
     model = programs(name)
     if impl == "exir":
         need_executorch(model)
-    outputs, peaks = [], []
-
-    def child() -> None:
-        text, _, peak = childproc.run(childproc.ET_FIRST_CONSTANT[impl], model.path)
-        outputs.append(text.splitlines()[-1])
-        peaks.append(peak)
-
-    measure(benchmark, child, group=f"et cold first constant: {name}", impl=impl, model=model,
-            rounds=5 if timed else None)
-    benchmark.extra_info.update(peak_rss_kib=int(statistics.median(peaks)),
-                                peak_rss_kib_max=max(peaks))
-    assert set(outputs) == {_first_constant(model)}
+    outputs = measure_processes(
+        benchmark, lambda: childproc.run(childproc.ET_FIRST_CONSTANT[impl], model.path),
+        group=f"et cold first constant: {name}", impl=impl, model=model,
+        rounds=5 if timed else None)
+    assert {text.splitlines()[-1] for text in outputs} == {_first_constant(model)}
 
 
 @pytest.mark.parametrize("name,impl", [(n, "pyflatmodule") for n in RSS_MODELS] + [
