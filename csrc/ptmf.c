@@ -363,6 +363,31 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
     return PTMF_OK;
 }
 
+/* The element at which each of tensor records todo[n] starts in the buffer seen as its
+ * dtype (out[i]), or -1 when it is no plain view of it: not contiguous, empty,
+ * quantized, packed several to a byte, or not aligned to its element size. */
+void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
+                      const ptmf_storage *storages, uint64_t n_storages,
+                      const uint32_t *todo, uint64_t n, int64_t *out) {
+    uint64_t i;
+    for (i = 0; i < n; i++) {
+        const ptmf_tensor *r;
+        uint64_t size, pos;
+        out[i] = -1;
+        if (todo[i] >= n_tensors) continue;
+        r = &tensors[todo[i]];
+        if (!r->contiguous || r->numel == 0 || r->qscheme >= 0 || r->scalar_type < 0
+            || r->scalar_type >= PTMF_SCALAR_TYPE_COUNT || r->storage >= n_storages
+            || r->storage_offset < 0)
+            continue;
+        size = scalar_type_bits[r->scalar_type] / 8u;
+        pos = storages[r->storage].pos;
+        if (size == 0 || (uint64_t)r->storage_offset > (UINT64_MAX - pos) / size) continue;
+        pos += (uint64_t)r->storage_offset * size;
+        if (pos % size == 0 && pos / size <= INT64_MAX) out[i] = (int64_t)(pos / size);
+    }
+}
+
 /* ---------------------------------------------------------------- ivalues */
 
 /* Checks that index `j` names an earlier ivalue and folds its depth in. */

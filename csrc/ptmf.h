@@ -221,6 +221,12 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
                        ptmf_summary *s, ptmf_ivalue *ivalues,
                        const ptmf_storage *storages, ptmf_tensor *tensors,
                        int64_t *dims, ptmf_error *err);
+/* The element at which each of tensor records todo[n] starts in the buffer seen as its
+ * dtype (out[i]), or -1 when it is no plain view of it: not contiguous, empty,
+ * quantized, packed several to a byte, or not aligned to its element size. */
+void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
+                      const ptmf_storage *storages, uint64_t n_storages,
+                      const uint32_t *todo, uint64_t n, int64_t *out);
 /* The checks the index does not need: every function, object type, extra file,
  * jit source and module-level reference. */
 int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,

@@ -159,7 +159,7 @@ class Options:
         return opt
 
 
-def _c_array(cname: str, array: np.ndarray) -> Any:
+def c_array(cname: str, array: np.ndarray) -> Any:
     return ffi.from_buffer(cname + "[]", array, require_writable=True)
 
 
@@ -205,7 +205,7 @@ class Image:
         s = self.summary = ffi.new("ptmf_summary *")
         check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
         self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
-        c_storages = _c_array("ptmf_storage", self.storage_index)
+        c_storages = c_array("ptmf_storage", self.storage_index)
         # source.fd: whoever opened the source releases it (module._open_image).
         check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages,
                                       source.fd, err), err)
@@ -214,13 +214,13 @@ class Image:
         else:
             apply_advice(source, options.advise, [])
         self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
-        c_index = _c_array("ptmf_ivalue", self.index)
+        c_index = c_array("ptmf_ivalue", self.index)
         check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)
         self.tensor_index = np.empty(s.n_tensors, TENSOR_DTYPE)
         self.dims = np.empty(s.n_dims, np.int64)
         status = lib.ptmf_index_tensors(self.cbuf, self.size, opt, s, c_index, c_storages,
-                                        _c_array("ptmf_tensor", self.tensor_index),
-                                        _c_array("int64_t", self.dims), err)
+                                        c_array("ptmf_tensor", self.tensor_index),
+                                        c_array("int64_t", self.dims), err)
         if status == lib.PTMF_E_NEGATIVE_DIMENSION:
             self._explain_negative_size(status, err)
         check(status, err)
@@ -232,8 +232,8 @@ class Image:
         n = len(self.storage_index)
         order = np.argsort(self.storage_index["pos"], kind="stable").astype(np.uint32)
         runs = np.empty(2 * n, np.uint64)
-        k = lib.ptmf_payload_runs(c_storages, _c_array("uint32_t", order), n, mmap.PAGESIZE,
-                                  RUN_GAP, _c_array("uint64_t", runs))
+        k = lib.ptmf_payload_runs(c_storages, c_array("uint32_t", order), n, mmap.PAGESIZE,
+                                  RUN_GAP, c_array("uint64_t", runs))
         return list(zip(runs[0:2 * k:2].tolist(), runs[1:2 * k:2].tolist()))
 
     # ------------------------------------------------------------ raw reads
@@ -269,7 +269,7 @@ class Image:
         pos = np.empty(count, np.uint64)
         size = np.empty(count, np.uint32)
         check(lib.ptmf_read_strings(self.cbuf, self.size, vec, count,
-                                    _c_array("uint64_t", pos), _c_array("uint32_t", size),
+                                    c_array("uint64_t", pos), c_array("uint32_t", size),
                                     err), err, where)
         view = self.view
         spans = list(zip(pos.tolist(), size.tolist()))
@@ -312,13 +312,13 @@ class Image:
             s = self.summary
             err = new_error()
             types = np.empty(s.n_object_types, OBJECT_TYPE_DTYPE)
-            c_types = _c_array("ptmf_object_type", types)
+            c_types = c_array("ptmf_object_type", types)
             total = ffi.new("uint64_t *")
             attrs = np.empty(0, SPAN_DTYPE)
             while True:   # count the names, then read them
                 check(lib.ptmf_read_object_types(self.cbuf, self.size, s.object_types,
                                                  s.n_object_types, c_types,
-                                                 _c_array("ptmf_span", attrs), len(attrs),
+                                                 c_array("ptmf_span", attrs), len(attrs),
                                                  total, err), err)
                 if len(attrs) == total[0]:
                     break
@@ -398,8 +398,8 @@ class Image:
             listed = np.empty(8 * guess, SPAN_DTYPE)
             while True:
                 check(lib.ptmf_scan_classes(self.cbuf, self.size, self.summary,
-                                            _c_array("ptmf_class", classes), len(classes),
-                                            n_classes, _c_array("ptmf_span", listed),
+                                            c_array("ptmf_class", classes), len(classes),
+                                            n_classes, c_array("ptmf_span", listed),
                                             len(listed), n_listed, err), err)
                 if len(classes) >= n_classes[0] and len(listed) >= n_listed[0]:
                     break
@@ -418,14 +418,14 @@ class Image:
             role = np.empty(n_attrs, np.uint8)
             err = new_error()
             check(lib.ptmf_module_types(
-                self.cbuf, self.size, _c_array("ptmf_class", classes.classes),
-                len(classes.classes), _c_array("ptmf_span", classes.listed),
-                len(classes.listed), _c_array("ptmf_object_type", table.types), n_types,
-                _c_array("ptmf_span", table.attrs), n_attrs,
-                _c_array("uint64_t", np.empty(2 * (len(classes.classes) + len(classes.listed)),
+                self.cbuf, self.size, c_array("ptmf_class", classes.classes),
+                len(classes.classes), c_array("ptmf_span", classes.listed),
+                len(classes.listed), c_array("ptmf_object_type", table.types), n_types,
+                c_array("ptmf_span", table.attrs), n_attrs,
+                c_array("uint64_t", np.empty(2 * (len(classes.classes) + len(classes.listed)),
                                               np.uint64)),
-                _c_array("uint32_t", class_of_type), _c_array("uint8_t", module),
-                _c_array("uint8_t", role), err), err)
+                c_array("uint32_t", class_of_type), c_array("uint8_t", module),
+                c_array("uint8_t", role), err), err)
             self._module_types = ModuleTypes(class_of_type, module, role)
         return self._module_types
 
@@ -462,9 +462,9 @@ class Image:
             n = ffi.new("uint64_t *")
             err = new_error()
             status = lib.ptmf_walk_modules(
-                self.cbuf, self.size, _c_array("ptmf_ivalue", self.index), len(self.index),
-                types, root, _c_array("ptmf_walk_step", steps),
-                _c_array("ptmf_walk_step", stack), room, left, n, err)
+                self.cbuf, self.size, c_array("ptmf_ivalue", self.index), len(self.index),
+                types, root, c_array("ptmf_walk_step", steps),
+                c_array("ptmf_walk_step", stack), room, left, n, err)
             if status != lib.PTMF_E_ELEMENT_BUDGET or room == max_steps:
                 break
             room = max_steps
@@ -485,10 +485,10 @@ class Image:
         err = new_error()
         keys = np.empty(32 * n, np.uint8)   # room for most files' keys: one call
         while True:
-            check(lib.ptmf_walk_keys(self.cbuf, self.size, _c_array("ptmf_walk_step", steps),
-                                     n, _c_array("ptmf_span", attrs), len(attrs),
-                                     _c_array("uint8_t", keys), len(keys),
-                                     _c_array("uint64_t", ends), total, err), err)
+            check(lib.ptmf_walk_keys(self.cbuf, self.size, c_array("ptmf_walk_step", steps),
+                                     n, c_array("ptmf_span", attrs), len(attrs),
+                                     c_array("uint8_t", keys), len(keys),
+                                     c_array("uint64_t", ends), total, err), err)
             if total[0] <= len(keys):
                 break
             if total[0] > _MAX_KEY_BYTES:

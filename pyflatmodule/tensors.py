@@ -6,7 +6,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from ._image import Image, columns, distinct
+from ._image import Image, c_array, columns, distinct
 from ._native import format_error, lib
 
 __all__ = ["DTYPE_NAMES", "QuantizedTensor", "TensorRecord", "TensorTable", "numpy_dtype",
@@ -309,44 +309,55 @@ class TensorTable:
             return [made[t] if t in made else self.tensor(t) for t in ts]
 
     def _make_common(self, todo: np.ndarray) -> None:
-        rec = columns(self.image.tensor_index, ("scalar_type", "storage", "storage_offset", "ndim",
-                                          "dims", "qscheme", "numel", "contiguous"), todo)
-        st = rec["scalar_type"]
-        common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
-                  & ~_PACKED_TYPES[st.astype(np.uint8)])
-        positions = self.image.storage_index["pos"].astype(np.int64)
+        image = self.image
+        records = todo.astype(np.uint32)
+        starts = np.empty(len(records), np.int64)
+        lib.ptmf_view_starts(c_array("ptmf_tensor", image.tensor_index),
+                             len(image.tensor_index),
+                             c_array("ptmf_storage", image.storage_index),
+                             len(image.storage_index), c_array("uint32_t", records),
+                             len(records), c_array("int64_t", starts))
+        plain = starts >= 0
+        rec = columns(image.tensor_index, ("scalar_type", "ndim", "dims", "numel"),
+                      records[plain])
+        ts, firsts = todo[plain], starts[plain]
+        if len(ts) >= _SPACED_MIN:   # a model's repeated layers: rows of one view
+            left = self._make_spaced_groups(ts, firsts, rec)
+            ts, firsts, rec = ts[left], firsts[left], {f: a[left] for f, a in rec.items()}
+        dims = self._dim_list()
+        flats: Dict[int, np.ndarray] = {}
         setdefault = self._tensors.setdefault
-        for scalar_type in distinct(st[common]).tolist():
-            dtype = numpy_dtype(scalar_type)
-            pick = np.flatnonzero(common & (st == scalar_type))
-            start = (positions[rec["storage"][pick]]
-                     + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
-            aligned = start % dtype.itemsize == 0
-            pick = pick[aligned]
-            first = start[aligned] // dtype.itemsize
-            end = first + rec["numel"][pick].astype(np.int64)
-            flat = self.image.flat(dtype)
-            ndims = rec["ndim"][pick]
-            for ndim in distinct(ndims).tolist():
-                sel = np.flatnonzero(ndims == ndim)
-                if ndim == 0:   # a 0-d view: indexed with (index, ...), not sliced
-                    for t, a in zip(todo[pick[sel]].tolist(), first[sel].tolist()):
-                        setdefault(t, flat[a, ...])
-                    continue
-                # One row of sizes per tensor.
-                shape_rows = self.image.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
-                                             + np.arange(ndim)]
-                if ndim > 1 and _many_alike(end[sel] - first[sel]):
-                    left = self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)
-                    sel, shape_rows = sel[left], shape_rows[left]
-                spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
-                if ndim == 1:
-                    for t, a, b in spans:
-                        setdefault(t, flat[a:b])
-                    continue
-                # One tuple per tensor, made by zip: reshape parses a tuple fastest.
-                for (t, a, b), shape in zip(spans, zip(*shape_rows.T.tolist())):
-                    setdefault(t, flat[a:b].reshape(shape))
+        for t, a, st, ndim, d, n in zip(ts.tolist(), firsts.tolist(),
+                                        *(rec[f].tolist() for f in
+                                          ("scalar_type", "ndim", "dims", "numel"))):
+            flat = flats.get(st)
+            if flat is None:
+                flat = flats[st] = image.flat(numpy_dtype(st))
+            if ndim == 1:
+                setdefault(t, flat[a:a + n])
+            elif ndim == 0:   # a 0-d view: indexed with (index, ...), not sliced
+                setdefault(t, flat[a, ...])
+            else:
+                setdefault(t, flat[a:a + n].reshape(dims[d:d + ndim]))
+
+    def _make_spaced_groups(self, ts: np.ndarray, firsts: np.ndarray,
+                            rec: Dict[str, np.ndarray]) -> np.ndarray:
+        """``_make_spaced`` on each (dtype, ndim) group of multi-dimensional tensors
+        where enough have one element count; returns the mask of those left."""
+        left = np.ones(len(ts), bool)
+        multi = rec["ndim"] > 1
+        if not _many_alike(rec["numel"][multi]):
+            return left
+        for st, ndim in {(int(a), int(b)) for a, b in zip(rec["scalar_type"][multi],
+                                                          rec["ndim"][multi])}:
+            sel = np.flatnonzero((rec["scalar_type"] == st) & (rec["ndim"] == ndim))
+            if not _many_alike(rec["numel"][sel]):
+                continue
+            shapes = self.image.dims[rec["dims"][sel].astype(np.int64)[:, None]
+                                     + np.arange(ndim)]
+            left[sel] = self._make_spaced(self.image.flat(numpy_dtype(st)), ts[sel],
+                                          firsts[sel], shapes)
+        return left
 
     def _make_spaced(self, flat: np.ndarray, ts: np.ndarray, firsts: np.ndarray,
                      shapes: np.ndarray) -> np.ndarray:
