@@ -236,9 +236,6 @@ class TensorRecord(NamedTuple):
     qscheme: Optional[str]
 
 
-#: Scalar types whose values are packed several to a byte, as a lookup table.
-_PACKED_TYPES = np.zeros(256, bool)
-_PACKED_TYPES[list(PACKED)] = True
 #: Same-shape tensors it takes to make them as rows of one strided view.
 _SPACED_MIN = 32
 
