@@ -353,13 +353,16 @@ static inline int str_at(ctx *c, uint64_t pos, vec *s) {
 /* Offset of the first byte that makes s[0, n) invalid UTF-8, or n (fb.c). */
 uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n);
 
-/* A string the reader decodes as text: when verifying, it must be UTF-8. */
-static inline int check_text(ctx *c, const vec *s) {
-    uint64_t bad;
-    if (!c->verify) return PTMF_OK;
-    bad = fb_utf8_invalid_at(c->buf + s->data, s->count);
+/* Fails unless the string is UTF-8, verifying or not. */
+static inline int utf8_text(ctx *c, const vec *s) {
+    uint64_t bad = fb_utf8_invalid_at(c->buf + s->data, s->count);
     if (bad < s->count) return fail(c, PTMF_E_BAD_UTF8, s->data + bad);
     return PTMF_OK;
+}
+
+/* A string the reader decodes as text: when verifying, it must be UTF-8. */
+static inline int check_text(ctx *c, const vec *s) {
+    return c->verify ? utf8_text(c, s) : PTMF_OK;
 }
 
 static inline int text_at(ctx *c, uint64_t pos, vec *s) {
@@ -406,5 +409,13 @@ static inline uint32_t vec_u32(const ctx *c, const vec *v, uint32_t i) {
  * vectors inside the buffer, union types known, nesting within c->max_depth, tables and
  * elements within their budgets; errors carry the path of field names (fb_verify.c). */
 int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos);
+
+/* fb_verify_table, except for the fields `shallow` lists (NULL-terminated; strings and
+ * vectors only), wherever they occur: the verifier checks a shallow field's slot, its
+ * offset and the extent of its string (with the NUL) or vector, but neither the text of
+ * the string nor the vector's elements. The format reads those itself: a vector whose
+ * elements its index pass checks as it reads them, a string that holds bytes. */
+int fb_verify_table_shallow(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos,
+                            const fb_field *const *shallow);
 
 #endif /* FB_H */

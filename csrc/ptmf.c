@@ -7,8 +7,11 @@
  * schemas/mobile_bytecode.fbs, and every read through fb.h, which checks bounds with
  * overflow-safe arithmetic and validates every vtable; nothing here trusts an earlier
  * check. Verification (opt->verify) adds what reading does not need: FlatBuffers'
- * alignment rules, NUL terminators, UTF-8 text, dict keys, and the tables the index
- * never looks at.
+ * alignment rules, NUL terminators, UTF-8 text and dict keys as the index passes read
+ * the ivalues (the hot path: one pass that checks as it indexes), and, in
+ * ptmf_verify_rest, the structure of everything else (functions, object types, extra
+ * files, jit sources, the root's own fields) by the generic verifier from the schema,
+ * then what those parts mean.
  */
 #define _POSIX_C_SOURCE 200809L   /* pread */
 #include "fb.h"
@@ -746,19 +749,13 @@ static int read_object_type(ctx *c, const vec *v, uint32_t i, ptmf_record *out) 
     return PTMF_OK;
 }
 
-static int verify_strings(ctx *c, const vec *v) {
-    uint32_t i;
-    TRY(count_elements(c, v->count, v->data));
-    for (i = 0; i < v->count; i++) {
-        uint64_t target;
-        vec s;
-        push(c, "", i);
-        TRY(vec_ref(c, v, i, &target));
-        TRY(text_at(c, target, &s));
-        pop(c);
-    }
-    return PTMF_OK;
-}
+/* What the schema alone checks, by fb_verify_table_shallow: the whole root table but
+ * the elements of the ivalues and storages, which the index passes check as they read
+ * them, and the contents of ExtraFile tables, which are bytes in extra_files and text
+ * in jit_sources (verify_jit_sources). */
+static const fb_field *const module_shallow[] = {
+    FIELD(module, MODULE_IVALUES), FIELD(module, MODULE_STORAGE_DATA),
+    FIELD(extra_file, EXTRA_FILE_CONTENT), NULL};
 
 static int verify_args(ctx *c, const ptmf_summary *s, const ptmf_function *f, int returns) {
     vec v;
@@ -779,30 +776,15 @@ static int verify_args(ctx *c, const ptmf_summary *s, const ptmf_function *f, in
     return PTMF_OK;
 }
 
+/* What function ivalue i refers to. */
 static int verify_function(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
                            uint32_t i) {
     ptmf_function f;
-    vec v;
-    uint32_t j;
     TRY(read_function(c, s, ivalues[i].pos, &f));
     if (f.class_type >= s->n_object_types) {
         push(c, ".class_type", NO_INDEX);
         return fail(c, PTMF_E_BAD_TYPE_INDEX, ivalues[i].pos);
     }
-    v.data = f.operators;
-    v.count = f.n_operators;
-    TRY(count_elements(c, v.count, v.data));
-    for (j = 0; j < v.count; j++) {
-        ptmf_record op;
-        push(c, ".operators", j);
-        TRY(read_operator(c, &v, j, &op));
-        pop(c);
-    }
-    push(c, ".type_annotations", NO_INDEX);
-    v.data = f.type_annotations;
-    v.count = f.n_type_annotations;
-    TRY(verify_strings(c, &v));
-    pop(c);
     TRY(verify_args(c, s, &f, 0));
     TRY(verify_args(c, s, &f, 1));
     if (f.n_debug_handles != 0 && f.n_debug_handles != f.n_instructions) {
@@ -840,26 +822,45 @@ static int verify_object(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalu
     return PTMF_OK;
 }
 
-/* text_content: the contents are text (jit sources), else bytes (extra files). */
-static int verify_named_blobs(ctx *c, uint64_t data, uint32_t count, const char *name,
-                              int text_content) {
-    vec v = {data, count};
+/* TorchScript sources are text (an extra file's content is bytes). */
+static int verify_jit_sources(ctx *c, const ptmf_summary *s) {
+    vec v = {s->jit_sources, s->n_jit_sources}, text;
     uint32_t i;
-    TRY(count_elements(c, count, data));
-    for (i = 0; i < count; i++) {
-        ptmf_record r;
-        push(c, name, i);
-        TRY(read_pair(c, &v, i, FIELD(extra_file, EXTRA_FILE_NAME),
-                      FIELD(extra_file, EXTRA_FILE_CONTENT), text_content, NULL, &r));
+    for (i = 0; i < v.count; i++) {
+        tbl t;
+        push(c, "jit_sources", i);
+        TRY(vec_table(c, &v, i, &t));
+        push(c, FIELD(extra_file, EXTRA_FILE_CONTENT)->path, NO_INDEX);
+        TRY(fld_str(c, &t, FIELD(extra_file, EXTRA_FILE_CONTENT), &text));
+        TRY(utf8_text(c, &text));
+        pop(c);
         pop(c);
     }
     return PTMF_OK;
 }
 
+/* What the schema says of the parts the index passes do not read: the root table but
+ * for module_shallow, every function, and that the jit sources are text. */
+static int verify_structure(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues) {
+    uint32_t i;
+    TRY(fb_verify_table_shallow(c, &mobile_schema_file, MOBILE_DECL_MODULE, s->root,
+                                module_shallow));
+    for (i = 0; i < s->n_ivalues; i++) {
+        if (ivalues[i].type != UT_FUNCTION) continue;
+        push(c, "ivalues", i);
+        push(c, FIELD(i_value, I_VALUE_VAL)->path, NO_INDEX);
+        push(c, mobile_i_value_union[UT_FUNCTION].name, PATH_MEMBER);
+        TRY(fb_verify_table(c, &mobile_schema_file, MOBILE_DECL_FUNCTION, ivalues[i].pos));
+        pop(c);
+        pop(c);
+        pop(c);
+    }
+    return verify_jit_sources(c, s);
+}
+
 static int verify_roots(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
                         uint64_t data, uint32_t count, const char *name, int functions) {
     uint32_t i;
-    TRY(count_elements(c, count, data));
     for (i = 0; i < count; i++) {
         uint32_t j = ld32(c->buf + data + 4 * (uint64_t)i);
         push(c, name, i);
@@ -879,25 +880,21 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
     ctx_init(&c, buf, len, opt, &s->visited, err);
     c.verify = 1;
 
+    TRY(verify_structure(&c, s, ivalues));
+    /* What follows reads only what was verified, for what it means. */
+    c.verify = 0;
     if (s->storage_data_size != (int32_t)s->n_storages) {
         push(&c, "storage_data_size", NO_INDEX);
         return fail(&c, PTMF_E_LENGTH_MISMATCH, s->root);
     }
-    TRY(count_elements(&c, s->n_object_types, s->object_types));
     for (i = 0; i < s->n_object_types; i++) {
         ptmf_record ot;
-        vec names;
         push(&c, "object_types", i);
         TRY(read_object_type(&c, &types, i, &ot));
         if (ot.num < OT_CLASS_WITH_FIELD || ot.num > OT_CLASS_WITH_SETSTATE) {
             push(&c, ".type", NO_INDEX);
             return fail(&c, PTMF_E_BAD_OBJECT_KIND, ot.s0);
         }
-        names.data = ot.v;
-        names.count = ot.v_len;
-        push(&c, ".attr_names", NO_INDEX);
-        TRY(verify_strings(&c, &names));
-        pop(&c);
         pop(&c);
     }
     for (i = 0; i < s->n_ivalues; i++) {
@@ -919,8 +916,6 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
         push(&c, "state_obj", NO_INDEX);
         return fail(&c, PTMF_E_KIND_MISMATCH, s->root);
     }
-    TRY(verify_named_blobs(&c, s->extra_files, s->n_extra_files, "extra_files", 0));
-    TRY(verify_named_blobs(&c, s->jit_sources, s->n_jit_sources, "jit_sources", 1));
     TRY(verify_roots(&c, s, ivalues, s->methods, s->n_methods, "methods", 1));
     TRY(verify_roots(&c, s, ivalues, s->jit_constants, s->n_jit_constants, "jit_constants", 0));
     ctx_finish(&c);

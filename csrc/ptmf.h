@@ -164,8 +164,10 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
                        ptmf_summary *s, ptmf_ivalue *ivalues,
                        const ptmf_storage *storages, ptmf_tensor *tensors,
                        int64_t *dims, ptmf_error *err);
-/* The checks the index does not need: every function, object type, extra file,
- * jit source and module-level reference. */
+/* The checks the index does not need: the structure of the root table (but the
+ * ivalues and storages the index passes checked) and of every function, by the schema;
+ * then what functions, object types, objects, jit sources and the root's references
+ * mean. */
 int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
                      ptmf_summary *s, const ptmf_ivalue *ivalues, ptmf_error *err);
 
