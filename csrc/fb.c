@@ -5,6 +5,7 @@
 #include "fb.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *const status_messages[] = {
 #define FB_MESSAGE_ITEM(name, message) message,
@@ -66,7 +67,14 @@ uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n) {
         uint8_t lo = 0x80, hi = 0xbf;
         unsigned more, k;
         if (b < 0x80) {
+            uint64_t word;
             i++;
+            /* ASCII runs (most source text) eight bytes at a time */
+            while (n - i >= 8) {
+                memcpy(&word, s + i, 8);
+                if (word & UINT64_C(0x8080808080808080)) break;
+                i += 8;
+            }
             continue;
         }
         if (b >= 0xc2 && b <= 0xdf) more = 1;
