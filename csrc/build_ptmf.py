@@ -1,10 +1,11 @@
 """cffi builder for the private ``pyflatmodule._ptmf`` extension.
 
-The cdef comes from the headers themselves: the declarations between the ``cdef``
-markers of ``ptmf.h`` and of the generated schema headers in ``gen/`` (written by
-``schemas/fbsgen.py``), plus the ``ptmf_status`` enum expanded from
-``PTMF_STATUS_TABLE``; the module's source includes ``ptmf.h`` and every generated
-header, so that each name of the cdef is declared. Every ``.c`` file in this directory is compiled.
+The cdef comes from the headers themselves: the ``fb_status`` enum expanded from
+``PTMF_STATUS_TABLE`` in ``fb_common.h``, then the declarations between the ``cdef``
+markers of ``fb_common.h``, ``fb_schema.h``, the generated schema headers in ``gen/``
+(written by ``schemas/fbsgen.py``), ``ptmf.h`` and the other formats' headers; the
+module's source includes every one of them, so that each name of the cdef is declared.
+Every ``.c`` file in this directory is compiled.
 Extra compiler flags come from ``PTMF_CFLAGS`` (CI sets ``-Werror`` and the
 sanitizers there).
 """
@@ -17,9 +18,11 @@ from typing import Iterable
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: The status table, options and error every format shares.
+COMMON = os.path.join(HERE, "fb_common.h")
 HEADER = os.path.join(HERE, "ptmf.h")
-#: Headers whose cdef parts come before ptmf.h's: the descriptor types, then the
-#: generated schema headers; the formats on top after it (they use ptmf.h's types).
+#: Headers whose cdef parts come between fb_common.h's and ptmf.h's: the descriptor
+#: types, then the generated schema headers; the other formats after ptmf.h.
 DESCRIPTORS = os.path.join(HERE, "fb_schema.h")
 GENERATED = sorted(glob.glob(os.path.join(HERE, "gen", "*.h")))
 FORMATS = [os.path.join(HERE, "ptmf_modules.h"), os.path.join(HERE, "et.h"),
@@ -32,13 +35,15 @@ def _cdef_part(text: str) -> str:
     return text.split("/* --- cdef begin --- */")[1].split("/* --- cdef end --- */")[0]
 
 
-def cdef_source(header_text: str, generated: Iterable[str] = (), after: Iterable[str] = ()) -> str:
-    """The cffi declarations taken from the header text, the texts of the headers it
-    stands on (`generated`: descriptor types and generated schema headers) and of the
-    headers that stand on it (`after`)."""
-    names = re.findall(r"X\((PTMF_\w+),", header_text)
-    enum = "enum ptmf_status {\n" + "".join(f"    {n} = {i},\n" for i, n in enumerate(names))
-    parts = [_cdef_part(text) for text in [*generated, header_text, *after]]
+def cdef_source(common_text: str, header_text: str, generated: Iterable[str] = (),
+                after: Iterable[str] = ()) -> str:
+    """The cffi declarations: the status enum of the common header's table, then the cdef
+    parts of the common header, of the headers ptmf.h stands on (`generated`: descriptor
+    types and generated schema headers), of ptmf.h (`header_text`) and of the headers
+    after it (`after`)."""
+    names = re.findall(r"X\((PTMF_\w+),", common_text)
+    enum = "enum fb_status {\n" + "".join(f"    {n} = {i},\n" for i, n in enumerate(names))
+    parts = [_cdef_part(text) for text in [common_text, *generated, header_text, *after]]
     return enum + "    PTMF_STATUS_COUNT\n};\n" + "".join(parts)
 
 
@@ -53,7 +58,8 @@ def _flags() -> list:
 
 
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source(_read(HEADER), [_read(p) for p in [DESCRIPTORS] + GENERATED],
+ffibuilder.cdef(cdef_source(_read(COMMON), _read(HEADER),
+                            [_read(p) for p in [DESCRIPTORS] + GENERATED],
                             [_read(p) for p in FORMATS]))
 ffibuilder.set_source(
     "pyflatmodule._ptmf",

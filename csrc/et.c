@@ -60,7 +60,7 @@ typedef struct walk {
 
 /* ---------------------------------------------------------------- headers */
 
-static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, ptmf_error *err) {
+static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error *err) {
     ctx c;
     uint32_t magic;
     uint64_t flatbuffer_end, base, size;
@@ -661,9 +661,9 @@ static int data_file(walk *w, const tbl *root) {
 
 /* Walks a file whose header is read: the schema's checks when `verify_structure`, then
  * the meaning; fills the records when given. */
-static int walk_file(const uint8_t *buf, const ptmf_options *opt, et_summary *s,
+static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
                      et_record *tensors, et_blob *blobs, int verify_structure,
-                     ptmf_error *err) {
+                     fb_error *err) {
     walk w;
     tbl root;
     int rc;
@@ -700,8 +700,8 @@ static int walk_file(const uint8_t *buf, const ptmf_options *opt, et_summary *s,
     return PTMF_OK;
 }
 
-int et_open(const uint8_t *buf, size_t len, const ptmf_options *opt, et_summary *s,
-            ptmf_error *err) {
+int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
+            fb_error *err) {
     memset(s, 0, sizeof *s);
     if (err) {
         err->code = PTMF_OK;
@@ -713,10 +713,10 @@ int et_open(const uint8_t *buf, size_t len, const ptmf_options *opt, et_summary 
 }
 
 int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *tensors,
-             et_blob *blobs, ptmf_error *err) {
+             et_blob *blobs, fb_error *err) {
     et_summary again = *s;
-    ptmf_options opt;
-    ptmf_default_options(&opt);
+    fb_options opt;
+    fb_default_options(&opt);
     if (s->flatbuffer_end > len) {
         ctx c;
         ctx_init(&c, buf, len, NULL, NULL, err);

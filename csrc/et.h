@@ -9,7 +9,7 @@
 #ifndef ET_H
 #define ET_H
 
-#include "ptmf.h"
+#include "fb_common.h"
 #include "gen/executorch_flat_tensor.h"
 #include "gen/executorch_program.h"
 
@@ -74,11 +74,11 @@ unsigned et_element_size(int type);
 
 /* Verifies a whole .pte or .ptd (structure by the schema, then meaning) and counts its
  * tensors and named data. */
-int et_open(const uint8_t *buf, size_t len, const ptmf_options *opt, et_summary *s,
-            ptmf_error *err);
+int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
+            fb_error *err);
 /* Fills tensors[s->n_tensors] and blobs[s->n_blobs] for a file et_open accepted. */
 int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *tensors,
-             et_blob *blobs, ptmf_error *err);
+             et_blob *blobs, fb_error *err);
 
 /* --- cdef end --- */
 

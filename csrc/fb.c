@@ -1,35 +1,42 @@
 /*
- * fb.c: the out-of-line part of fb.h: the status table's names and messages, the
- * formatting of an error's path and the UTF-8 check of text.
+ * fb.c: the out-of-line part of fb.h: the status table's names and messages, the default
+ * options, the formatting of an error's path and the UTF-8 check of text.
  */
 #include "fb.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *const status_messages[] = {
-#define PTMF_MESSAGE_ITEM(name, message) message,
-    PTMF_STATUS_TABLE(PTMF_MESSAGE_ITEM)
-#undef PTMF_MESSAGE_ITEM
+#define FB_MESSAGE_ITEM(name, message) message,
+    PTMF_STATUS_TABLE(FB_MESSAGE_ITEM)
+#undef FB_MESSAGE_ITEM
 };
 
 static const char *const status_names[] = {
-#define PTMF_NAME_ITEM(name, message) #name,
-    PTMF_STATUS_TABLE(PTMF_NAME_ITEM)
-#undef PTMF_NAME_ITEM
+#define FB_NAME_ITEM(name, message) #name,
+    PTMF_STATUS_TABLE(FB_NAME_ITEM)
+#undef FB_NAME_ITEM
 };
 
-const char *ptmf_strerror(int code) {
+const char *fb_strerror(int code) {
     if (code < 0 || code >= PTMF_STATUS_COUNT) return "unknown status";
     return status_messages[code];
 }
 
-const char *ptmf_status_name(int code) {
+const char *fb_status_name(int code) {
     if (code < 0 || code >= PTMF_STATUS_COUNT) return "PTMF_E_UNKNOWN";
     return status_names[code];
 }
 
+void fb_default_options(fb_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->max_depth = 200;
+    opt->verify = 1;
+}
+
 void fb_fail(const ctx *c, int code, uint64_t offset) {
-    ptmf_error *e = c->err;
+    fb_error *e = c->err;
     size_t used = 0;
     int i, n;
     if (!e) return;
@@ -60,11 +67,13 @@ uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n) {
         uint8_t lo = 0x80, hi = 0xbf;
         unsigned more, k;
         if (b < 0x80) {
-            /* ASCII runs, eight bytes at a time (sources are mostly ASCII) */
-            uint64_t w;
-            for (i++; n - i >= 8; i += 8) {
-                memcpy(&w, s + i, 8);
-                if (w & UINT64_C(0x8080808080808080)) break;
+            uint64_t word;
+            i++;
+            /* ASCII runs (most source text) eight bytes at a time */
+            while (n - i >= 8) {
+                memcpy(&word, s + i, 8);
+                if (word & UINT64_C(0x8080808080808080)) break;
+                i += 8;
             }
             continue;
         }

@@ -9,12 +9,13 @@
  * the schema by csrc/schemas/fbsgen.py): its id, size, alignment, default and kind come
  * from the schema, and a reader refuses a field of another kind. The functions are
  * static inline so that a call with a constant descriptor compiles to the direct read.
+ * It names no format: statuses, options and errors come from fb_common.h.
  */
 #ifndef FB_H
 #define FB_H
 
+#include "fb_common.h"
 #include "fb_schema.h"
-#include "ptmf.h"
 
 #include <string.h>
 
@@ -37,11 +38,11 @@ typedef struct ctx {
     int strict;
     uint64_t max_tables, max_elements;
     uint32_t max_depth;
-    ptmf_summary *summary;   /* may be NULL for on-demand reads */
+    fb_counts *counts;       /* the file's counts so far; NULL for on-demand reads */
     uint64_t tables, elements;
     segment path[PATH_MAX_SEGMENTS];
     int depth;               /* path segments in use, may exceed the array */
-    ptmf_error *err;
+    fb_error *err;
     /* A copy of buf[win_pos, win_pos + win_len) read with pread: table reads
      * inside it come from here and touch no page of the mapping. */
     const uint8_t *win;
@@ -61,21 +62,24 @@ typedef struct vec {
 } vec;
 
 
-static inline void ctx_init(ctx *c, const uint8_t *buf, size_t len, const ptmf_options *opt,
-                     ptmf_summary *s, ptmf_error *err) {
+/* A pass over buf[0, len): budgets and switches from `opt` (NULL: read without
+ * verifying, budgets from the length); its visits start from `counts` and are written
+ * back by ctx_finish (NULL: from zero, not kept). */
+static inline void ctx_init(ctx *c, const uint8_t *buf, size_t len, const fb_options *opt,
+                            fb_counts *counts, fb_error *err) {
     memset(c, 0, sizeof *c);
     c->buf = buf;
     c->len = (uint64_t)len;
-    c->summary = s;
+    c->counts = counts;
     c->err = err;
     c->verify = opt ? opt->verify : 0;
     c->strict = opt ? opt->strict : 0;
     c->max_depth = opt && opt->max_depth ? opt->max_depth : 200;
     c->max_tables = opt && opt->max_tables ? opt->max_tables : c->len / 2 + 1024;
     c->max_elements = opt && opt->max_elements ? opt->max_elements : 2 * c->len + 1024;
-    if (s) {
-        c->tables = s->tables_visited;
-        c->elements = s->elements_visited;
+    if (counts) {
+        c->tables = counts->tables;
+        c->elements = counts->elements;
     }
     if (err) {
         err->code = PTMF_OK;
@@ -85,9 +89,9 @@ static inline void ctx_init(ctx *c, const uint8_t *buf, size_t len, const ptmf_o
 }
 
 static inline void ctx_finish(ctx *c) {
-    if (c->summary) {
-        c->summary->tables_visited = c->tables;
-        c->summary->elements_visited = c->elements;
+    if (c->counts) {
+        c->counts->tables = c->tables;
+        c->counts->elements = c->elements;
     }
 }
 
@@ -184,7 +188,7 @@ static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
         if (!in_bounds(c, wrapped, 4)) return fail(c, PTMF_E_BAD_VTABLE, pos);
         if (c->strict) return fail(c, PTMF_E_VTABLE_WRAPPED, pos);
         vt = (int64_t)wrapped;
-        if (c->summary) c->summary->wrapped_vtables++;
+        if (c->counts) c->counts->wrapped_vtables++;
     }
     t->pos = pos;
     t->vt = (uint64_t)vt;
@@ -349,13 +353,16 @@ static inline int str_at(ctx *c, uint64_t pos, vec *s) {
 /* Offset of the first byte that makes s[0, n) invalid UTF-8, or n (fb.c). */
 uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n);
 
-/* A string the reader decodes as text: when verifying, it must be UTF-8. */
-static inline int check_text(ctx *c, const vec *s) {
-    uint64_t bad;
-    if (!c->verify) return PTMF_OK;
-    bad = fb_utf8_invalid_at(c->buf + s->data, s->count);
+/* Fails unless the string is UTF-8, verifying or not. */
+static inline int utf8_text(ctx *c, const vec *s) {
+    uint64_t bad = fb_utf8_invalid_at(c->buf + s->data, s->count);
     if (bad < s->count) return fail(c, PTMF_E_BAD_UTF8, s->data + bad);
     return PTMF_OK;
+}
+
+/* A string the reader decodes as text: when verifying, it must be UTF-8. */
+static inline int check_text(ctx *c, const vec *s) {
+    return c->verify ? utf8_text(c, s) : PTMF_OK;
 }
 
 static inline int text_at(ctx *c, uint64_t pos, vec *s) {
@@ -402,5 +409,13 @@ static inline uint32_t vec_u32(const ctx *c, const vec *v, uint32_t i) {
  * vectors inside the buffer, union types known, nesting within c->max_depth, tables and
  * elements within their budgets; errors carry the path of field names (fb_verify.c). */
 int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos);
+
+/* fb_verify_table, except for the fields `shallow` lists (NULL-terminated; strings and
+ * vectors only), wherever they occur: the verifier checks a shallow field's slot, its
+ * offset and the extent of its string (with the NUL) or vector, but neither the text of
+ * the string nor the vector's elements. The format reads those itself: a vector whose
+ * elements its index pass checks as it reads them, a string that holds bytes. */
+int fb_verify_table_shallow(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos,
+                            const fb_field *const *shallow);
 
 #endif /* FB_H */

@@ -6,9 +6,9 @@
  * safe even on a buffer that was never verified or that changed after verification.
  *
  * This header is the single source of truth for the Python binding: the cffi
- * builder feeds the part between the "cdef" markers to ffi.cdef() (with that of the
- * generated schema header, gen/mobile_bytecode.h: union type numbers, enums, field
- * ids) and expands the status table below into the ptmf_status enum.
+ * builder feeds the part between the "cdef" markers to ffi.cdef(), after those of
+ * fb_common.h (status table, options, error) and of the generated schema header,
+ * gen/mobile_bytecode.h (union type numbers, enums, field ids).
  */
 #ifndef PTMF_H
 #define PTMF_H
@@ -16,49 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fb_common.h"
 #include "gen/mobile_bytecode.h"
 
-/* Status codes: X(name, message). The one table both C and Python read. */
-#define PTMF_STATUS_TABLE(X)                                                          \
-    X(PTMF_OK, "ok")                                                                  \
-    X(PTMF_E_TOO_SMALL, "buffer is too small to hold a PTMF header")                 \
-    X(PTMF_E_ZIP_ARCHIVE, "this is a zip archive (TorchScript/pickle .ptl), not a PTMF flatbuffer") \
-    X(PTMF_E_BAD_IDENTIFIER, "file identifier is not 'PTMF'")                        \
-    X(PTMF_E_OUT_OF_BOUNDS, "offset points outside the buffer")                      \
-    X(PTMF_E_MISALIGNED, "scalar, table, vector or vtable is not aligned")           \
-    X(PTMF_E_BAD_VTABLE, "vtable is malformed")                                      \
-    X(PTMF_E_VTABLE_WRAPPED, "signed vtable offset wrapped around (a torch file over 2 GiB); rejected in strict mode") \
-    X(PTMF_E_TOO_LARGE, "buffer is over 4 GiB: 32-bit offsets cannot address it")    \
-    X(PTMF_E_NO_NUL, "string is not NUL-terminated")                                 \
-    X(PTMF_E_MISSING_FIELD, "a required field is absent")                            \
-    X(PTMF_E_BAD_UNION_TYPE, "unknown IValue union type")                            \
-    X(PTMF_E_BAD_INDEX, "ivalue index is out of range")                              \
-    X(PTMF_E_FORWARD_REFERENCE, "ivalue reference does not point to an earlier value") \
-    X(PTMF_E_BAD_TYPE_INDEX, "object type index is out of range")                    \
-    X(PTMF_E_BAD_STORAGE_INDEX, "storage index is out of range")                     \
-    X(PTMF_E_KIND_MISMATCH, "reference points at a value of the wrong kind")         \
-    X(PTMF_E_LENGTH_MISMATCH, "vectors that must have equal lengths differ")         \
-    X(PTMF_E_BAD_SCALAR_TYPE, "unknown or unsupported tensor scalar type")           \
-    X(PTMF_E_NEGATIVE_DIMENSION, "negative tensor size, stride or storage offset")   \
-    X(PTMF_E_EXTENT_OVERFLOW, "tensor extent overflows 64-bit arithmetic")           \
-    X(PTMF_E_OUTSIDE_STORAGE, "tensor reaches past the end of its storage")          \
-    X(PTMF_E_BAD_QUANTIZATION, "invalid quantization schema")                        \
-    X(PTMF_E_BAD_OBJECT_KIND, "invalid object type kind")                            \
-    X(PTMF_E_DEPTH_BUDGET, "value nesting exceeds the depth budget")                 \
-    X(PTMF_E_TABLE_BUDGET, "number of tables visited exceeds the table budget")      \
-    X(PTMF_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
-    X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")                \
-    X(PTMF_E_BAD_UTF8, "string is not valid UTF-8")                                \
-    X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex, bool or Tensor: no TorchScript dict key") \
-    X(PTMF_E_BAD_HEADER, "extended header (eh00/FH01) is malformed or reaches past the end of the file") \
-    X(PTMF_E_BAD_SEGMENT, "data lies outside its segment, or the segment outside the file's segment data") \
-    X(PTMF_E_BAD_DIM_ORDER, "dim_order is not a permutation of the tensor's dimensions") \
-    X(PTMF_E_MISSING_DATA, "external tensor data is in none of the data files given") \
-    X(PTMF_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size") \
-    X(PTMF_E_BAD_PAYLOAD_HEADER, "XNNPACK payload header (XH00) is malformed or reaches past the payload") \
-    X(PTMF_E_BAD_VALUE_ID, "XNNPACK value id is out of range, repeated, or names no value")
-
 /* --- cdef begin --- */
+
+/* PTMF's entry points name the generic options and error so. */
+typedef fb_options ptmf_options;
+typedef fb_error ptmf_error;
 
 /* c10::ScalarType numbers the reader treats apart; a file holds types
  * 0 .. PTMF_SCALAR_TYPE_COUNT - 1. */
@@ -81,24 +46,6 @@ enum ptmf_qscheme {
 /* ptmf_tensor.ivalue of the records of a tensor's per-channel scales and zero points. */
 #define PTMF_NO_IVALUE 0xFFFFFFFF
 
-/* Budgets and switches. Zero budgets mean "derive from the buffer length":
- * a table costs at least 4 bytes and an element at least 1, so len/4 tables and
- * len elements bound every file that does not share tables, torch's output
- * included; shared tables beyond that are what the budget is for. */
-typedef struct ptmf_options {
-    uint64_t max_tables;     /* table visits, 0 = auto */
-    uint64_t max_elements;   /* vector elements visited, 0 = auto */
-    uint32_t max_depth;      /* nesting of values (lists in lists, objects in objects) */
-    int verify;              /* full checks: alignment, NUL, functions, types, extents */
-    int strict;              /* FlatBuffers' own rules: no wrapped vtable offsets */
-} ptmf_options;
-
-typedef struct ptmf_error {
-    int code;                /* a ptmf_status */
-    uint64_t offset;         /* byte offset of the offending data */
-    char path[240];          /* e.g. "ivalues[12].val<TensorMetadata>.sizes" */
-} ptmf_error;
-
 /* What ptmf_open reads from the root Module table; vector data positions are
  * absolute byte offsets of element 0. */
 typedef struct ptmf_summary {
@@ -111,11 +58,10 @@ typedef struct ptmf_summary {
     uint32_t state_obj;
     uint32_t mobile_ivalue_size;   /* as stored: 0 means all */
     int32_t storage_data_size;
-    int wrapped_vtables;           /* tables read through a wrapped vtable offset */
     /* filled by ptmf_index_ivalues */
     uint32_t n_tensors;            /* tensor records, nested quantization params included */
     uint64_t n_dims;               /* int64 slots for all sizes and strides */
-    uint64_t tables_visited, elements_visited;
+    fb_counts visited;             /* by every pass so far */
 } ptmf_summary;
 
 /* One record per ivalue. pos is the union value (table or struct) position;
@@ -192,11 +138,8 @@ typedef struct ptmf_record {
     int64_t num;                     /* num_args_serialized, default_value, kind */
 } ptmf_record;
 
-const char *ptmf_strerror(int code);
-const char *ptmf_status_name(int code);
 /* The schema's name of IValue union type `type` ("TensorMetadata"); "" if none. */
 const char *ptmf_ivalue_type_name(int type);
-void ptmf_default_options(ptmf_options *opt);
 
 /* Header and root Module table. */
 int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
@@ -227,8 +170,10 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
 void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
                       const ptmf_storage *storages, uint64_t n_storages,
                       const uint32_t *todo, uint64_t n, int64_t *out);
-/* The checks the index does not need: every function, object type, extra file,
- * jit source and module-level reference. */
+/* The checks the index does not need: the structure of the root table (but the
+ * ivalues and storages the index passes checked) and of every function, by the schema;
+ * then what functions, object types, objects, jit sources and the root's references
+ * mean. */
 int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
                      ptmf_summary *s, const ptmf_ivalue *ivalues, ptmf_error *err);
 
@@ -302,12 +247,5 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
                       uint64_t *budget, uint64_t *n_steps, ptmf_error *err);
 
 /* --- cdef end --- */
-
-enum ptmf_status {
-#define PTMF_ENUM_ITEM(name, message) name,
-    PTMF_STATUS_TABLE(PTMF_ENUM_ITEM)
-#undef PTMF_ENUM_ITEM
-    PTMF_STATUS_COUNT
-};
 
 #endif /* PTMF_H */

@@ -1,11 +1,13 @@
 /*
  * ptmf_schema.h: the PTMF schema (gen/mobile_bytecode.h, generated from
- * schemas/mobile_bytecode.fbs) under the short names the PTMF reader uses.
+ * schemas/mobile_bytecode.fbs) under the short names the PTMF reader uses, with the
+ * reader's own declarations (ptmf.h).
  */
 #ifndef PTMF_SCHEMA_H
 #define PTMF_SCHEMA_H
 
 #include "gen/mobile_bytecode.h"
+#include "ptmf.h"
 
 /* IValue union type numbers. */
 enum {

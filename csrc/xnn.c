@@ -52,7 +52,7 @@ static unsigned datatype_bits(int type) {
 
 /* ---------------------------------------------------------------- header */
 
-static int read_header(const uint8_t *buf, uint64_t len, xnn_summary *s, ptmf_error *err) {
+static int read_header(const uint8_t *buf, uint64_t len, xnn_summary *s, fb_error *err) {
     ctx c;
     uint64_t fb_offset, fb_size, cd_offset, cd_size;
     ctx_init(&c, buf, len, NULL, NULL, err);
@@ -353,13 +353,13 @@ static int graph(walk *w, const tbl *root) {
 }
 
 /* Positions in errors are the payload's, not the flatbuffer's. */
-static int rebase(int rc, const walk *w, ptmf_error *err) {
+static int rebase(int rc, const walk *w, fb_error *err) {
     if (rc != PTMF_OK && err) err->offset += w->base;
     return rc;
 }
 
-static void walk_init(walk *w, const uint8_t *buf, const ptmf_options *opt,
-                      const xnn_summary *s, xnn_value *values, ptmf_error *err) {
+static void walk_init(walk *w, const uint8_t *buf, const fb_options *opt,
+                      const xnn_summary *s, xnn_value *values, fb_error *err) {
     memset(w, 0, sizeof *w);
     ctx_init(&w->c, buf + s->flatbuffer, (size_t)s->flatbuffer_size, opt, NULL, err);
     w->s = s;
@@ -367,8 +367,8 @@ static void walk_init(walk *w, const uint8_t *buf, const ptmf_options *opt,
     w->base = s->flatbuffer;
 }
 
-int xnn_open(const uint8_t *buf, size_t len, const ptmf_options *opt, xnn_summary *s,
-             ptmf_error *err) {
+int xnn_open(const uint8_t *buf, size_t len, const fb_options *opt, xnn_summary *s,
+             fb_error *err) {
     walk w;
     tbl root;
     vec xvalues;
@@ -393,12 +393,12 @@ int xnn_open(const uint8_t *buf, size_t len, const ptmf_options *opt, xnn_summar
 }
 
 int xnn_index(const uint8_t *buf, size_t len, const xnn_summary *s, xnn_value *values,
-              ptmf_error *err) {
+              fb_error *err) {
     walk w;
     tbl root;
-    ptmf_options opt;
+    fb_options opt;
     int rc;
-    ptmf_default_options(&opt);
+    fb_default_options(&opt);
     opt.verify = 0;
     if (s->flatbuffer > len || s->flatbuffer_size > len - s->flatbuffer
         || s->root < s->flatbuffer || s->root - s->flatbuffer >= s->flatbuffer_size) {

@@ -8,7 +8,7 @@
 #ifndef XNN_H
 #define XNN_H
 
-#include "ptmf.h"
+#include "fb_common.h"
 #include "gen/xnnpack.h"
 
 /* --- cdef begin --- */
@@ -50,12 +50,12 @@ typedef struct xnn_value {
 
 /* Reads the header and verifies the flatbuffer of the payload buf[0, len) by the
  * schema; counts its values. */
-int xnn_open(const uint8_t *buf, size_t len, const ptmf_options *opt, xnn_summary *s,
-             ptmf_error *err);
+int xnn_open(const uint8_t *buf, size_t len, const fb_options *opt, xnn_summary *s,
+             fb_error *err);
 /* Checks the graph's meaning and fills values[s->n_values] by id, for a payload
  * xnn_open accepted. */
 int xnn_index(const uint8_t *buf, size_t len, const xnn_summary *s, xnn_value *values,
-              ptmf_error *err);
+              fb_error *err);
 
 /* --- cdef end --- */
 

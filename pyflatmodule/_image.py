@@ -149,8 +149,8 @@ class Options:
         self.max_elements = max_elements
 
     def to_c(self) -> Any:
-        opt = ffi.new("ptmf_options *")
-        lib.ptmf_default_options(opt)
+        opt = ffi.new("fb_options *")
+        lib.fb_default_options(opt)
         opt.verify = int(self.verify)
         opt.strict = int(self.strict)
         opt.max_depth = self.max_depth

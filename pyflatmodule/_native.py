@@ -25,7 +25,7 @@ __all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error"]
 
 
 def _code_name(status: int) -> str:
-    name: str = ffi.string(lib.ptmf_status_name(status)).decode("ascii")
+    name: str = ffi.string(lib.fb_status_name(status)).decode("ascii")
     return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
 
 
@@ -35,13 +35,13 @@ def format_error(status: int, offset: Optional[int] = None, path: str = "",
     is the status's name, its message the table's unless ``message`` says more. C and
     Python-side checks raise through it alike; ``offset`` is None when none is known."""
     if message is None:
-        message = ffi.string(lib.ptmf_strerror(status)).decode("utf-8")
+        message = ffi.string(lib.fb_strerror(status)).decode("utf-8")
     return FormatError(_code_name(status), message, offset, path)
 
 
 def new_error() -> Any:
-    """A fresh ``ptmf_error`` for one call."""
-    return ffi.new("ptmf_error *")
+    """A fresh ``fb_error`` for one call."""
+    return ffi.new("fb_error *")
 
 
 def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:

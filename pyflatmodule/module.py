@@ -100,7 +100,7 @@ def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
                         int(np.count_nonzero(types == TENSOR)), int(s.n_storages),
                         int(image.storage_index["size"].sum()),
                         int(np.count_nonzero(types == FUNCTION)), int(s.n_object_types),
-                        int(s.tables_visited), int(s.wrapped_vtables))
+                        int(s.visited.tables), int(s.visited.wrapped_vtables))
 
 
 class IValues(Sequence[Any]):

@@ -122,8 +122,8 @@ class XnnGraph:
                  offset: int, require_all: bool = True) -> None:
         err = new_error()
         summary = ffi.new("xnn_summary *")
-        options = ffi.new("ptmf_options *")
-        lib.ptmf_default_options(options)
+        options = ffi.new("fb_options *")
+        lib.fb_default_options(options)
         options.verify = 1
         buf = ffi.from_buffer(payload)
         prefix = where + ".processed<XNNGraph>."

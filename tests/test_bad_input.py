@@ -524,6 +524,26 @@ def test_verify_rejects_text_that_is_not_utf8(name: str) -> None:
     check_error(info.value, data, path, "bad_utf8")
 
 
+@pytest.mark.parametrize("run", range(20))
+def test_utf8_check_finds_the_byte_pythons_decoder_names(run: int) -> None:
+    """The UTF-8 check takes ASCII runs a word at a time: after a run of any length, the
+    first invalid byte is where Python's strict decoder says it is, and valid text after
+    runs of every length loads."""
+    valid = b"# " + b"a" * run + b"\xc3\xa9" + b"b" * run + b"\xf0\x9f\x98\x80 end"
+    with pfm.load(build(mutated(jit_sources={"__torch__": valid})), verify=True) as m:
+        assert valid.decode("utf-8") == m.jit_sources["__torch__"]
+    for tail in (b"\xff", b"\xc3\xa9" + b"x" * run + b"\xe0\x80\x80", b"\xf0\x9f\x98 ",
+                 b"\xed\xa0\x80"):
+        content = b"# " + b"a" * run + tail + b" pad"
+        with pytest.raises(UnicodeDecodeError) as decoded:
+            content.decode("utf-8")
+        data = build(mutated(jit_sources={"__torch__": content}))
+        with pytest.raises(pfm.FormatError) as info:
+            pfm.load(data, verify=True)
+        check_error(info.value, data, "jit_sources[0].content", "bad_utf8")
+        assert data.index(content) + decoded.value.start == info.value.offset
+
+
 def test_extra_file_contents_are_bytes_not_text() -> None:
     data = build(mutated(extra_files={"blob": b"\xff\xfe\xc0\x80"}))
     with pfm.load(data, verify=True) as m:

@@ -117,6 +117,29 @@ def test_generated_headers_compile_together(tmp_path: Any) -> None:
     assert p.returncode == 0, p.stderr
 
 
+#: The generic layer's files: they stand on one another alone.
+GENERIC = ("fb_common.h", "fb_schema.h", "fb.h", "fb.c", "fb_verify.c")
+
+
+def test_the_generic_layer_includes_no_format() -> None:
+    """fb.h and its files name no format: no format's header (ptmf.h, et.h, xnn.h, a
+    generated schema) is included, so every format stands on the same layer."""
+    for name in GENERIC:
+        with open(os.path.join(CSRC, name), encoding="utf-8") as f:
+            local = set(re.findall(r'^#include "([^"]+)"', f.read(), re.M))
+        assert local <= set(GENERIC), f"{name} includes {sorted(local - set(GENERIC))}"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_the_generic_layer_compiles_alone(tmp_path: Any) -> None:
+    src = tmp_path / "fb_alone.c"
+    src.write_text('#include "fb.h"\nint main(void) { return PTMF_OK; }\n')
+    p = subprocess.run(["cc", "-fsyntax-only", "-std=c99", "-Wall", "-Wextra", "-Wconversion",
+                        "-Wno-sign-conversion", "-Wno-unused-function", "-Werror", "-I", CSRC,
+                        str(src)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
 # ----------------------------------------------- torch's files, read by the schema
 
 _FLAGS = {"bool": N.BoolFlags, "byte": N.Int8Flags, "ubyte": N.Uint8Flags,
@@ -611,7 +634,7 @@ def test_scalar_type_count_is_the_cores() -> None:
 def test_every_error_code_is_in_the_status_table() -> None:
     """The Python side raises FormatError through the one status table: any code typed
     out by hand must still be one of its names."""
-    names = {ffi.string(lib.ptmf_status_name(i)).decode().replace("PTMF_E_", "").lower()
+    names = {ffi.string(lib.fb_status_name(i)).decode().replace("PTMF_E_", "").lower()
              for i in range(lib.PTMF_STATUS_COUNT)}
     package = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
     typed = set()
