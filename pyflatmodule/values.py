@@ -462,10 +462,10 @@ class Object:
     def _get(self, name: str) -> Any:
         """The attribute's value; KeyError when the object has no such attribute."""
         file = self._file
-        if self.kind == "class_with_setstate":
-            return file.restored_attributes(self._index)[name]
         image = file.image
         _, _, a, n, _, m, _, _ = image.rows()[self._index]
+        if image.object_types()[m].kind == "class_with_setstate":
+            return file.restored_attributes(self._index)[name]
         slot = image.slots(m).get(name)
         if slot is None or slot >= n:
             raise KeyError(name)
