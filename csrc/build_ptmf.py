@@ -25,7 +25,8 @@ HEADER = os.path.join(HERE, "ptmf.h")
 #: types, then the generated schema headers; the other formats after ptmf.h.
 DESCRIPTORS = os.path.join(HERE, "fb_schema.h")
 GENERATED = sorted(glob.glob(os.path.join(HERE, "gen", "*.h")))
-FORMATS = [os.path.join(HERE, "et.h"), os.path.join(HERE, "xnn.h")]
+FORMATS = [os.path.join(HERE, "ptmf_modules.h"), os.path.join(HERE, "et.h"),
+           os.path.join(HERE, "xnn.h")]
 SOURCES = sorted(glob.glob(os.path.join(HERE, "*.c")))
 HEADERS = sorted(glob.glob(os.path.join(HERE, "*.h"))) + GENERATED
 

@@ -361,6 +361,31 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
     return PTMF_OK;
 }
 
+/* The element at which each of tensor records todo[n] starts in the buffer seen as its
+ * dtype (out[i]), or -1 when it is no plain view of it: not contiguous, empty,
+ * quantized, packed several to a byte, or not aligned to its element size. */
+void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
+                      const ptmf_storage *storages, uint64_t n_storages,
+                      const uint32_t *todo, uint64_t n, int64_t *out) {
+    uint64_t i;
+    for (i = 0; i < n; i++) {
+        const ptmf_tensor *r;
+        uint64_t size, pos;
+        out[i] = -1;
+        if (todo[i] >= n_tensors) continue;
+        r = &tensors[todo[i]];
+        if (!r->contiguous || r->numel == 0 || r->qscheme >= 0 || r->scalar_type < 0
+            || r->scalar_type >= PTMF_SCALAR_TYPE_COUNT || r->storage >= n_storages
+            || r->storage_offset < 0)
+            continue;
+        size = scalar_type_bits[r->scalar_type] / 8u;
+        pos = storages[r->storage].pos;
+        if (size == 0 || (uint64_t)r->storage_offset > (UINT64_MAX - pos) / size) continue;
+        pos += (uint64_t)r->storage_offset * size;
+        if (pos % size == 0 && pos / size <= INT64_MAX) out[i] = (int64_t)(pos / size);
+    }
+}
+
 /* ---------------------------------------------------------------- ivalues */
 
 /* Checks that index `j` names an earlier ivalue and folds its depth in. */
@@ -946,7 +971,6 @@ int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos, ptmf_functi
 VECTOR_READER(ptmf_read_operator, read_operator)
 VECTOR_READER(ptmf_read_arg, read_arg)
 VECTOR_READER(ptmf_read_extra_file, read_extra_file)
-VECTOR_READER(ptmf_read_object_type, read_object_type)
 
 int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
                       uint64_t *pos, uint32_t *size, ptmf_error *err) {
@@ -963,6 +987,54 @@ int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t co
         pop(&c);
         pos[i] = s.data;
         size[i] = s.count;
+    }
+    return PTMF_OK;
+}
+
+int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
+                           ptmf_object_type *types, ptmf_span *attrs, uint64_t max_attrs,
+                           uint64_t *n_attrs, ptmf_error *err) {
+    ctx c;
+    vec v = {data, count};
+    uint64_t total = 0, cap;
+    uint32_t i, k;
+    ctx_init(&c, buf, len, NULL, NULL, err);
+    cap = c.max_elements < UINT32_MAX ? c.max_elements : UINT32_MAX;   /* names numbered in 32 bits */
+    *n_attrs = 0;
+    if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, PTMF_E_OUT_OF_BOUNDS, data);
+    for (i = 0; i < count; i++) {
+        ptmf_record r;
+        push(&c, "object_types", i);
+        TRY(read_object_type(&c, &v, i, &r));
+        /* Types may share one attr_names vector: its names count once per type. */
+        if (r.v_len > cap - total) return fail(&c, PTMF_E_ELEMENT_BUDGET, r.v);
+        types[i].name.pos = r.s0;
+        types[i].name.len = r.s0_len;
+        types[i].attr_names = r.v;
+        types[i].first_attr = total;
+        types[i].n_attrs = r.v_len;
+        types[i].kind = (uint32_t)r.num;
+        total += r.v_len;
+        pop(&c);
+    }
+    *n_attrs = total;
+    if (max_attrs < total) return PTMF_OK;
+    for (i = 0; i < count; i++) {
+        vec names;
+        names.data = types[i].attr_names;
+        names.count = types[i].n_attrs;
+        push(&c, "object_types", i);
+        for (k = 0; k < names.count; k++) {
+            uint64_t target;
+            vec s;
+            push(&c, FIELD(object_type, OBJECT_TYPE_ATTR_NAMES)->path, k);
+            TRY(vec_ref(&c, &names, k, &target));
+            TRY(str_at(&c, target, &s));
+            attrs[types[i].first_attr + k].pos = s.data;
+            attrs[types[i].first_attr + k].len = s.count;
+            pop(&c);
+        }
+        pop(&c);
     }
     return PTMF_OK;
 }

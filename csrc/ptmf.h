@@ -164,6 +164,12 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
                        ptmf_summary *s, ptmf_ivalue *ivalues,
                        const ptmf_storage *storages, ptmf_tensor *tensors,
                        int64_t *dims, ptmf_error *err);
+/* The element at which each of tensor records todo[n] starts in the buffer seen as its
+ * dtype (out[i]), or -1 when it is no plain view of it: not contiguous, empty,
+ * quantized, packed several to a byte, or not aligned to its element size. */
+void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
+                      const ptmf_storage *storages, uint64_t n_storages,
+                      const uint32_t *todo, uint64_t n, int64_t *out);
 /* The checks the index does not need: the structure of the root table (but the
  * ivalues and storages the index passes checked) and of every function, by the schema;
  * then what functions, object types, objects, jit sources and the root's references
@@ -180,8 +186,30 @@ int ptmf_read_arg(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
                   uint32_t i, ptmf_record *out, ptmf_error *err);
 int ptmf_read_extra_file(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
                          uint32_t i, ptmf_record *out, ptmf_error *err);
-int ptmf_read_object_type(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
-                          uint32_t i, ptmf_record *out, ptmf_error *err);
+
+/* Bytes [pos, pos + len) of the file. */
+typedef struct ptmf_span {
+    uint64_t pos;
+    uint64_t len;
+} ptmf_span;
+
+/* One entry of the object type table. */
+typedef struct ptmf_object_type {
+    ptmf_span name;          /* type_name */
+    uint64_t attr_names;     /* the attr_names vector's first element */
+    uint64_t first_attr;     /* its attribute names are attrs[first_attr, + n_attrs) */
+    uint32_t n_attrs;
+    uint32_t kind;           /* TypeType */
+} ptmf_object_type;
+
+/* Every entry of the object type vector at `vec` (count of them) into types[count],
+ * and their attribute names, type after type, into attrs[max_attrs]. *n_attrs is set
+ * to the names' total (at most the element budget and 2^32 - 1: types may share a
+ * vector); attrs is written only when max_attrs holds them all, so a first call with
+ * none counts. */
+int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
+                           ptmf_object_type *types, ptmf_span *attrs, uint64_t max_attrs,
+                           uint64_t *n_attrs, ptmf_error *err);
 /* Every string of a vector of strings: pos[count], size[count]. */
 int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
                       uint64_t *pos, uint32_t *size, ptmf_error *err);

@@ -1,9 +1,10 @@
 /*
  * ptmf_walk.c: what the Python side asks of an indexed file beyond the index: the
  * byte ranges to read ahead (ptmf_payload_runs) and the state_dict module walk
- * (ptmf_walk_modules).
+ * (ptmf_walk_modules) with the dotted keys of its steps (ptmf_walk_keys).
  */
 #include "fb.h"
+#include "ptmf_modules.h"
 #include "ptmf_schema.h"
 
 static uint32_t add_run(uint64_t start, uint64_t end, uint64_t page, uint64_t *runs,
@@ -141,5 +142,43 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
         pop(&c);
     }
     *n_steps = n;
+    return PTMF_OK;
+}
+
+int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
+                   uint64_t n_steps, const ptmf_span *names, uint64_t n_names, uint8_t *keys,
+                   uint64_t max_keys, uint64_t *key_end, uint64_t *n_bytes, ptmf_error *err) {
+    ctx c;
+    uint64_t s, total = 0;
+    ctx_init(&c, buf, len, NULL, NULL, err);
+    *n_bytes = 0;
+    if (n_steps == 0) return PTMF_OK;
+    key_end[0] = 0;   /* the walk's root: the empty key */
+    for (s = 1; s < n_steps; s++) {
+        const ptmf_walk_step *st = &steps[s];
+        uint64_t size;
+        if (st->parent >= s || st->name >= n_names || names[st->name].pos > c.len
+            || names[st->name].len > c.len - names[st->name].pos)
+            return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+        /* A key is its parent's, a dot and a name, each under the total so far. */
+        size = names[st->name].len;
+        if (st->parent) size += key_end[st->parent] - key_end[st->parent - 1] + 1;
+        if (size > UINT64_MAX - total) return fail(&c, PTMF_E_ELEMENT_BUDGET, 0);
+        total += size;
+        key_end[s] = total;
+    }
+    *n_bytes = total;
+    if (max_keys < total) return PTMF_OK;
+    for (s = 1; s < n_steps; s++) {
+        const ptmf_walk_step *st = &steps[s];
+        uint8_t *out = keys + key_end[s - 1];
+        if (st->parent) {
+            uint64_t start = key_end[st->parent - 1], size = key_end[st->parent] - start;
+            memcpy(out, keys + start, (size_t)size);
+            out[size] = '.';
+            out += size + 1;
+        }
+        memcpy(out, buf + names[st->name].pos, (size_t)names[st->name].len);
+    }
     return PTMF_OK;
 }

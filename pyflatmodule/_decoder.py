@@ -79,7 +79,7 @@ class Decoder:
     def _restore(self, i: int) -> Dict[str, Any]:
         image = self.image
         _, _, _, _, state, m, setstate, _ = image.rows()[i]
-        decl = image.classes().get(image.object_types()[m].name)
+        decl = image.class_decl(m)
         function = decode(self, setstate, {})
         if decl is None or not isinstance(function, Function):
             return {}

@@ -11,11 +11,11 @@ from __future__ import annotations
 import mmap
 import re
 import struct
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._jit_source import ClassDecl, parse_classes
+from ._jit_source import ClassDecl
 from ._native import check, ffi, format_error, lib, new_error
 from ._source import RUN_GAP, Source, apply_advice
 from .errors import FormatError
@@ -25,8 +25,42 @@ __all__ = ["Image", "ObjectType", "Options"]
 KIND_NAMES = {lib.MOBILE_TYPE_TYPE_CLASS_WITH_FIELD: "class_with_field",
               lib.MOBILE_TYPE_TYPE_CUSTOM_CLASS: "custom_class",
               lib.MOBILE_TYPE_TYPE_CLASS_WITH_SETSTATE: "class_with_setstate"}
+#: The most bytes a state_dict's keys may take: far above any model's (a shared
+#: module's paths are each a key), far below what would exhaust the memory.
+_MAX_KEY_BYTES = 1 << 30
 #: Why a state_dict walk stopped early.
 WALK_TOO_LARGE = "object graph is too large to walk (objects shared many times over)"
+
+
+class TypeTable(NamedTuple):
+    """The type table as the C core reads it in bulk."""
+
+    types: np.ndarray   #: OBJECT_TYPE_DTYPE per entry
+    attrs: np.ndarray   #: SPAN_DTYPE per attribute name, type after type
+
+
+def attr_where(types: np.ndarray, a: int) -> str:
+    """The path of attribute name ``a`` of a TypeTable."""
+    t = int(np.searchsorted(types["first_attr"], a, side="right")) - 1
+    return f"object_types[{t}].attr_names[{a - int(types['first_attr'][t])}]"
+
+
+class ClassTable(NamedTuple):
+    """The classes of the jit sources as the C core scans them."""
+
+    classes: np.ndarray   #: CLASS_DTYPE per class, in source order
+    listed: np.ndarray    #: SPAN_DTYPE per name of their __parameters__/__buffers__
+
+
+class ModuleTypes(NamedTuple):
+    """What the state_dict walk knows of each object type (``ptmf_module_types``)."""
+
+    class_of_type: np.ndarray   #: uint32 per type: its class, _NO_CLASS if none
+    module: np.ndarray          #: uint8 per type: 0 no module, 1 a field object, 2 other
+    role: np.ndarray            #: uint8 per attribute name (TypeTable.attrs): PTMF_WALK_*
+
+
+_NO_CLASS = 2**32 - 1
 
 
 class ObjectType(NamedTuple):
@@ -64,20 +98,33 @@ _C_TO_NUMPY = {"uint64_t": "<u8", "int64_t": "<i8", "uint32_t": "<u4", "int32_t"
 
 
 def struct_dtype(cname: str) -> np.dtype:
-    """A numpy dtype laid out exactly like the C struct (padding and reserved skipped)."""
-    fields = [(name, f) for name, f in ffi.typeof(cname).fields if f.type.kind == "primitive"]
-    return np.dtype({
-        "names": [name for name, _ in fields],
-        "formats": [_C_TO_NUMPY[f.type.cname] for _, f in fields],
-        "offsets": [f.offset for _, f in fields],
-        "itemsize": ffi.sizeof(cname),
-    })
+    """A numpy dtype laid out exactly like the C struct (padding and reserved skipped);
+    a nested struct's fields are named ``<field>_<its field>``."""
+    names: List[str] = []
+    formats: List[str] = []
+    offsets: List[int] = []
+
+    def add(ctype: Any, prefix: str, base: int) -> None:
+        for name, f in ctype.fields:
+            if f.type.kind == "struct":
+                add(f.type, f"{prefix}{name}_", base + f.offset)
+            elif f.type.kind == "primitive":
+                names.append(prefix + name)
+                formats.append(_C_TO_NUMPY[f.type.cname])
+                offsets.append(base + f.offset)
+
+    add(ffi.typeof(cname), "", 0)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": ffi.sizeof(cname)})
 
 
 IVALUE_DTYPE = struct_dtype("ptmf_ivalue")
 STORAGE_DTYPE = struct_dtype("ptmf_storage")
 TENSOR_DTYPE = struct_dtype("ptmf_tensor")
 WALK_STEP_DTYPE = struct_dtype("ptmf_walk_step")
+OBJECT_TYPE_DTYPE = struct_dtype("ptmf_object_type")
+SPAN_DTYPE = struct_dtype("ptmf_span")
+CLASS_DTYPE = struct_dtype("ptmf_class")
 _IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
 
 
@@ -112,7 +159,7 @@ class Options:
         return opt
 
 
-def _c_array(cname: str, array: np.ndarray) -> Any:
+def c_array(cname: str, array: np.ndarray) -> Any:
     return ffi.from_buffer(cname + "[]", array, require_writable=True)
 
 
@@ -120,6 +167,13 @@ def columns(table: np.ndarray, fields: Sequence[str], rows: np.ndarray) -> Dict[
     """``fields`` of the records ``rows`` of ``table``, one array per field: a fancy
     index of the padded records themselves would copy them field by field, slower."""
     return {f: table[f][rows] for f in fields}
+
+
+def distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, sorted: ``np.unique`` without its hash table, whose
+    set-up costs more than a sort on arrays of a few hundred values."""
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
 class Image:
@@ -142,13 +196,16 @@ class Image:
         self._storages: Optional[List[np.ndarray]] = None
         self._object_types: Optional[List[ObjectType]] = None
         self._slots: Dict[int, Dict[str, int]] = {}
-        self._classes: Optional[Dict[str, ClassDecl]] = None
+        self._type_table: Optional[TypeTable] = None
+        self._class_table: Optional[ClassTable] = None
+        self._module_types: Optional[ModuleTypes] = None
+        self._class_decls: Dict[int, ClassDecl] = {}
         err = new_error()
         opt = options.to_c()
         s = self.summary = ffi.new("ptmf_summary *")
         check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
         self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
-        c_storages = _c_array("ptmf_storage", self.storage_index)
+        c_storages = c_array("ptmf_storage", self.storage_index)
         # source.fd: whoever opened the source releases it (module._open_image).
         check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages,
                                       source.fd, err), err)
@@ -157,13 +214,13 @@ class Image:
         else:
             apply_advice(source, options.advise, [])
         self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
-        c_index = _c_array("ptmf_ivalue", self.index)
+        c_index = c_array("ptmf_ivalue", self.index)
         check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)
         self.tensor_index = np.empty(s.n_tensors, TENSOR_DTYPE)
         self.dims = np.empty(s.n_dims, np.int64)
         status = lib.ptmf_index_tensors(self.cbuf, self.size, opt, s, c_index, c_storages,
-                                        _c_array("ptmf_tensor", self.tensor_index),
-                                        _c_array("int64_t", self.dims), err)
+                                        c_array("ptmf_tensor", self.tensor_index),
+                                        c_array("int64_t", self.dims), err)
         if status == lib.PTMF_E_NEGATIVE_DIMENSION:
             self._explain_negative_size(status, err)
         check(status, err)
@@ -175,8 +232,8 @@ class Image:
         n = len(self.storage_index)
         order = np.argsort(self.storage_index["pos"], kind="stable").astype(np.uint32)
         runs = np.empty(2 * n, np.uint64)
-        k = lib.ptmf_payload_runs(c_storages, _c_array("uint32_t", order), n, mmap.PAGESIZE,
-                                  RUN_GAP, _c_array("uint64_t", runs))
+        k = lib.ptmf_payload_runs(c_storages, c_array("uint32_t", order), n, mmap.PAGESIZE,
+                                  RUN_GAP, c_array("uint64_t", runs))
         return list(zip(runs[0:2 * k:2].tolist(), runs[1:2 * k:2].tolist()))
 
     # ------------------------------------------------------------ raw reads
@@ -212,7 +269,7 @@ class Image:
         pos = np.empty(count, np.uint64)
         size = np.empty(count, np.uint32)
         check(lib.ptmf_read_strings(self.cbuf, self.size, vec, count,
-                                    _c_array("uint64_t", pos), _c_array("uint32_t", size),
+                                    c_array("uint64_t", pos), c_array("uint32_t", size),
                                     err), err, where)
         view = self.view
         spans = list(zip(pos.tolist(), size.tolist()))
@@ -249,23 +306,55 @@ class Image:
 
     # ------------------------------------------------------------ tables
 
+    def type_table(self) -> "TypeTable":
+        """The type table's records and attribute name spans, read in one C call."""
+        if self._type_table is None:
+            s = self.summary
+            err = new_error()
+            types = np.empty(s.n_object_types, OBJECT_TYPE_DTYPE)
+            c_types = c_array("ptmf_object_type", types)
+            total = ffi.new("uint64_t *")
+            attrs = np.empty(0, SPAN_DTYPE)
+            while True:   # count the names, then read them
+                check(lib.ptmf_read_object_types(self.cbuf, self.size, s.object_types,
+                                                 s.n_object_types, c_types,
+                                                 c_array("ptmf_span", attrs), len(attrs),
+                                                 total, err), err)
+                if len(attrs) == total[0]:
+                    break
+                attrs = np.empty(total[0], SPAN_DTYPE)
+            self._type_table = TypeTable(types, attrs)
+        return self._type_table
+
     def object_types(self) -> List[ObjectType]:
         """The type table, read once."""
         if self._object_types is None:
-            s = self.summary
-            out = []
-            r = ffi.new("ptmf_record *")
-            err = new_error()
-            for i in range(s.n_object_types):
-                where = f"object_types[{i}]"
-                check(lib.ptmf_read_object_type(self.cbuf, self.size, s.object_types,
-                                                s.n_object_types, i, r, err), err, where)
-                names = tuple(self.read_strings(r.v, r.v_len, where + ".attr_names"))
-                kind = KIND_NAMES.get(int(r.num), f"unknown({int(r.num)})")
-                out.append(ObjectType(self.text(r.s0, r.s0_len, where + ".type_name"), kind,
-                                      names))
-            self._object_types = out
+            table = self.type_table()
+            names = self.texts(table.attrs, lambda a: attr_where(table.types, a))
+            self._object_types = [
+                ObjectType(self.text(pos, size, f"object_types[{t}].type_name"),
+                           KIND_NAMES.get(kind, f"unknown({kind})"),
+                           tuple(names[first:first + n]))
+                for t, (pos, size, first, n, kind) in enumerate(zip(*(
+                    table.types[f].tolist() for f in
+                    ("name_pos", "name_len", "first_attr", "n_attrs", "kind"))))]
         return self._object_types
+
+    def type_name(self, t: int) -> str:
+        """The name of object type ``t``, read alone."""
+        record = self.type_table().types[t]
+        return self.text(int(record["name_pos"]), int(record["name_len"]),
+                         f"object_types[{t}].type_name")
+
+    def texts(self, spans: np.ndarray, where: Callable[[int], str]) -> List[str]:
+        """The UTF-8 strings at ``spans`` (SPAN_DTYPE records); a bad one raises
+        FormatError at ``where(its index)``."""
+        view = self.view
+        pairs = list(zip(spans["pos"].tolist(), spans["len"].tolist()))
+        try:
+            return [str(view[p:p + n], "utf-8") for p, n in pairs]
+        except UnicodeDecodeError:
+            return [self.text(p, n, where(i)) for i, (p, n) in enumerate(pairs)]
 
     def slots(self, type_index: int) -> Dict[str, int]:
         """Attribute name to slot number for one object type."""
@@ -297,32 +386,128 @@ class Image:
                 for name, pos, size in self.named_blobs(s.jit_sources, s.n_jit_sources,
                                                         "jit_sources")}
 
-    def classes(self) -> Dict[str, ClassDecl]:
-        """Class declarations parsed from the jit sources, once."""
-        if self._classes is None:
-            self._classes = parse_classes(self.jit_sources())
-        return self._classes
+    def class_table(self) -> "ClassTable":
+        """Every class of the jit sources and the names its lists hold (C scan, once)."""
+        if self._class_table is None:
+            n_classes = ffi.new("uint32_t *")
+            n_listed = ffi.new("uint64_t *")
+            err = new_error()
+            # Room for the classes of most files (one scan); the counts size a second.
+            guess = 2 * int(self.summary.n_object_types) + 64
+            classes = np.empty(guess, CLASS_DTYPE)
+            listed = np.empty(8 * guess, SPAN_DTYPE)
+            while True:
+                check(lib.ptmf_scan_classes(self.cbuf, self.size, self.summary,
+                                            c_array("ptmf_class", classes), len(classes),
+                                            n_classes, c_array("ptmf_span", listed),
+                                            len(listed), n_listed, err), err)
+                if len(classes) >= n_classes[0] and len(listed) >= n_listed[0]:
+                    break
+                classes = np.empty(n_classes[0], CLASS_DTYPE)
+                listed = np.empty(n_listed[0], SPAN_DTYPE)
+            self._class_table = ClassTable(classes[:n_classes[0]], listed[:n_listed[0]])
+        return self._class_table
+
+    def module_types(self) -> "ModuleTypes":
+        """Per object type its class and module kind, per attribute its role (C, once)."""
+        if self._module_types is None:
+            table, classes = self.type_table(), self.class_table()
+            n_types, n_attrs = len(table.types), len(table.attrs)
+            class_of_type = np.empty(n_types, np.uint32)
+            module = np.empty(n_types, np.uint8)
+            role = np.empty(n_attrs, np.uint8)
+            err = new_error()
+            check(lib.ptmf_module_types(
+                self.cbuf, self.size, c_array("ptmf_class", classes.classes),
+                len(classes.classes), c_array("ptmf_span", classes.listed),
+                len(classes.listed), c_array("ptmf_object_type", table.types), n_types,
+                c_array("ptmf_span", table.attrs), n_attrs,
+                c_array("uint64_t", np.empty(2 * (len(classes.classes) + len(classes.listed)),
+                                              np.uint64)),
+                c_array("uint32_t", class_of_type), c_array("uint8_t", module),
+                c_array("uint8_t", role), err), err)
+            self._module_types = ModuleTypes(class_of_type, module, role)
+        return self._module_types
+
+    def class_decl(self, type_index: int) -> Optional[ClassDecl]:
+        """The class declaration of object type ``type_index``, if the sources have one."""
+        c = int(self.module_types().class_of_type[type_index])
+        if c == _NO_CLASS:
+            return None
+        decl = self._class_decls.get(c)
+        if decl is None:
+            classes = self.class_table()
+            record = classes.classes[c]
+            first, n_params, n_buffers = (int(record[f]) for f in
+                                          ("first_listed", "n_parameters", "n_buffers"))
+            where = f"jit_sources[{int(record['source'])}].content"
+            names = self.texts(classes.listed[first:first + n_params + n_buffers],
+                               lambda _: where)
+            decl = self._class_decls.setdefault(c, ClassDecl(
+                names[:n_params], names[n_params:], bool(record["is_module"]),
+                self.text(int(record["block_pos"]), int(record["block_len"]), where)))
+        return decl
 
     def walk_modules(self, root: int, types: Any, budget: List[int]) -> np.ndarray:
         """The steps of the C module walk from field object ``root`` (see
         ``ptmf_walk_modules``); ``budget[0]`` pays for it."""
         max_steps = max(budget[0], 0) + 1   # a step per attribute paid for, and the root
-        steps = np.empty(max_steps, WALK_STEP_DTYPE)
-        stack = np.empty(max_steps, WALK_STEP_DTYPE)
-        left = ffi.new("uint64_t *", max(budget[0], 0))
-        n = ffi.new("uint64_t *")
-        err = new_error()
-        status = lib.ptmf_walk_modules(self.cbuf, self.size, _c_array("ptmf_ivalue", self.index),
-                                       len(self.index), types, root,
-                                       _c_array("ptmf_walk_step", steps),
-                                       _c_array("ptmf_walk_step", stack), max_steps, left, n,
-                                       err)
+        # Room for a tree's walk first (each ivalue a step or two); a walk of shared
+        # modules that needs more steps runs again with room for all the budget pays.
+        room = min(max_steps, 2 * len(self.index) + 64)
+        while True:
+            steps = np.empty(room, WALK_STEP_DTYPE)
+            stack = np.empty(room, WALK_STEP_DTYPE)
+            left = ffi.new("uint64_t *", max(budget[0], 0))
+            n = ffi.new("uint64_t *")
+            err = new_error()
+            status = lib.ptmf_walk_modules(
+                self.cbuf, self.size, c_array("ptmf_ivalue", self.index), len(self.index),
+                types, root, c_array("ptmf_walk_step", steps),
+                c_array("ptmf_walk_step", stack), room, left, n, err)
+            if status != lib.PTMF_E_ELEMENT_BUDGET or room == max_steps:
+                break
+            room = max_steps
         budget[0] = int(left[0])
         if status == lib.PTMF_E_ELEMENT_BUDGET:
             raise format_error(status, int(err.offset),
                                ffi.string(err.path).decode("utf-8", "replace"), WALK_TOO_LARGE)
         check(status, err)
         return steps[:int(n[0])]
+
+    def walk_keys(self, steps: np.ndarray, wanted: np.ndarray) -> List[str]:
+        """The dotted keys of the ``wanted`` steps of a module walk (``ptmf_walk_keys``),
+        made in C and decoded at once."""
+        attrs = self.type_table().attrs
+        n = len(steps)
+        ends = np.empty(n, np.uint64)
+        total = ffi.new("uint64_t *")
+        err = new_error()
+        keys = np.empty(32 * n, np.uint8)   # room for most files' keys: one call
+        while True:
+            check(lib.ptmf_walk_keys(self.cbuf, self.size, c_array("ptmf_walk_step", steps),
+                                     n, c_array("ptmf_span", attrs), len(attrs),
+                                     c_array("uint8_t", keys), len(keys),
+                                     c_array("uint64_t", ends), total, err), err)
+            if total[0] <= len(keys):
+                break
+            if total[0] > _MAX_KEY_BYTES:
+                raise format_error(lib.PTMF_E_ELEMENT_BUDGET, None, "", WALK_TOO_LARGE)
+            keys = np.empty(total[0], np.uint8)
+        raw = keys[:total[0]].tobytes()
+        starts = np.concatenate((np.zeros(1, np.uint64), ends[:-1]))[wanted].tolist()
+        stops = ends[wanted].tolist()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            # Keys join names with dots: one of the names is not UTF-8.
+            names = steps["name"][1:]
+            self.texts(attrs[names], lambda j: attr_where(self.type_table().types,
+                                                          int(names[j])))
+            raise
+        if len(text) == len(raw):   # ASCII: byte offsets are character offsets
+            return [text[a:b] for a, b in zip(starts, stops)]
+        return [raw[a:b].decode("utf-8") for a, b in zip(starts, stops)]
 
     def _explain_negative_size(self, status: int, err: Any) -> None:
         """Name the tensor whose int32 size overflowed: torch writes tensors with more

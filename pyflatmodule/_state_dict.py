@@ -8,7 +8,7 @@ field objects is listed by its attribute path; a file written by
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Set, Tuple, Union
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import numpy as np
 
@@ -32,16 +32,15 @@ def walk_state_dict(file: Decoder, root: Object) -> Dict[str, Tensor]:
     # Shared objects are walked once per path, as torch does; the walk is paid in
     # attributes visited and stops at a few times what a tree of this file holds.
     budget = [_WALK_FLOOR + 4 * int(image.summary.n_ivalues)]
-    if root.type_name == _SAVED_PARAMETERS and not image.summary.n_jit_sources:
+    root_type = int(image.index["m"][root.index])
+    if not image.summary.n_jit_sources and image.type_name(root_type) == _SAVED_PARAMETERS:
         data = root.attributes.get("data")
         if isinstance(data, dict):
             return {str(k): v for k, v in data.items()
                     if isinstance(v, (np.ndarray, QuantizedTensor))}
-    declarations = {name: (set(decl.parameters), set(decl.buffers))
-                    for name, decl in image.classes().items() if decl.is_module}
-    if root.type_name in declarations:
+    if image.summary.n_jit_sources and image.module_types().module[root_type]:
         # Field objects' tensors are found as record numbers, then made in bulk.
-        found = _walk_declared(file, root.index, declarations, budget)
+        found = _walk_declared(file, root.index, budget)
         records = [k for k, v in found.items() if isinstance(v, int)]
         found.update(zip(records, file.tensors.tensors([found[k] for k in records])))
         return found
@@ -65,14 +64,13 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, (np.ndarray, QuantizedTensor))
 
 
-def _walk_declared(file: Decoder, root: int, decls: Dict[str, Tuple[Set[str], Set[str]]],
-                   budget: List[int]) -> Dict[str, Any]:
+def _walk_declared(file: Decoder, root: int, budget: List[int]) -> Dict[str, Any]:
     """nn.Module.state_dict order: parameters, then buffers (each in slot order), then
     each submodule's entries; depth-first without recursion (a stack of the modules'
     entry generators, each writing its tensors to the result and yielding the
     submodules it leaves to the next). Field objects' tensors come out as record
     numbers (ints)."""
-    walk = _ModuleWalk(file, decls)
+    walk = _ModuleWalk(file)
     out: Dict[str, Any] = {}
     stack = [walk.entries(root, "", out, budget)]
     while stack:
@@ -86,37 +84,22 @@ def _walk_declared(file: Decoder, root: int, decls: Dict[str, Tuple[Set[str], Se
 
 class _ModuleWalk:
     """One file's declared modules, as the C walk reads them: per object type, whether
-    it is a module (and of which kind) and each attribute name's role."""
+    it is a module (and of which kind) and each attribute name's role
+    (``Image.module_types``)."""
 
-    def __init__(self, file: Decoder, decls: Dict[str, Tuple[Set[str], Set[str]]]) -> None:
+    def __init__(self, file: Decoder) -> None:
         self.file = file
         self.image = image = file.image
-        self.decls = decls
-        types = image.object_types()
-        self.names: List[str] = []
-        module = np.zeros(len(types), np.uint8)
-        base = np.zeros(len(types), np.uint32)
-        count = np.zeros(len(types), np.uint32)
-        role = bytearray()
-        for t, ty in enumerate(types):
-            base[t], count[t] = len(self.names), len(ty.attr_names)
-            self.names.extend(ty.attr_names)
-            decl = decls.get(ty.name)
-            if decl is None:
-                role.extend(bytes(len(ty.attr_names)))
-                continue
-            params, buffers = decl
-            module[t] = 1 if ty.kind == "class_with_field" else 2
-            role.extend(lib.PTMF_WALK_PARAMETER if n in params
-                        else lib.PTMF_WALK_BUFFER if n in buffers else 0
-                        for n in ty.attr_names)
+        table, kinds = image.type_table(), image.module_types()
         #: Per object type: 0 not a module, 1 entered by the C walk, 2 walked here.
-        self.module = module.tolist()
+        self.module = kinds.module.tolist()
         arrays = {field: ffi.from_buffer(ctype, a) for field, ctype, a in
-                  (("module", "uint8_t[]", module), ("slot_base", "uint32_t[]", base),
-                   ("slot_count", "uint32_t[]", count), ("role", "uint8_t[]", role))}
+                  (("module", "uint8_t[]", kinds.module),
+                   ("slot_base", "uint32_t[]", table.types["first_attr"].astype(np.uint32)),
+                   ("slot_count", "uint32_t[]", table.types["n_attrs"].astype(np.uint32)),
+                   ("role", "uint8_t[]", kinds.role))}
         self.c_types = ffi.new("ptmf_walk_types *", dict(
-            arrays, n_types=len(types), n_names=len(self.names)))
+            arrays, n_types=len(table.types), n_names=len(table.attrs)))
         self._keep = arrays   # the struct points into these
 
     def entries(self, i: int, prefix: str, out: Dict[str, Any],
@@ -131,22 +114,19 @@ class _ModuleWalk:
     def _field_entries(self, i: int, prefix: str, out: Dict[str, Any],
                        budget: List[int]) -> Iterator[Tuple[int, str]]:
         steps = self.image.walk_modules(i, self.c_types, budget)
-        names = self.names
-        parents, name_ids, targets, kinds = (steps[f].tolist() for f in
-                                             ("parent", "name", "target", "kind"))
-        # Modules come before their steps: one pass gives every module its prefix.
-        prefixes = [prefix] * len(kinds)
-        for e in np.flatnonzero(steps["kind"][1:] >= lib.PTMF_WALK_MODULE).tolist():
-            prefixes[e + 1] = prefixes[parents[e + 1]] + names[name_ids[e + 1]] + "."
-        # The tensors between the modules this walk leaves to the caller, in bulk.
-        last = 1
-        for e in np.flatnonzero(steps["kind"] == lib.PTMF_WALK_OTHER_MODULE).tolist() + [
-                len(kinds)]:
-            out.update((prefixes[p] + names[n], t) for p, n, t, k in
-                       zip(parents[last:e], name_ids[last:e], targets[last:e], kinds[last:e])
-                       if k < lib.PTMF_WALK_MODULE)
-            if e < len(kinds):
-                yield targets[e], prefixes[e]
+        kinds = steps["kind"]
+        # The tensors, and the modules this walk leaves to the caller where they sit.
+        wanted = np.flatnonzero(kinds != lib.PTMF_WALK_MODULE)
+        keys = self.image.walk_keys(steps, wanted)
+        if prefix:
+            keys = [prefix + key for key in keys]
+        targets = steps["target"][wanted].tolist()
+        last = 0
+        for e in np.flatnonzero(kinds[wanted] == lib.PTMF_WALK_OTHER_MODULE).tolist() + [
+                len(wanted)]:
+            out.update(zip(keys[last:e], targets[last:e]))
+            if e < len(wanted):
+                yield targets[e], keys[e] + "."
             last = e + 1
 
     def _other_entries(self, i: int, prefix: str, out: Dict[str, Any],
@@ -155,7 +135,9 @@ class _ModuleWalk:
         those its ``__setstate__`` sets."""
         image = self.image
         _spend(budget, image, i, int(image.index["n"][i]))
-        params, buffers = self.decls[image.object_types()[int(image.index["m"][i])].name]
+        decl = image.class_decl(int(image.index["m"][i]))
+        assert decl is not None   # module types have a class
+        params, buffers = set(decl.parameters), set(decl.buffers)
         attributes = self.file.objects([i])[0]._tensors_and_objects()
         tensors = [(name, value) for name, value in attributes
                    if not isinstance(value, Object)]

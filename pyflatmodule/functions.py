@@ -3,7 +3,7 @@ the one-line description of a decoded value that listings use."""
 from __future__ import annotations
 
 import reprlib
-from typing import (Any, Dict, Iterable, List, NamedTuple, NoReturn, Optional, Tuple, TypeVar,
+from typing import (Any, Callable, Dict, Iterable, List, NamedTuple, NoReturn, Optional, Tuple, TypeVar,
                     Union, overload)
 
 import numpy as np
@@ -210,10 +210,20 @@ class Function:
         types = self.type_annotations
         code: List[Tuple[int, int, int]] = self.instructions.tolist()
         self_slots = self._self_slots()
+        shorts: Dict[int, str] = {}
+
+        def constant(x: int) -> str:
+            """The constant's short(), made once however many instructions load it."""
+            text = shorts.get(x)
+            if text is None:
+                text = shorts[x] = (short(constants[x]) if 0 <= x < len(constants)
+                                    else "constant index out of range")
+            return text
+
         out = []
         for pc, (op, n, x) in enumerate(code):
             name = OPCODES[op] if 0 <= op < len(OPCODES) else f"OP#{op}"
-            operands, comment = _operands(pc, name, x, n, ops, constants, types)
+            operands, comment = _operands(pc, name, x, n, ops, constant, types)
             if name == "GET_ATTR" and pc and 0 <= x < len(self_slots):
                 prev, _, reg = code[pc - 1]
                 if 0 <= prev < len(OPCODES) and OPCODES[prev] in ("LOAD", "MOVE") and reg == 1:
@@ -311,9 +321,9 @@ class Instruction(NamedTuple):
     comment: str
 
 
-def _operands(pc: int, name: str, x: int, n: int, ops: List[Operator], constants: List[Any],
-              types: List[str]) -> Tuple[str, str]:
-    """(operand text, comment) of one instruction."""
+def _operands(pc: int, name: str, x: int, n: int, ops: List[Operator],
+              constant: Callable[[int], str], types: List[str]) -> Tuple[str, str]:
+    """(operand text, comment) of one instruction; ``constant(x)`` describes constant x."""
     if name in ("OP", "OPN"):
         text = f"#{x}" + (f", {n} inputs" if name == "OPN" else "")
         if 0 <= x < len(ops):
@@ -325,8 +335,7 @@ def _operands(pc: int, name: str, x: int, n: int, ops: List[Operator], constants
     if name == "STOREN":
         return (f"r{x}" if n == 1 else f"r{x}..r{x + n - 1}"), ""
     if name == "LOADC":
-        return f"c{x}", (short(constants[x]) if 0 <= x < len(constants)
-                         else "constant index out of range")
+        return f"c{x}", constant(x)
     if name in ("JF", "JMP"):
         return f"{x:+d}", f"-> {pc + x}"
     if name == "LOOP":
@@ -343,7 +352,7 @@ def _operands(pc: int, name: str, x: int, n: int, ops: List[Operator], constants
     if name == "TUPLE_SLICE":
         return f"{x}, {n}", f"[{x}:{x + n}]"
     if name == "INTERFACE_CALL":
-        return f"c{x}, {n}", (short(constants[x]) if 0 <= x < len(constants) else "")
+        return f"c{x}, {n}", constant(x)
     if x or n:
         return f"{x}, {n}", ""
     return "", ""

@@ -2,12 +2,11 @@
 ``TensorTable``, which makes each of a file's tensor records into one array, once."""
 from __future__ import annotations
 
-import itertools
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._image import Image, columns
+from ._image import Image, c_array, columns, distinct
 from ._native import format_error, lib
 
 __all__ = ["DTYPE_NAMES", "QuantizedTensor", "TensorRecord", "TensorTable", "numpy_dtype",
@@ -237,11 +236,17 @@ class TensorRecord(NamedTuple):
     qscheme: Optional[str]
 
 
-#: Scalar types whose values are packed several to a byte, as a lookup table.
-_PACKED_TYPES = np.zeros(256, bool)
-_PACKED_TYPES[list(PACKED)] = True
 #: Same-shape tensors it takes to make them as rows of one strided view.
 _SPACED_MIN = 32
+
+
+def _many_alike(sizes: np.ndarray) -> bool:
+    """Whether at least ``_SPACED_MIN`` of the tensors have one element count: only
+    then can ``_make_spaced`` find a group (same-shape tensors have equal counts)."""
+    if len(sizes) < _SPACED_MIN:
+        return False
+    s = np.sort(sizes)
+    return bool((s[_SPACED_MIN - 1:] == s[:len(s) - _SPACED_MIN + 1]).any())
 
 
 class _Record(NamedTuple):
@@ -291,7 +296,7 @@ class TensorTable:
         contiguous, unquantized, unpacked, aligned views are slices of the buffer seen
         as their dtype, located and shaped for all records at once."""
         made = self._tensors
-        todo = np.unique(np.fromiter(ts, np.int64) if not made
+        todo = distinct(np.fromiter(ts, np.int64) if not made
                          else np.array([t for t in ts if t not in made], np.int64))
         if len(todo):
             self._make_common(todo)
@@ -301,42 +306,55 @@ class TensorTable:
             return [made[t] if t in made else self.tensor(t) for t in ts]
 
     def _make_common(self, todo: np.ndarray) -> None:
-        rec = columns(self.image.tensor_index, ("scalar_type", "storage", "storage_offset", "ndim",
-                                          "dims", "qscheme", "numel", "contiguous"), todo)
-        st = rec["scalar_type"]
-        common = ((rec["contiguous"] != 0) & (rec["numel"] > 0) & (rec["qscheme"] < 0)
-                  & ~_PACKED_TYPES[st.astype(np.uint8)])
-        positions = self.image.storage_index["pos"].astype(np.int64)
+        image = self.image
+        records = todo.astype(np.uint32)
+        starts = np.empty(len(records), np.int64)
+        lib.ptmf_view_starts(c_array("ptmf_tensor", image.tensor_index),
+                             len(image.tensor_index),
+                             c_array("ptmf_storage", image.storage_index),
+                             len(image.storage_index), c_array("uint32_t", records),
+                             len(records), c_array("int64_t", starts))
+        plain = starts >= 0
+        rec = columns(image.tensor_index, ("scalar_type", "ndim", "dims", "numel"),
+                      records[plain])
+        ts, firsts = todo[plain], starts[plain]
+        if len(ts) >= _SPACED_MIN:   # a model's repeated layers: rows of one view
+            left = self._make_spaced_groups(ts, firsts, rec)
+            ts, firsts, rec = ts[left], firsts[left], {f: a[left] for f, a in rec.items()}
+        dims = self._dim_list()
+        flats: Dict[int, np.ndarray] = {}
         setdefault = self._tensors.setdefault
-        for scalar_type in np.unique(st[common]).tolist():
-            dtype = numpy_dtype(scalar_type)
-            pick = np.flatnonzero(common & (st == scalar_type))
-            start = (positions[rec["storage"][pick]]
-                     + rec["storage_offset"][pick].astype(np.int64) * dtype.itemsize)
-            aligned = start % dtype.itemsize == 0
-            pick = pick[aligned]
-            first = start[aligned] // dtype.itemsize
-            end = first + rec["numel"][pick].astype(np.int64)
-            flat = self.image.flat(dtype)
-            ndims = rec["ndim"][pick]
-            for ndim in np.unique(ndims).tolist():
-                sel = np.flatnonzero(ndims == ndim)
-                # One row of sizes per tensor.
-                shape_rows = self.image.dims[rec["dims"][pick[sel]].astype(np.int64)[:, None]
-                                       + np.arange(ndim)]
-                if ndim and len(sel) >= _SPACED_MIN:
-                    left = self._make_spaced(flat, todo[pick[sel]], first[sel], shape_rows)
-                    sel, shape_rows = sel[left], shape_rows[left]
-                spans = zip(todo[pick[sel]].tolist(), first[sel].tolist(), end[sel].tolist())
-                if ndim == 1:
-                    for t, a, b in spans:
-                        setdefault(t, flat[a:b])
-                    continue
-                # One tuple per tensor, made by zip: reshape parses a tuple fastest.
-                shapes: Iterable[Tuple[int, ...]] = (
-                    zip(*shape_rows.T.tolist()) if ndim else itertools.repeat(()))
-                for (t, a, b), shape in zip(spans, shapes):
-                    setdefault(t, flat[a:b].reshape(shape))
+        for t, a, st, ndim, d, n in zip(ts.tolist(), firsts.tolist(),
+                                        *(rec[f].tolist() for f in
+                                          ("scalar_type", "ndim", "dims", "numel"))):
+            flat = flats.get(st)
+            if flat is None:
+                flat = flats[st] = image.flat(numpy_dtype(st))
+            if ndim == 1:
+                setdefault(t, flat[a:a + n])
+            elif ndim == 0:   # a 0-d view: indexed with (index, ...), not sliced
+                setdefault(t, flat[a, ...])
+            else:
+                setdefault(t, flat[a:a + n].reshape(dims[d:d + ndim]))
+
+    def _make_spaced_groups(self, ts: np.ndarray, firsts: np.ndarray,
+                            rec: Dict[str, np.ndarray]) -> np.ndarray:
+        """``_make_spaced`` on each (dtype, ndim) group of multi-dimensional tensors
+        where enough have one element count; returns the mask of those left."""
+        left = np.ones(len(ts), bool)
+        multi = rec["ndim"] > 1
+        if not _many_alike(rec["numel"][multi]):
+            return left
+        for st, ndim in {(int(a), int(b)) for a, b in zip(rec["scalar_type"][multi],
+                                                          rec["ndim"][multi])}:
+            sel = np.flatnonzero((rec["scalar_type"] == st) & (rec["ndim"] == ndim))
+            if not _many_alike(rec["numel"][sel]):
+                continue
+            shapes = self.image.dims[rec["dims"][sel].astype(np.int64)[:, None]
+                                     + np.arange(ndim)]
+            left[sel] = self._make_spaced(self.image.flat(numpy_dtype(st)), ts[sel],
+                                          firsts[sel], shapes)
+        return left
 
     def _make_spaced(self, flat: np.ndarray, ts: np.ndarray, firsts: np.ndarray,
                      shapes: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Protocol, Seque
 
 from ._image import (BOOL, BOOL_LIST, COMPLEX, DEVICE, DICT, DOUBLE, DOUBLE_LIST, ENUM,
                      FUNCTION, INT, INT_LIST, LIST, NONE, OBJECT, STRING, TENSOR, TUPLE,
-                     UNION_NAMES, Image, ObjectType, columns)
+                     UNION_NAMES, Image, ObjectType, columns, distinct)
 from ._names import not_picklable, summary
 from .tensors import QuantizedTensor, TensorTable
 from ._native import format_error, lib
@@ -325,7 +325,7 @@ def _containers(image: Image, ordered: np.ndarray, out: List[Any]) -> None:
     if (image.index["depth"][refs] >= np.repeat(depth, width)).any():
         _one_by_one(image, ordered, cols, first, width, refs, out)
         return
-    for level in np.unique(depth).tolist():
+    for level in distinct(depth).tolist():
         at = np.flatnonzero(depth == level)
         sequences = at[(t[at] == LIST) | (t[at] == TUPLE)]
         key = t[sequences].astype(np.int64) << 32 | n[sequences]
@@ -462,10 +462,10 @@ class Object:
     def _get(self, name: str) -> Any:
         """The attribute's value; KeyError when the object has no such attribute."""
         file = self._file
-        if self.kind == "class_with_setstate":
-            return file.restored_attributes(self._index)[name]
         image = file.image
         _, _, a, n, _, m, _, _ = image.rows()[self._index]
+        if image.object_types()[m].kind == "class_with_setstate":
+            return file.restored_attributes(self._index)[name]
         slot = image.slots(m).get(name)
         if slot is None or slot >= n:
             raise KeyError(name)

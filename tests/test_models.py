@@ -102,8 +102,8 @@ def test_state_dict_with_modules_walked_in_python(model_name, parity, monkeypatc
     from pyflatmodule import _state_dict as walk
     init = walk._ModuleWalk.__init__
 
-    def every_other_in_python(self, image, decls):
-        init(self, image, decls)
+    def every_other_in_python(self, file):
+        init(self, file)
         for t, kind in enumerate(self.module):
             if kind == 1 and t % 2 == parity:
                 self.module[t] = self._keep["module"][t] = 2

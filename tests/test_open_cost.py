@@ -131,7 +131,7 @@ def test_readahead_runs_follow_the_rule():
     """The C core's payload runs (ptmf_payload_runs, through Image) equal the rule
     above on 3,000 random storage layouts (overlaps, gaps on both sides of 64 KiB,
     sizes around a page)."""
-    from pyflatmodule._image import STORAGE_DTYPE, Image, _c_array
+    from pyflatmodule._image import STORAGE_DTYPE, Image, c_array
     from pyflatmodule._source import RUN_GAP
     rng = np.random.default_rng(7)
     page = mmap.PAGESIZE
@@ -144,4 +144,4 @@ def test_readahead_runs_follow_the_rule():
         image = Image.__new__(Image)   # only the storage index is needed
         image.storage_index = storages
         expected = _runs_by_the_rule(storages[["pos", "size"]].tolist(), page, RUN_GAP)
-        assert image._payload_runs(_c_array("ptmf_storage", storages)) == expected
+        assert image._payload_runs(c_array("ptmf_storage", storages)) == expected

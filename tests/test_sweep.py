@@ -6,8 +6,9 @@ The full exhaustive sweep (every position, 4 values each, every truncation, abou
 ``python tests/fuzz/sweep.py`` (see there).
 Here a deterministic strided subset of the same mutations runs on every file, in
 worker processes: a crash or a hang fails the test naming the saved input. Every
-input is decoded in full with verify=True and verify=False; only a well-formed
-FormatError (code, offset inside the data, field path) may escape.
+input is loaded with verify=True and verify=False and decoded in full (but for the
+unverified load of an input the verified one decoded in full: it must index it alike);
+only a well-formed FormatError (code, offset inside the data, field path) may escape.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import sys
 import time
 from typing import Tuple
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
@@ -63,6 +65,30 @@ def test_full_sweep_of_every_model_file(tmp_path) -> None:
     assert result.inputs == expected
     assert result.decodes == 2 * result.inputs
     assert not result.findings, _report(result)
+
+
+def test_an_unverified_load_must_index_a_verified_file_alike(monkeypatch) -> None:
+    """The verify=False half of a verified input: ok for every model file as written;
+    a difference in any indexed array is a finding."""
+    for name, path in FILES:
+        with open(path, "rb") as f:
+            assert sweep.unverified_like_verified(f.read()) == ("ok", ""), name
+    index_arrays = sweep._index_arrays
+    calls = []
+
+    def second_differs(f):
+        calls.append(f)
+        arrays = index_arrays(f)
+        if len(calls) % 2 == 0:
+            name, a = arrays[-1]
+            arrays[-1] = (name, a[:-1] if len(a) else np.zeros(1, a.dtype))
+        return arrays
+
+    monkeypatch.setattr(sweep, "_index_arrays", second_differs)
+    for name, path in FILES[:3] + FILES[-3:]:
+        with open(path, "rb") as f:
+            kind, detail = sweep.unverified_like_verified(f.read())
+        assert kind == "unverified_differs" and "differs" in detail, name
 
 
 def test_mutation_sets() -> None:

@@ -2,8 +2,10 @@
 """Exhaustive single-byte edits and truncations of the real model files.
 
 Every mutated file goes through ``load()`` plus a full decode (``decode_all``), with
-verify=True and with verify=False, in worker processes: a crash (signal) or a hang
-(an input running over ``--timeout`` seconds) kills only the worker, and the exact
+verify=True and with verify=False (for an input the verified run decoded in full, the
+unverified load must index it exactly alike, and its decode, which would read the same
+index over the same bytes, is not repeated), in worker processes: a crash (signal) or
+a hang (an input running over ``--timeout`` seconds) kills only the worker, and the exact
 input is written to ``--out`` and named in the report. Workers run under a 3 GiB
 address-space limit, so an unbounded allocation surfaces as a MemoryError finding.
 
@@ -19,7 +21,8 @@ x^0x01, x^0x80, 0x00, 0xff that differ from x; and every truncation length 0..le
 Findings: a crash, a hang, any exception other than FormatError, a FormatError
 without code, offset or path, and ("late_error") an input that loads with
 verify=True and then raises FormatError during the full decode: verify promises
-that a file it passes decodes in full (budgets aside: LATE_BUDGET_CODES).
+that a file it passes decodes in full (budgets aside: LATE_BUDGET_CODES); and
+("unverified_differs") a verified input that loads otherwise without verify.
 tests/test_sweep.py runs a deterministic strided subset of the same mutations.
 """
 from __future__ import annotations
@@ -62,7 +65,7 @@ MEMORY_LIMIT = 3 << 30
 #: the verifier measures per value and the decoder per call.
 LATE_BUDGET_CODES = frozenset({"depth_budget", "element_budget", "table_budget"})
 #: Outcome kinds that are findings.
-FINDING_KINDS = ("bad_error", "exception", "late_error")
+FINDING_KINDS = ("bad_error", "exception", "late_error", "unverified_differs")
 
 
 ET_DATA = os.path.join(DATA, "et")
@@ -153,6 +156,46 @@ def judge(buf: bytes, verify: bool) -> Tuple[str, str]:
     return "late_error", f"load(verify=True) passed, the full decode raised {detail}"
 
 
+def _index_arrays(f: Any) -> List[Tuple[str, Any]]:
+    """What the C passes indexed of a loaded file, by name: the arrays the decoding
+    layer reads (with the bytes) to decode every value."""
+    import pyflatmodule as pfm
+    if isinstance(f, pfm.Module):
+        image = f._img()
+        return [(name, getattr(image, name)) for name in
+                ("index", "tensor_index", "storage_index", "dims")]
+    records, blobs = f._index()
+    return [("records", records), ("blobs", blobs)]
+
+
+def _field_bytes(a: Any) -> bytes:
+    """The bytes of an array's values, a record's fields packed (their padding holds
+    whatever the C passes left there), to compare bit for bit (a NaN equals itself)."""
+    from numpy.lib import recfunctions
+    return (recfunctions.repack_fields(a) if a.dtype.names else a).tobytes()
+
+
+def unverified_like_verified(buf: bytes) -> Tuple[str, str]:
+    """verify=False on an input that loaded with verify=True and decoded in full. The
+    unverified C passes run, and must index it exactly as the verified ones did; its
+    full decode is then not repeated: the decoding layer reads that index and the
+    bytes, whose every check verify=True passed, so it would read the same values.
+    ("unverified_differs", what) when the index differs or the load raises."""
+    import traceback
+
+    import pyflatmodule as pfm
+    try:
+        with pfm.load(buf, verify=True) as verified, pfm.load(buf, verify=False) as unverified:
+            for (name, a), (_, b) in zip(_index_arrays(verified), _index_arrays(unverified)):
+                if _field_bytes(a) != _field_bytes(b):
+                    return "unverified_differs", f"the unverified load's {name} differs"
+    except pfm.FormatError as e:
+        return "unverified_differs", f"load(verify=False) raised {e.code}"
+    except Exception:  # noqa: BLE001 - any other exception is a finding
+        return "exception", traceback.format_exc(limit=12)
+    return "ok", ""
+
+
 def limit_address_space(extra: int) -> None:
     """Allow ``extra`` bytes of address space beyond what the process maps now (under
     AddressSanitizer the shadow memory alone maps terabytes, so an absolute limit
@@ -189,7 +232,12 @@ def _worker(conn: Any, progress: Any, started: Any, slot: int, target: Any,
             started[slot] = time.monotonic()
             buf = None if raw else apply(data, m)
             for verify in (True, False):
-                kind, detail = target(data, m, verify) if raw else target(buf, verify)
+                if raw:
+                    kind, detail = target(data, m, verify)
+                elif not verify and target is judge and kind == "ok":
+                    kind, detail = unverified_like_verified(buf)
+                else:
+                    kind, detail = target(buf, verify)
                 counts[(verify, kind, detail if kind == "format_error" else "")] += 1
                 if kind in FINDING_KINDS:
                     findings.append((k, verify, kind, detail))
