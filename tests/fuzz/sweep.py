@@ -278,7 +278,8 @@ class Result:
     def summary(self) -> str:
         ok = sum(n for (_, k, _), n in self.counts.items() if k == "ok")
         fe = sum(n for (_, k, _), n in self.counts.items() if k == "format_error")
-        return (f"{self.inputs} inputs, {self.decodes} decodes (load+full decode): "
+        return (f"{self.inputs} inputs, {self.decodes} runs (a load and a full decode, or "
+                "an unverified load indexed as the verified one): "
                 f"{ok} ok, {fe} FormatError, {len(self.findings)} findings, "
                 f"{self.seconds:.1f} s")
 
