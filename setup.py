@@ -1,3 +1,3 @@
 from setuptools import setup
 
-setup(cffi_modules=["csrc/build_ptmf.py:ffibuilder"])
+setup(cffi_modules=["csrc/build.py:ffibuilder"])

@@ -21,6 +21,7 @@ import sys
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
+
 import zoo
 
 HERE = os.path.dirname(os.path.abspath(__file__))

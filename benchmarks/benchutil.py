@@ -7,8 +7,9 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import benchmodels
 import pytest
+
+import benchmodels
 
 #: Seconds of timed rounds per benchmark (each measure() call picks its round count).
 BUDGET = float(os.environ.get("PFM_BENCH_SECONDS", "3"))

@@ -15,8 +15,9 @@ import os
 from typing import Any
 
 import bench_report
-import benchmodels
 import pytest
+
+import benchmodels
 from benchutil import Models
 
 

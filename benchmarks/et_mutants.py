@@ -36,10 +36,11 @@ TESTS = os.path.join(os.path.dirname(HERE), "tests")
 ET = os.path.join(TESTS, "data", "et")
 sys.path[:0] = [TESTS, os.path.join(TESTS, "fuzz")]
 
-import decode_all  # noqa: E402
 import sweep  # noqa: E402
 
 import pyflatmodule as pfm  # noqa: E402
+
+import decode_all  # noqa: E402
 
 #: Input data -> its data file (the program keeps its weights outside).
 DATA_FILES: Dict[bytes, str] = {}

@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--keep", help="directory to write (and keep) the model in")
     args = ap.parse_args()
     import numpy as np
+
     import pyflatmodule as pfm
 
     width = 8192

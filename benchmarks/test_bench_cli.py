@@ -4,11 +4,12 @@ CLI needs numpy). The report gives the ratio; ml_dtypes, which alone once cost m
 numpy, must not be imported for a file without its dtypes."""
 from __future__ import annotations
 
-import childproc
 import pytest
-from benchutil import measure_processes
 
 from pyflatmodule.cli import SAMPLE
+
+import childproc
+from benchutil import measure_processes
 
 
 @pytest.mark.parametrize("impl", ["pyflatmodule", "floor_numpy"])

@@ -3,11 +3,12 @@ Wall time (timed) and the child's peak RSS (``extra_info``), pyflatmodule vs tor
 the interpreter alone and ``import numpy, ml_dtypes, cffi`` alone as floors."""
 from __future__ import annotations
 
-import childproc
 import pytest
-from benchutil import measure_processes, need_torch
 
 import pyflatmodule as pfm
+
+import childproc
+from benchutil import measure_processes, need_torch
 
 MODELS = ["meta_2k", "linear_256m"]
 IMPLS = ["pyflatmodule", "torch_lite", "torch_jit"]

@@ -15,9 +15,10 @@ import mmap
 import numpy as np
 import ptmf_walker
 import pytest
-from benchutil import measure
 
 import pyflatmodule as pfm
+
+from benchutil import measure
 
 MODELS = ["meta_2k", "tokens_500k", "transformer"]
 

@@ -25,12 +25,13 @@ import subprocess
 import sys
 from typing import Any, Dict
 
-import benchmodels
-import childproc
 import pytest
-from benchutil import measure, measure_processes, need_executorch
 
 import pyflatmodule as pfm
+
+import benchmodels
+import childproc
+from benchutil import measure, measure_processes, need_executorch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPEN_MODELS = ["et_graph_22k", "et_const_1g", "et_external_1g"]

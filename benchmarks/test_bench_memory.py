@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import statistics
 
-import childproc
 import pytest
+
+import childproc
 from benchutil import measure, need_torch
 
 MODELS = ["linear_256m", "linear_1g8", "meta_2k", "meta_20k", "meta_200k"]

@@ -7,9 +7,10 @@ The same groups feed the scaling rows of the report: 256 MiB vs 1.8 GiB of tenso
 from __future__ import annotations
 
 import pytest
-from benchutil import measure, need_torch
 
 import pyflatmodule as pfm
+
+from benchutil import measure, need_torch
 
 MODELS = ["meta_2k", "linear_256m", "linear_1g8", "transformer", "tokens_500k",
           "meta_20k", "meta_200k"]

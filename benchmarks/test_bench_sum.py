@@ -8,9 +8,10 @@ from typing import List, Tuple
 
 import numpy as np
 import pytest
-from benchutil import measure
 
 import pyflatmodule as pfm
+
+from benchutil import measure
 
 MODELS = ["linear_256m", "transformer"]
 

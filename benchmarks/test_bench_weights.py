@@ -8,9 +8,10 @@ import importlib.util
 
 import numpy as np
 import pytest
-from benchutil import measure, need_torch
 
 import pyflatmodule as pfm
+
+from benchutil import measure, need_torch
 
 MODELS = ["meta_2k", "linear_256m", "transformer"]
 

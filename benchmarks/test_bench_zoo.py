@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 
-import benchmodels
-import childproc
 import numpy as np
 import pytest
-from benchutil import measure, measure_processes, need_torch
 
 import pyflatmodule as pfm
+
+import benchmodels
+import childproc
+from benchutil import measure, measure_processes, need_torch
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.jit.mobile  # noqa: E402,F401  (registers torch.jit.mobile)
 import zoo_build  # noqa: E402
+
 from zoo import FORMS  # noqa: E402
 
 

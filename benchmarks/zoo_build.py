@@ -23,7 +23,8 @@ import torch
 import torch.jit.mobile  # noqa: F401  (registers torch.jit.mobile)
 from torch import Tensor, nn
 
-from zoo import FORMS, MODELS as MODEL_NAMES
+from zoo import FORMS
+from zoo import MODELS as MODEL_NAMES
 
 warnings.filterwarnings("ignore")
 

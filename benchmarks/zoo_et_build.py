@@ -24,9 +24,9 @@ from typing import Any, Dict, List
 
 import numpy as np
 import torch
+from zoo_build import BUILDERS
 
 from zoo import ET_FORMS, ET_INPUTS, ET_MODELS
-from zoo_build import BUILDERS
 
 warnings.filterwarnings("ignore")
 

@@ -14,14 +14,26 @@ with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by TensorKey, whos
     >>> with pfm.load("model.ptl") as m:
     ...     weights = m.state_dict()
 """
-from ._image import ObjectType
+from .core.dtypes import QuantizedTensor
 from .errors import FormatError
-from .functions import Argument, Function, Methods, Operator, Schema
 from .executorch import DataFile, Method, Program, TensorSpec
 from .files import load
-from .module import Module, VerifyReport, verify
-from .tensors import QuantizedTensor, TensorRecord
-from .values import Device, EnumValue, Object, TensorKey
+from .ptmf import (
+                   Argument,
+                   Device,
+                   EnumValue,
+                   Function,
+                   Methods,
+                   Module,
+                   Object,
+                   ObjectType,
+                   Operator,
+                   Schema,
+                   TensorKey,
+                   TensorRecord,
+                   VerifyReport,
+                   verify,
+)
 
 __version__ = "0.1.0"
 

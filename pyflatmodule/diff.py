@@ -18,10 +18,10 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
+from .core.dtypes import QuantizedTensor
 from .executorch import DataFile, Program
 from .files import load
-from .module import Module
-from .tensors import QuantizedTensor
+from .ptmf import Module
 
 __all__ = ["Change", "Diff", "TensorDiff", "diff", "compare_arrays"]
 

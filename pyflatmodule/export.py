@@ -34,12 +34,23 @@ import os
 import struct
 import tempfile
 import zipfile
-from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional,
-                    Sequence, Tuple)
+from typing import (
+    IO,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 import numpy as np
 
-from .tensors import QuantizedTensor
+from .core.dtypes import QuantizedTensor
 
 __all__ = ["CHUNK_BYTES", "SAFETENSORS_DTYPES", "TensorEntry", "plan", "write_npz",
            "write_safetensors"]

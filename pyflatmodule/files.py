@@ -1,15 +1,14 @@
 """``load``: one entry point for every format, chosen by the file's identifier."""
 from __future__ import annotations
 
-import io
 import mmap
 import os
 from typing import Any, Optional, Sequence, Tuple, Union
 
-from ._source import SourceLike
+from .core.source import SourceLike
 from .executorch import DataFile, Program, open_executorch
-from .module import Module
-from .module import load as load_module
+from .ptmf import Module
+from .ptmf import load as load_module
 
 __all__ = ["file_format", "load"]
 

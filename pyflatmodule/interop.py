@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union, cast
 
 import numpy as np
 
-from .tensors import COMPLEX32, QuantizedTensor
+from .core.dtypes import COMPLEX32, QuantizedTensor
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

@@ -11,6 +11,7 @@ from typing import Any, List
 import pytest
 
 import pyflatmodule as pfm
+
 from support import MODEL_FILES, TESTS
 
 #: Opt-in suites: marker -> the option that selects it (deselected otherwise).

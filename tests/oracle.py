@@ -204,6 +204,7 @@ def _script_type_name(obj):
 
 def encode_value(x, arrays: _Arrays, name: str, depth=0):
     import enum
+
     import torch
     if depth > 200:
         return {"t": "other", "repr": "<too deep>"}

@@ -13,7 +13,9 @@ left out (or None) are omitted; given scalars are always written, defaults inclu
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List as _List, Optional, Tuple as _Tuple
+from typing import Any, Dict, Optional
+from typing import List as _List
+from typing import Tuple as _Tuple
 
 import flatbuffers
 import numpy as np

@@ -20,12 +20,30 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pytest
 
-import ptmf_craft as c
 import pyflatmodule as pfm
+
+import ptmf_craft as c
 from decode_all import check_error, full_decode, touch  # noqa: F401  (shared with the fuzz suites)
-from ptmf_craft import (CLASS_WITH_SETSTATE, Dict_, Enum, Func, Int, IntList, List,
-                        NoneV, Obj, Raw, Str, Tensor, Tuple, build, iv, mutated, patch,
-                        valid_module)
+from ptmf_craft import (
+    CLASS_WITH_SETSTATE,
+    Dict_,
+    Enum,
+    Func,
+    Int,
+    IntList,
+    List,
+    NoneV,
+    Obj,
+    Raw,
+    Str,
+    Tensor,
+    Tuple,
+    build,
+    iv,
+    mutated,
+    patch,
+    valid_module,
+)
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 N = len(valid_module()["ivalues"])   # index of the first value appended by ``extra``

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 from ptmf_craft import STORAGE0, NoneV, Obj, Tensor, build
 
 

@@ -25,8 +25,18 @@ import pytest
 
 import pyflatmodule as pfm
 from pyflatmodule.export import CHUNK_BYTES, iter_bytes
-from support import (HAS_TORCH, MODEL_FILES, CliRun, assert_tensor, hex_float,
-                     load_expectation, model_path, run_cli, same_float)
+
+from support import (
+    HAS_TORCH,
+    MODEL_FILES,
+    CliRun,
+    assert_tensor,
+    hex_float,
+    load_expectation,
+    model_path,
+    run_cli,
+    same_float,
+)
 
 ALL_MODELS = MODEL_FILES + ["sample.ptl"]
 COMMANDS = ("info", "verify", "tree", "dis", "ops", "export", "extract")
@@ -960,8 +970,8 @@ def test_uncompiled_source_tree_says_what_to_do(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
     copy = tmp_path / "src"
     shutil.copytree(os.path.join(root, "pyflatmodule"), copy / "pyflatmodule",
-                    ignore=shutil.ignore_patterns("_ptmf*.so", "_ptmf*.pyd", "__pycache__"))
-    assert not [n for n in os.listdir(copy / "pyflatmodule") if n.startswith("_ptmf.")
+                    ignore=shutil.ignore_patterns("_c.*.so", "_c.*.pyd", "__pycache__"))
+    assert not [n for n in os.listdir(copy / "pyflatmodule" / "core") if n.startswith("_c.")
                 and not n.endswith(".pyi")]
     # An editable install's import hook would find the compiled core elsewhere: drop it,
     # as a regular install has none, then run the package as `python -m` does.
@@ -975,7 +985,7 @@ def test_uncompiled_source_tree_says_what_to_do(tmp_path):
                        text=True, timeout=120, env=env)
     assert 0 != r.returncode
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError: pyflatmodule's compiled core (pyflatmodule._ptmf)")
+    assert last.startswith("ImportError: pyflatmodule's compiled core (pyflatmodule.core._c)")
     assert str(copy / "pyflatmodule") in last
     assert "Run from another directory" in last
     assert "python setup.py build_ext --inplace" in last

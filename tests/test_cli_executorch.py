@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import pytest
+
 from support import run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -8,6 +8,7 @@ import re
 import pytest
 
 import pyflatmodule as pfm
+
 from support import load_expectation, model_path
 
 SAMPLE = model_path("sample.ptl")

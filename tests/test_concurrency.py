@@ -28,8 +28,9 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from support import model_path
+
 from decode_all import error_shape, full_decode, wide_module
+from support import model_path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
 import sweep  # noqa: E402

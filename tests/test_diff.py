@@ -14,9 +14,9 @@ from typing import Any, Dict
 import numpy as np
 import pytest
 
-from support import run_cli
-
 from pyflatmodule.diff import compare_arrays, diff
+
+from support import run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")

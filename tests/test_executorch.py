@@ -19,7 +19,7 @@ import pytest
 
 import pyflatmodule as pfm
 from pyflatmodule.executorch import JumpFalseCall
-from pyflatmodule.tensors import numpy_dtype
+from pyflatmodule.core.dtypes import numpy_dtype
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ET = os.path.join(HERE, "data", "et")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 from support import HAS_TORCH, hex_float, load_expectation, model_path, same_float
 
 pytestmark = [pytest.mark.torch,

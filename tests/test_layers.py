@@ -1,10 +1,13 @@
 """The package's one-way layers, read from its source with ``ast``.
 
-Each module imports only from the layers below its own (and, within a layer, only from
-the modules listed before it): the index (buffer, C core, raw reads), then decoding
-(tensors, values, functions, each owning its caches), then the public API, then the
-clients. The clients (the command line, export, interop) use only public names: no
-private module, and no private attribute of what the package hands out.
+One core, one wing per format (docs/architecture.md): the core (source and lifetime, the
+compiled C layer, schema-driven tables, options, dtypes, records) names no format; each
+wing (``ptmf``, ``executorch``) stands on the core alone, and wings never import each
+other; the face (``files``, ``__init__``) stands on the wings; the clients (the command
+line, export, diff, interop) stand on the face. Inside a package, each module imports
+only the modules listed before it. The clients use only public names: the face, the
+wings' packages themselves (never a module inside a wing), the core's ``dtypes``, and no
+private attribute of what the package hands out.
 """
 from __future__ import annotations
 
@@ -16,18 +19,33 @@ import pyflatmodule
 
 PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 
-#: Layers from the bottom up; within one, a module may import those listed before it.
-#: A package (``cli``) is one unit.
+#: Layers from the bottom up: units (top-level modules and packages of pyflatmodule);
+#: within one layer, a unit may import those listed before it, except in the layers of
+#: APART, whose units never import each other.
 LAYERS: List[Tuple[str, List[str]]] = [
-    ("base", ["errors", "_names", "_types", "_jit_source", "_setstate"]),
-    ("index", ["_ptmf", "_native", "_fbread", "_source", "_image"]),  # _ptmf: the compiled core
-    ("decoding", ["tensors", "values", "functions", "_decoder", "_state_dict", "xnnpack"]),
-    ("public API", ["module", "executorch", "files", "__init__"]),
+    ("base", ["errors"]),
+    ("core", ["core"]),
+    ("wings", ["ptmf", "executorch"]),
+    ("face", ["files", "__init__"]),
     ("clients", ["export", "interop", "diff", "cli", "__main__"]),
 ]
+APART = {"wings"}
 RANK: Dict[str, Tuple[int, int]] = {name: (layer, k) for layer, (_, names) in enumerate(LAYERS)
                                     for k, name in enumerate(names)}
+#: The modules inside a package, from the bottom up: each imports only those before it
+#: (the package's own ``__init__``, which gathers its public names, comes last; ``_c``
+#: is the compiled C layer).
+INNER: Dict[str, List[str]] = {
+    "core": ["_c", "names", "native", "options", "records", "source", "dtypes", "fbread",
+             "__init__"],
+    "ptmf": ["jit_source", "setstate", "type_names", "index", "tensors", "values",
+             "functions", "decoder", "state_dict", "module", "__init__"],
+    "executorch": ["xnnpack", "file", "data_file", "program", "loader", "__init__"],
+}
 CLIENTS = ("cli", "export", "interop", "diff")
+#: What a client may import from below the clients: the face and the wings' packages,
+#: and the core's dtypes (names of scalar types, their numpy dtypes).
+CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.dtypes"}
 
 
 def _sources() -> Iterator[Tuple[str, str]]:
@@ -83,15 +101,35 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def _inner(dotted: str) -> Optional[Tuple[str, str]]:
+    """(package, module inside it) for a module inside one of INNER's packages."""
+    parts = dotted.split(".")
+    if parts[0] in INNER:
+        return parts[0], parts[1] if len(parts) > 1 else "__init__"
+    return None
+
+
 def _layer_errors(dotted: str, tree: ast.AST) -> Iterator[str]:
     mine = RANK.get(_unit(dotted))
     if mine is None:
         yield f"{dotted}: not in the layer table of tests/test_layers.py"
         return
+    inner = _inner(dotted)
+    if inner is not None and inner[1] not in INNER[inner[0]]:
+        yield f"{dotted}: not in the {inner[0]} package's order in tests/test_layers.py"
+        return
     for line, target, _ in _imports(dotted, tree):
         unit = _unit(target) if target else "__init__"
         if unit == _unit(dotted):
-            continue            # inside one unit (the cli package's own modules)
+            if inner is None:
+                continue            # inside one unit (the cli package's own modules)
+            order = INNER[inner[0]]
+            theirs_inner = _inner(target)
+            name = theirs_inner[1] if theirs_inner else "__init__"
+            if name not in order or order.index(name) >= order.index(inner[1]):
+                yield (f"{dotted}:{line}: imports {target}, which does not come before it "
+                       f"in the {inner[0]} package's order")
+            continue
         theirs = RANK.get(unit)
         if theirs is None:
             yield f"{dotted}:{line}: imports {target}, which is not in the layer table"
@@ -99,6 +137,9 @@ def _layer_errors(dotted: str, tree: ast.AST) -> Iterator[str]:
             yield (f"{dotted}:{line}: imports {target} ({LAYERS[theirs[0]][0]} layer) "
                    f"against the layer direction ({dotted} is in the "
                    f"{LAYERS[mine[0]][0]} layer)")
+        elif theirs[0] == mine[0] and LAYERS[mine[0]][0] in APART:
+            yield (f"{dotted}:{line}: imports {target}: the {LAYERS[mine[0]][0]} never "
+                   f"import each other")
 
 
 def _defined_private_names(tree: ast.AST) -> Set[str]:
@@ -125,14 +166,18 @@ def _root(node: ast.expr) -> Optional[str]:
 
 
 def _private_uses(dotted: str, tree: ast.AST, library: Set[str]) -> Iterator[str]:
-    """Private modules of the package imported, and private names the library defines
-    used as attributes (other than of ``self``: a client's own)."""
+    """Private modules of the package imported, modules a client may not import (inside
+    a wing, inside the core), and private names the library defines used as attributes
+    (other than of ``self``: a client's own)."""
     reported = set()
     for line, target, names in _imports(dotted, tree):
         private = [p for p in target.split(".") + names if _private(p)]
         if private and (line, target) not in reported:
             reported.add((line, target))
             yield f"{dotted}:{line}: imports the private {', '.join(private)} of the package"
+        elif _unit(target) not in CLIENTS and target not in CLIENT_MAY_IMPORT:
+            yield (f"{dotted}:{line}: imports {target}; a client imports the face, the "
+                   f"wings' packages and core.dtypes only")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in library and \
                 _root(node.value) not in ("self", "cls"):
@@ -158,7 +203,7 @@ def _library_private_names() -> Set[str]:
 
 def test_clients_use_only_public_names() -> None:
     library = _library_private_names()
-    assert {"_img", "_image", "_tensors_and_objects"} <= library
+    assert {"_img", "_tensors_and_objects"} <= library
     errors = [e for dotted, tree in _parsed() if _unit(dotted) in CLIENTS
               for e in _private_uses(dotted, tree, library)]
     assert not errors, "\n".join(errors)
@@ -174,16 +219,24 @@ def _check(dotted: str, source: str, check: Optional[str] = None) -> List[str]:
 
 def test_the_checks_catch_what_they_forbid() -> None:
     """Each rule fails on a module that breaks it, and passes one that keeps it."""
-    assert _check("_image", "from .values import decode\n")
-    assert _check("_image", "def f():\n    from . import functions\n")
-    assert _check("values", "from .functions import Function\n")
-    assert not _check("functions", "from .values import decode\n")
-    assert _check("tensors", "import pyflatmodule.module\n")
+    assert _check("ptmf.index", "from .values import decode\n")
+    assert _check("ptmf.index", "def f():\n    from . import functions\n")
+    assert _check("ptmf.values", "from .functions import Function\n")
+    assert not _check("ptmf.functions", "from .values import decode\n")
+    assert _check("core.dtypes", "import pyflatmodule.ptmf\n")
+    assert _check("core.native", "from ..executorch import Program\n")
+    assert _check("ptmf.module", "from ..executorch import Program\n")        # wings apart
+    assert _check("executorch.program", "from ..ptmf.index import Image\n")
+    assert not _check("executorch.program", "from ..core.options import Options\n")
+    assert _check("executorch.program", "from .loader import open_executorch\n")
+    assert _check("ptmf.newmodule", "import os\n")
     assert _check("newmodule", "import os\n")
     assert _check("cli.tree", "def f(m):\n    return m._img()\n", "private")
-    assert _check("cli.tree", "from .._image import Image\n", "private")
-    assert _check("export", "from .tensors import _PACKED_TYPES\n", "private")
-    assert not _check("cli.tree", "from ..functions import short\n", "private")
+    assert _check("cli.tree", "from ..ptmf.index import Image\n", "private")
+    assert _check("cli.tree", "from ..core.native import lib\n", "private")
+    assert _check("export", "from .core.dtypes import _PACKED_TYPES\n", "private")
+    assert not _check("cli.tree", "from ..ptmf import short\n", "private")
+    assert not _check("cli.tree", "from ..core.dtypes import numpy_dtype\n", "private")
     assert not _check("cli.dis", "class A:\n    def f(self):\n        return self._x\n",
                       "private")
     assert not _check("interop", "def f(th):\n    return th._make_thing()\n", "private")

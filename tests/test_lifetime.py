@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 from support import load_expectation, model_path
 
 MLP = model_path("mlp_jit.ff")

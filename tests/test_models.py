@@ -9,9 +9,18 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 from decode_all import full_decode
-from support import (HAS_TORCH, assert_info, assert_state_dict, assert_tensor, assert_value,
-                     decoded_extra_files, load_expectation, model_path)
+from support import (
+    HAS_TORCH,
+    assert_info,
+    assert_state_dict,
+    assert_tensor,
+    assert_value,
+    decoded_extra_files,
+    load_expectation,
+    model_path,
+)
 
 
 def _part(doc, name):
@@ -74,7 +83,7 @@ def test_tensors_made_in_bulk(model_name, spaced_min, monkeypatch):
     groups as the rows of one strided view: forced down to pairs here, so every file
     takes that path where its layout allows) are the views the one-record path makes,
     and the state_dict made of them is torch's."""
-    from pyflatmodule import tensors
+    from pyflatmodule.ptmf import tensors
     monkeypatch.setattr(tensors, "_SPACED_MIN", spaced_min)
     path = model_path(model_name)
     with pfm.load(path) as m, pfm.load(path) as ref:
@@ -99,7 +108,7 @@ def test_state_dict_with_modules_walked_in_python(model_name, parity, monkeypatc
     """Every other declared field-object module handed to the Python side of the walk
     (as set-state modules are), whose field submodules go back to the C walk under
     their prefix: the same state_dict, torch's."""
-    from pyflatmodule import _state_dict as walk
+    from pyflatmodule.ptmf import state_dict as walk
     init = walk._ModuleWalk.__init__
 
     def every_other_in_python(self, file):
@@ -361,7 +370,7 @@ def _assert_torch_strides(desc, actual, where):
 def test_strides_are_torchs(model_name, bulk, spaced_min, monkeypatch):
     """Every tensor carries exactly the strides torch reports (size-1 and size-0
     dimensions included), in bytes, made in bulk or one record at a time."""
-    from pyflatmodule import tensors
+    from pyflatmodule.ptmf import tensors
     monkeypatch.setattr(tensors, "_SPACED_MIN", spaced_min)
     doc, _ = load_expectation(model_name, "oracle")
     with pfm.load(model_path(model_name)) as m:
@@ -449,8 +458,9 @@ def test_export_writes_torchs_bytes_for_every_layout(tmp_path, capsys):
 def test_empty_tensors_of_every_dtype_carry_the_files_strides():
     """Crafted: an empty (2, 0, 3) view with strides (7, 5, 1) of every unquantized
     scalar type, the numpy-less ones (bfloat16, float8, complex32) included."""
+    from pyflatmodule.core.dtypes import DTYPE_NAMES, numpy_dtype
+
     import ptmf_craft as c
-    from pyflatmodule.tensors import DTYPE_NAMES, numpy_dtype
     types = [st for st in range(len(DTYPE_NAMES)) if st not in (12, 13, 14, 16, 17)]
     m = c.mutated()
     n = len(m["ivalues"])

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 import ptmf_craft as c
 
 if not hasattr(os, "posix_fadvise"):
@@ -131,8 +132,9 @@ def test_readahead_runs_follow_the_rule():
     """The C core's payload runs (ptmf_payload_runs, through Image) equal the rule
     above on 3,000 random storage layouts (overlaps, gaps on both sides of 64 KiB,
     sizes around a page)."""
-    from pyflatmodule._image import STORAGE_DTYPE, Image, c_array
-    from pyflatmodule._source import RUN_GAP
+    from pyflatmodule.core.records import c_array
+    from pyflatmodule.ptmf.index import STORAGE_DTYPE, Image
+    from pyflatmodule.core.source import RUN_GAP
     rng = np.random.default_rng(7)
     page = mmap.PAGESIZE
     for _ in range(3000):

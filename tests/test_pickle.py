@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 from support import load_expectation, model_path
 
 NAME = "mlp_jit.ff"

@@ -127,9 +127,11 @@ def shell(tmp_path):
     shutil.copyfile(os.path.join(os.path.dirname(SAMPLE), "sample.pte"), data / "sample.pte")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "pyflatmodule").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pyflatmodule "$@"\n')
-    (bin_dir / "pyflatmodule").chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
+    # Scripts, not symlinks: a symlink to a virtual environment's python outside its bin/
+    # finds no pyvenv.cfg and starts the base interpreter, without the test extras.
+    for name, args in (("pyflatmodule", ' -m pyflatmodule'), ("python", "")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}"{args} "$@"\n')
+        (bin_dir / name).chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1")
     status = [0]

@@ -8,9 +8,10 @@ from typing import Any, Dict
 
 import numpy as np
 import pytest
-from support import MODEL_FILES, load_expectation, model_path
 
 import pyflatmodule as pfm
+
+from support import MODEL_FILES, load_expectation, model_path
 
 
 def _tensors_with_torch_descriptions() -> Any:

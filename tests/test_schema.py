@@ -26,9 +26,9 @@ from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
 import pyflatmodule
-from pyflatmodule._image import UNION_NAMES
-from pyflatmodule._native import ffi, lib
-from pyflatmodule.tensors import DTYPE_NAMES
+from pyflatmodule.ptmf.index import UNION_NAMES
+from pyflatmodule.core.native import ffi, lib
+from pyflatmodule.core.dtypes import DTYPE_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -118,7 +118,8 @@ def test_generated_headers_compile_together(tmp_path: Any) -> None:
 
 
 #: The generic layer's files: they stand on one another alone.
-GENERIC = ("fb_common.h", "fb_schema.h", "fb.h", "fb.c", "fb_verify.c")
+GENERIC = tuple(f"fb/{name}" for name in ("fb_common.h", "fb_schema.h", "fb.h", "fb.c",
+                                           "fb_verify.c"))
 
 
 def test_the_generic_layer_includes_no_format() -> None:
@@ -133,7 +134,7 @@ def test_the_generic_layer_includes_no_format() -> None:
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_the_generic_layer_compiles_alone(tmp_path: Any) -> None:
     src = tmp_path / "fb_alone.c"
-    src.write_text('#include "fb.h"\nint main(void) { return PTMF_OK; }\n')
+    src.write_text('#include "fb/fb.h"\nint main(void) { return PTMF_OK; }\n')
     p = subprocess.run(["cc", "-fsyntax-only", "-std=c99", "-Wall", "-Wextra", "-Wconversion",
                         "-Wno-sign-conversion", "-Wno-unused-function", "-Werror", "-I", CSRC,
                         str(src)], capture_output=True, text=True)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 import ptmf_craft as c
 
 if not sys.platform.startswith("linux"):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 from support import assert_state_dict, load_expectation, model_path
 
 NAME = "layouts.ff"

@@ -22,18 +22,39 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import pyflatmodule as pfm
 
 import ptmf_craft as c
-import pyflatmodule as pfm
 from decode_all import outcome, wide_module
-from ptmf_craft import (Bool, BoolList, Complex, Device, Dict_, Double, DoubleList, Enum, Func,
-                        Int, IntList, List, NoneV, Obj, Raw, Str, Tensor, Tuple, build,
-                        valid_module)
+from ptmf_craft import (
+    Bool,
+    BoolList,
+    Complex,
+    Device,
+    Dict_,
+    Double,
+    DoubleList,
+    Enum,
+    Func,
+    Int,
+    IntList,
+    List,
+    NoneV,
+    Obj,
+    Raw,
+    Str,
+    Tensor,
+    Tuple,
+    build,
+    valid_module,
+)
 
 N0 = len(valid_module()["ivalues"])
 FN = 7
@@ -749,15 +770,15 @@ def test_setstate_replay_of_random_bytecode(data: bytes) -> None:
 # ================================================================ ExecuTorch files
 #
 # The real programs and data files of tests/data/et/, walked by the project's own schema
-# descriptors (pyflatmodule._fbread): every table, offset, vector length, scalar field
+# descriptors (pyflatmodule.core.fbread): every table, offset, vector length, scalar field
 # and vector element is found with its type, then damaged with values at the boundaries
 # of what it means (indices just past their vector, 64-bit segment offsets and sizes
 # past the file or wrapping, union types past their union, dim_order entries out of
 # range, scalar types unknown), together with the byte-level damage above and the
 # headers' (eh00, FH01) fields.
 
-from pyflatmodule._fbread import Table, schema_of  # noqa: E402
-from pyflatmodule._native import lib  # noqa: E402
+from pyflatmodule.core.fbread import Table, schema_of  # noqa: E402
+from pyflatmodule.core.native import lib  # noqa: E402
 
 ET_DIR = os.path.join(_HERE, "data", "et")
 ET_FILES = sorted(f for f in os.listdir(ET_DIR) if f.endswith((".pte", ".ptd")))

@@ -11,8 +11,16 @@ import sys
 import pytest
 
 import pyflatmodule as pfm
-from support import (HAS_TORCH, MODEL_FILES, TESTS, assert_info, assert_state_dict,
-                     assert_value, model_path)
+
+from support import (
+    HAS_TORCH,
+    MODEL_FILES,
+    TESTS,
+    assert_info,
+    assert_state_dict,
+    assert_value,
+    model_path,
+)
 
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")]

@@ -14,7 +14,7 @@ SOURCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_py_typed_is_shipped():
     assert os.path.exists(os.path.join(INSTALLED, "py.typed"))
-    assert os.path.exists(os.path.join(INSTALLED, "_ptmf.pyi"))
+    assert os.path.exists(os.path.join(INSTALLED, "core", "_c.pyi"))
 
 
 def test_mypy_strict():

@@ -31,8 +31,8 @@ import pytest
 
 import pyflatmodule as pfm
 from pyflatmodule.executorch import Program
-from pyflatmodule.tensors import QuantizedTensor
-from pyflatmodule.xnnpack import XNN_NO_ID, XnnGraph
+from pyflatmodule import QuantizedTensor
+from pyflatmodule.executorch.xnnpack import XNN_NO_ID, XnnGraph
 
 ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 STEMS = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel", "xnn_attention",
@@ -337,7 +337,7 @@ EDITS: Dict[str, Tuple[Callable[[int, XnnGraph, bytes], Tuple[int, bytes]], str,
 
 
 def _quant_field(g: XnnGraph, name: str) -> int:
-    from pyflatmodule._fbread import Table
+    from pyflatmodule.core.fbread import Table
     r = g._records[_conv_weight(g)]
     q = Table(g._root.schema, g._payload, int(r.quant), "PerChannelQuant")
     return _field_at(g, q, name)
@@ -391,7 +391,8 @@ def _crafted(scale_offset: int = 80, group_size: int = 32, qc4_scales: int = 2) 
     data, a qcint4 weight [2, 3] with inline float scales, a float output; constants
     inline in the payload's constant data."""
     import flatbuffers
-    from pyflatmodule._native import lib as L
+
+    from pyflatmodule.core.native import lib as L
     b = flatbuffers.Builder(1024)
 
     def table(fields: List[Tuple[str, int, Any]]) -> int:

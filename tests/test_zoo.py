@@ -18,9 +18,10 @@ import sys
 from typing import Any, Dict, List, Tuple
 
 import pytest
-import zoo as ZOO   # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 
 import pyflatmodule as pfm
+
+import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 from support import assert_tensor
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]

@@ -15,14 +15,15 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import pytest
-import zoo as ZOO   # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 
 import pyflatmodule as pfm
-from pyflatmodule.tensors import scalar_type_name
+from pyflatmodule.core.dtypes import scalar_type_name
+
+import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]
 

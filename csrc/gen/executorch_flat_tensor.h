@@ -3,7 +3,7 @@
 #ifndef EXECUTORCH_FLAT_TENSOR_GENERATED_H
 #define EXECUTORCH_FLAT_TENSOR_GENERATED_H
 
-#include "fb_schema.h"
+#include "fb/fb_schema.h"
 
 /* --- cdef begin --- */
 

@@ -3,7 +3,7 @@
 #ifndef EXECUTORCH_PROGRAM_GENERATED_H
 #define EXECUTORCH_PROGRAM_GENERATED_H
 
-#include "fb_schema.h"
+#include "fb/fb_schema.h"
 
 /* --- cdef begin --- */
 

@@ -3,7 +3,7 @@
 #ifndef MOBILE_BYTECODE_GENERATED_H
 #define MOBILE_BYTECODE_GENERATED_H
 
-#include "fb_schema.h"
+#include "fb/fb_schema.h"
 
 /* --- cdef begin --- */
 

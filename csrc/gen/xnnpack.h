@@ -3,7 +3,7 @@
 #ifndef XNNPACK_GENERATED_H
 #define XNNPACK_GENERATED_H
 
-#include "fb_schema.h"
+#include "fb/fb_schema.h"
 
 /* --- cdef begin --- */
 

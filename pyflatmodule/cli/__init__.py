@@ -20,9 +20,9 @@ import os
 import sys
 from typing import Any, List, Optional
 
+from ..errors import FormatError
 from . import diff, dis, export, extract, info, ops, tree, verify
 from .common import EXIT_FAIL, EXIT_USAGE, SAMPLE, CliError, Context, report
-from ..errors import FormatError
 from .info import summarize
 
 __all__ = ["SAMPLE", "build_parser", "main", "summarize"]

@@ -12,11 +12,11 @@ from typing import Any, Dict, Optional, Sequence, TextIO, Union
 
 import numpy as np
 
+from ..core.dtypes import DTYPE_NAMES, QuantizedTensor, numpy_dtype
 from ..errors import FormatError
 from ..executorch import DataFile, Program
 from ..files import file_format, load
-from ..module import Module
-from ..tensors import DTYPE_NAMES, QuantizedTensor, TensorRecord, numpy_dtype
+from ..ptmf import Module, TensorRecord
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")

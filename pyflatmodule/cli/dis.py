@@ -6,8 +6,7 @@ import argparse
 from typing import Optional
 
 from ..executorch import Program
-from ..functions import Argument, Function, Methods, short
-from ..module import Module
+from ..ptmf import Argument, Function, Methods, Module, short
 from . import executorch
 from .common import EXIT_OK, CliError, Context, Json, no_methods_note, open_model
 

@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
+from ..core.dtypes import QuantizedTensor
 from ..executorch import DataFile, Method, Program, TensorSpec
-from ..tensors import QuantizedTensor
 from .common import Context, Json, Style, human
 
 __all__ = ["ExecuTorchFile", "summarize", "print_info", "verify_fields", "verify_line",

@@ -9,10 +9,21 @@ from typing import TextIO
 
 from .. import __version__
 from .. import export as exporting
-from ..module import Module
+from ..ptmf import Module
 from . import executorch
-from .common import (EXIT_OK, EXIT_USAGE, CliError, Context, Json, dtype_name, human, isatty,
-                     open_model, refuse_input_as_output, write_error)
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Json,
+    dtype_name,
+    human,
+    isatty,
+    open_model,
+    refuse_input_as_output,
+    write_error,
+)
 
 HELP = "every state_dict() tensor to .safetensors or .npz, streaming"
 

@@ -4,10 +4,17 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict, Union
 
-from ..module import Module
+from ..ptmf import Module
 from . import executorch
-from .common import (EXIT_OK, CliError, Context, Json, open_model, refuse_input_as_output,
-                     write_error)
+from .common import (
+    EXIT_OK,
+    CliError,
+    Context,
+    Json,
+    open_model,
+    refuse_input_as_output,
+    write_error,
+)
 
 HELP = "one extra file's bytes, to stdout or a file"
 

@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Dict, List
 
 from ..errors import FormatError
-from ..module import Module
+from ..ptmf import Module
 from . import executorch
 from .common import EXIT_FAIL, EXIT_OK, SAMPLE, Context, Json, open_model, report
 

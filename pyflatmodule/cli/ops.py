@@ -6,7 +6,7 @@ import json
 from typing import List, Optional, Set
 
 from ..executorch import Program
-from ..module import Module
+from ..ptmf import Module
 from . import executorch
 from .common import EXIT_OK, Context, no_methods_note, open_model
 

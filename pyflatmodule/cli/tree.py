@@ -7,13 +7,20 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..functions import short
-from ..module import Module
-from ..tensors import QuantizedTensor
-from ..values import Object
+from ..core.dtypes import QuantizedTensor
+from ..ptmf import Module, Object, short
 from . import executorch
-from .common import (EXIT_OK, EXIT_USAGE, CliError, Context, Json, Style, json_value,
-                     open_model, tensor_fields)
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Json,
+    Style,
+    json_value,
+    open_model,
+    tensor_fields,
+)
 
 HELP = "the object hierarchy from the root, with every tensor"
 

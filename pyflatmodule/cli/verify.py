@@ -9,11 +9,20 @@ from typing import Iterator, List, Sequence
 
 from ..errors import FormatError
 from ..files import file_format, load
-from ..module import Module
-from ..module import verify as verify_source
+from ..ptmf import Module
+from ..ptmf import verify as verify_source
 from . import executorch
-from .common import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, MODEL_SUFFIXES, CliError, Context, Json,
-                     Style, error_doc)
+from .common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    MODEL_SUFFIXES,
+    CliError,
+    Context,
+    Json,
+    Style,
+    error_doc,
+)
 
 HELP = "check model files completely; one line per file"
 

@@ -138,7 +138,9 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
 
     def quantized(per_channel: bool) -> Tuple[Any, Any]:
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer, get_symmetric_quantization_config)
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
         m = seeded(MLP)
         quantizer = XNNPACKQuantizer().set_global(
@@ -471,7 +473,9 @@ def _xnn_write(name: str) -> Dict[str, Any]:
     dequantize: Dict[str, Any] = {}
     if name.startswith("xnn_q8_"):
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer, get_symmetric_quantization_config)
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
         quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(
             is_per_channel=name == "xnn_q8_per_channel"))

@@ -19,13 +19,13 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 cp -r "$root/pyflatmodule" "$root/csrc" "$root/setup.py" "$root/pyproject.toml" "$root/README.md" "$out"/
-rm -f "$out"/pyflatmodule/_ptmf*.so "$out"/pyflatmodule/_ptmf.c "$out"/pyflatmodule/_ptmf.o
+rm -f "$out"/pyflatmodule/core/_c.*.so "$out"/pyflatmodule/core/_c.c "$out"/pyflatmodule/core/_c.o
 cd "$out"
 CC="$cc" LDSHARED="$cc -shared" \
 PTMF_CFLAGS="-g -O1 -fno-omit-frame-pointer -fsanitize=address,fuzzer-no-link -fsanitize=undefined -fsanitize-trap=undefined" \
 PTMF_LDFLAGS="-fsanitize=address,fuzzer-no-link" \
     python3 setup.py -q build_ext --inplace >/dev/null
-so="$(ls "$out"/pyflatmodule/_ptmf*.so)"
+so="$(ls "$out"/pyflatmodule/core/_c.*.so)"
 if ! nm -D "$so" | grep -q __sanitizer_cov; then
     echo "build_instrumented.sh: $so has no coverage instrumentation" >&2
     exit 1

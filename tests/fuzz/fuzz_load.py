@@ -60,6 +60,7 @@ def seed_dir() -> str:
 def one_input(data: bytes) -> None:
     """The property: load + full decode ends in success or a well-formed FormatError."""
     import pyflatmodule as pfm
+
     from decode_all import error_shape, full_decode
     for verify in (True, False):
         try:
@@ -92,6 +93,7 @@ def main() -> None:
     import atheris
     with atheris.instrument_imports(include=["pyflatmodule", "decode_all"]):
         import pyflatmodule  # noqa: F401
+
         import decode_all  # noqa: F401
     argv = list(sys.argv)
     flags = [a for a in argv[1:] if a.startswith("-")]

@@ -9,11 +9,24 @@ and markers stay in tests/conftest.py.
 """
 from __future__ import annotations
 
-from .asserts import (assert_info, assert_state_dict, assert_tensor, assert_value,
-                      hex_float, same_float)
+from .asserts import (
+                      assert_info,
+                      assert_state_dict,
+                      assert_tensor,
+                      assert_value,
+                      hex_float,
+                      same_float,
+)
 from .cli import CliRun, run_cli
-from .oracles import (HAS_TORCH, MODEL_FILES, SAMPLE, TESTS, decoded_extra_files,
-                      load_expectation, model_path)
+from .oracles import (
+                      HAS_TORCH,
+                      MODEL_FILES,
+                      SAMPLE,
+                      TESTS,
+                      decoded_extra_files,
+                      load_expectation,
+                      model_path,
+)
 
 __all__ = ["CliRun", "HAS_TORCH", "MODEL_FILES", "SAMPLE", "TESTS", "assert_info",
            "assert_state_dict", "assert_tensor", "assert_value", "decoded_extra_files",

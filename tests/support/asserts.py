@@ -8,7 +8,7 @@ from typing import Any, Dict, Union
 import numpy as np
 
 import pyflatmodule as pfm
-from pyflatmodule.tensors import DTYPE_NAMES, numpy_dtype
+from pyflatmodule.core.dtypes import DTYPE_NAMES, numpy_dtype
 
 
 def hex_float(value: Union[str, float, int]) -> float:

@@ -1,0 +1,727 @@
+/*
+ * et.c: what ExecuTorch programs (.pte) and data files (.ptd) mean, on top of the generic
+ * layer: their headers, their segments (64-bit offsets after the flatbuffer) and every
+ * cross-reference the runtime follows. The flatbuffer's structure was checked by
+ * fb_verify_table from the schema before anything here reads it.
+ *
+ * Facts (ExecuTorch 1.5.1, checked on its own files): a .pte's optional `eh00` header at
+ * byte 8 gives the flatbuffer's size and where the segment data starts; without it the
+ * file is all flatbuffer and has no segments. Constant tensors are in the constant
+ * segment (buffer i starts at offsets[i] of that segment) or, in older programs, in the
+ * inline constant_buffer; data_buffer_idx 0 means no data, except for an external tensor
+ * (found by name in a .ptd). A .ptd's `FH01` header at byte 8 gives its flatbuffer's
+ * extent and its segment data.
+ */
+#include "executorch/et.h"
+
+#include "fb/fb.h"
+
+#define EH_MAGIC 0x30306865u   /* "eh00" */
+#define FH_MAGIC 0x31304846u   /* "FH01" */
+
+unsigned et_element_size(int type) {
+    switch (type) {
+    case ET_SCALAR_TYPE_BYTE: case ET_SCALAR_TYPE_CHAR: case ET_SCALAR_TYPE_BOOL:
+    case ET_SCALAR_TYPE_QINT8: case ET_SCALAR_TYPE_QUINT8: case ET_SCALAR_TYPE_QUINT4X2:
+    case ET_SCALAR_TYPE_QUINT2X4: case ET_SCALAR_TYPE_FLOAT8E5M2:
+    case ET_SCALAR_TYPE_FLOAT8E4M3FN: case ET_SCALAR_TYPE_FLOAT8E5M2FNUZ:
+    case ET_SCALAR_TYPE_FLOAT8E4M3FNUZ:
+        return 1;
+    case ET_SCALAR_TYPE_SHORT: case ET_SCALAR_TYPE_HALF: case ET_SCALAR_TYPE_BFLOAT16:
+    case ET_SCALAR_TYPE_BITS16: case ET_SCALAR_TYPE_UINT16:
+        return 2;
+    case ET_SCALAR_TYPE_INT: case ET_SCALAR_TYPE_FLOAT: case ET_SCALAR_TYPE_QINT32:
+    case ET_SCALAR_TYPE_UINT32:
+        return 4;
+    case ET_SCALAR_TYPE_LONG: case ET_SCALAR_TYPE_DOUBLE: case ET_SCALAR_TYPE_UINT64:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+/* The walk over a verified file: counts, or fills the records when they are given. */
+typedef struct walk {
+    ctx c;
+    const et_summary *s;
+    et_record *tensors;
+    et_blob *blobs;
+    uint32_t n_tensors, n_blobs;
+    vec segments;                  /* DataSegment tables */
+    vec constant_buffer;           /* Buffer tables (inline constants) */
+    vec constant_offsets;          /* uint64 offsets into the constant segment */
+    vec mutable_segments;          /* SubsegmentOffsets tables: mutable buffers' first values */
+    uint64_t constant_start, constant_size;   /* the constant segment, file offsets */
+    /* the execution plan being walked */
+    uint32_t plan, n_values, n_operators, n_delegates;
+    vec values;                    /* EValue tables */
+    vec buffer_sizes;              /* int64 non_const_buffer_sizes */
+} walk;
+
+/* ---------------------------------------------------------------- headers */
+
+static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error *err) {
+    ctx c;
+    uint32_t magic;
+    uint64_t flatbuffer_end, base, size;
+    ctx_init(&c, buf, len, NULL, NULL, err);
+    if (len < 8) return fail(&c, PTMF_E_TOO_SMALL, 0);
+    s->identifier = ld32(buf + 4);
+    if (s->identifier != ET_FILE_IDENTIFIER && s->identifier != FT_FILE_IDENTIFIER)
+        return fail(&c, PTMF_E_BAD_IDENTIFIER, 4);
+    push(&c, "header", NO_INDEX);
+    magic = len >= 16 ? ld32(buf + 8) : 0;
+    if (s->identifier == ET_FILE_IDENTIFIER) {
+        if (magic != EH_MAGIC) {   /* no extended header: all flatbuffer, no segments */
+            s->flatbuffer_end = len;
+            s->segment_base = len;
+            s->segment_size = 0;
+            return PTMF_OK;
+        }
+        /* eh00, u32 length, u64 program size, u64 segment base[, u64 segment data size] */
+        s->header_length = ld32(buf + 12);
+        if (s->header_length < 24 || s->header_length > len - 8)
+            return fail(&c, PTMF_E_BAD_HEADER, 12);
+        flatbuffer_end = ld64(buf + 16);
+        base = ld64(buf + 24);
+        size = s->header_length >= 32 ? ld64(buf + 32) : (base <= len ? len - base : 0);
+    } else {
+        /* FH01, u32 length, u64 flatbuffer offset, u64 flatbuffer size, u64 segment base,
+         * u64 segment data size */
+        uint64_t fb_offset, fb_size;
+        if (magic != FH_MAGIC) return fail(&c, PTMF_E_BAD_HEADER, 8);
+        s->header_length = ld32(buf + 12);
+        if (s->header_length < 40 || s->header_length > len - 8)
+            return fail(&c, PTMF_E_BAD_HEADER, 12);
+        fb_offset = ld64(buf + 16);
+        fb_size = ld64(buf + 24);
+        if (fb_offset > len || fb_size > len - fb_offset) return fail(&c, PTMF_E_BAD_HEADER, 16);
+        flatbuffer_end = fb_offset + fb_size;
+        base = ld64(buf + 32);
+        size = ld64(buf + 40);
+    }
+    if (flatbuffer_end < 8 + (uint64_t)s->header_length || flatbuffer_end > len)
+        return fail(&c, PTMF_E_BAD_HEADER, 16);
+    if (base > len) return fail(&c, PTMF_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 24 : 32);
+    if (size > len - base) return fail(&c, PTMF_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 32 : 40);
+    s->flatbuffer_end = flatbuffer_end;
+    s->segment_base = base;
+    s->segment_size = size;
+    return PTMF_OK;
+}
+
+/* ------------------------------------------------------------- segments */
+
+/* File offset and size of segment `index`, checked inside the segment data. */
+static int segment_at(walk *w, uint32_t index, uint64_t where, uint64_t *start,
+                      uint64_t *size) {
+    ctx *c = &w->c;
+    tbl t;
+    uint64_t off, n;
+    if (index >= w->segments.count) return fail(c, PTMF_E_BAD_INDEX, where);
+    TRY(vec_table(c, &w->segments, index, &t));
+    TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_OFFSET], &off));
+    TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_SIZE], &n));
+    if (off > w->s->segment_size || n > w->s->segment_size - off)
+        return fail(c, PTMF_E_BAD_SEGMENT, t.pos);
+    *start = w->s->segment_base + off;
+    *size = n;
+    return PTMF_OK;
+}
+
+static int check_segments(walk *w) {
+    uint32_t i;
+    for (i = 0; i < w->segments.count; i++) {
+        uint64_t start, size;
+        int rc;
+        push(&w->c, "segments", i);
+        rc = segment_at(w, i, w->segments.data, &start, &size);
+        if (rc != PTMF_OK) return rc;
+        pop(&w->c);
+    }
+    return PTMF_OK;
+}
+
+/* A named data entry (both formats' NamedData start with key, segment_index). */
+static int named_data(walk *w, const tbl *t, const fb_field *key, const fb_field *segment,
+                      int32_t tensor) {
+    vec k;
+    uint32_t index;
+    uint64_t start, size;
+    TRY(fld_text(&w->c, t, key, &k));
+    TRY(fld_u32(&w->c, t, segment, &index));
+    TRY(segment_at(w, index, t->pos, &start, &size));
+    if (w->blobs && w->n_blobs >= w->s->n_blobs) return fail(&w->c, PTMF_E_BAD_ARGUMENT, 0);
+    if (w->blobs) {
+        et_blob *b = &w->blobs[w->n_blobs];
+        b->key = k.data;
+        b->key_len = k.count;
+        b->segment = index;
+        b->data = start;
+        b->size = size;
+        b->tensor = tensor;
+    }
+    w->n_blobs++;
+    return PTMF_OK;
+}
+
+/* -------------------------------------------------------------- tensors */
+
+/* Where the next tensor record goes: the caller's array (never past the count et_open
+ * found: the buffer may have changed since), or `scratch` when only counting. */
+static int record_slot(walk *w, et_record *scratch, et_record **r) {
+    if (w->tensors && w->n_tensors >= w->s->n_tensors) return fail(&w->c, PTMF_E_BAD_ARGUMENT, 0);
+    *r = w->tensors ? &w->tensors[w->n_tensors] : scratch;
+    memset(*r, 0, sizeof **r);
+    return PTMF_OK;
+}
+
+/* Sizes, dim_order and byte size of a Tensor or TensorLayout table. */
+static int tensor_layout(walk *w, const tbl *t, const fb_field *type_f, const fb_field *sizes_f,
+                         const fb_field *order_f, et_record *r) {
+    ctx *c = &w->c;
+    vec sizes, order;
+    uint8_t type;
+    uint64_t numel = 1, at;
+    unsigned esize;
+    uint32_t i;
+    TRY(fld_u8(c, t, type_f, &type));
+    r->scalar_type = (int8_t)type;
+    esize = et_element_size((int8_t)type);
+    if (!esize) {
+        TRY(tbl_field(c, t, type_f->id, 1, &at));
+        return fail(c, PTMF_E_BAD_SCALAR_TYPE, at ? at : t->pos);
+    }
+    TRY(fld_vec(c, t, sizes_f, &sizes));
+    TRY(fld_vec(c, t, order_f, &order));
+    for (i = 0; i < sizes.count; i++) {
+        int32_t d = as_i32(vec_u32(c, &sizes, i));
+        if (d < 0) return fail(c, PTMF_E_NEGATIVE_DIMENSION, sizes.data + 4 * (uint64_t)i);
+        if (d != 0 && numel > UINT64_MAX / (uint64_t)d)
+            return fail(c, PTMF_E_EXTENT_OVERFLOW, sizes.data);
+        numel *= (uint64_t)d;
+    }
+    if (numel > UINT64_MAX / esize) return fail(c, PTMF_E_EXTENT_OVERFLOW, sizes.data);
+    if (order.count) {   /* absent: the default order */
+        uint8_t seen[256];
+        if (order.count != sizes.count || sizes.count > 256)
+            return fail(c, PTMF_E_BAD_DIM_ORDER, order.data);
+        memset(seen, 0, sizeof seen);
+        for (i = 0; i < order.count; i++) {
+            uint8_t d = c->buf[order.data + i];
+            if (d >= order.count || seen[d]) return fail(c, PTMF_E_BAD_DIM_ORDER, order.data + i);
+            seen[d] = 1;
+        }
+    }
+    r->table = t->pos;
+    r->ndim = sizes.count;
+    r->sizes = sizes.data;
+    r->dim_order = order.count ? order.data : 0;
+    r->nbytes = numel * esize;
+    return PTMF_OK;
+}
+
+/* File offset and size of sub-buffer `index` of a segment that starts at `start` and holds
+ * `size` bytes, cut at `offsets` (buffer i runs from offsets[i] to offsets[i + 1], the
+ * last one to the segment's end). */
+static int subsegment(walk *w, const vec *offsets, uint64_t start, uint64_t size,
+                      uint32_t index, uint64_t where, uint64_t *at, uint64_t *n) {
+    ctx *c = &w->c;
+    uint64_t off, next;
+    if (index >= offsets->count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
+    off = ld64(c->buf + offsets->data + 8 * (uint64_t)index);
+    next = index + 1 < offsets->count
+               ? ld64(c->buf + offsets->data + 8 * ((uint64_t)index + 1))
+               : size;
+    if (off > next || next > size)
+        return fail(c, PTMF_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
+    *at = start + off;
+    *n = next - off;
+    return PTMF_OK;
+}
+
+/* Where a constant's bytes are: buffer `index` of the constant segment, or of the inline
+ * constant_buffer when the program has one (the runtime's order). */
+static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) {
+    ctx *c = &w->c;
+    uint64_t start, end;
+    if (w->constant_buffer.count) {
+        tbl b;
+        vec storage;
+        if (index >= w->constant_buffer.count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
+        TRY(vec_table(c, &w->constant_buffer, index, &b));
+        TRY(fld_vec(c, &b, &et_buffer[ET_BUFFER_STORAGE], &storage));
+        start = storage.data;
+        end = storage.data + storage.count;
+    } else {
+        uint64_t n;
+        TRY(subsegment(w, &w->constant_offsets, w->constant_start, w->constant_size, index,
+                       where, &start, &n));
+        end = start + n;
+    }
+    if (r->nbytes > end - start) return fail(c, PTMF_E_OUTSIDE_STORAGE, where);
+    r->data = start;
+    return PTMF_OK;
+}
+
+static int tensor_value(walk *w, const tbl *t, uint32_t value) {
+    ctx *c = &w->c;
+    et_record rec, *r;
+    tbl alloc, extra;
+    int has_alloc, has_extra;
+    uint32_t index;
+    uint8_t location = ET_TENSOR_DATA_LOCATION_SEGMENT, dynamism;
+    TRY(record_slot(w, &rec, &r));
+    r->plan = w->plan;
+    r->value = value;
+    TRY(tensor_layout(w, t, &et_tensor[ET_TENSOR_SCALAR_TYPE], &et_tensor[ET_TENSOR_SIZES],
+                      &et_tensor[ET_TENSOR_DIM_ORDER], r));
+    TRY(fld_u8(c, t, &et_tensor[ET_TENSOR_SHAPE_DYNAMISM], &dynamism));
+    r->shape_dynamism = dynamism;
+    TRY(fld_u32(c, t, &et_tensor[ET_TENSOR_DATA_BUFFER_IDX], &index));
+    TRY(fld_table(c, t, &et_tensor[ET_TENSOR_ALLOCATION_INFO], &alloc, &has_alloc));
+    TRY(fld_table(c, t, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], &extra, &has_extra));
+    if (has_extra) {
+        vec name;
+        push(c, ".extra_tensor_info", NO_INDEX);
+        TRY(fld_u8(c, &extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_LOCATION], &location));
+        TRY(fld_text(c, &extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FULLY_QUALIFIED_NAME],
+                     &name));
+        if (location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, PTMF_E_BAD_INDEX, extra.pos);
+        if (location == ET_TENSOR_DATA_LOCATION_EXTERNAL && name.data == 0)
+            return fail(c, PTMF_E_MISSING_FIELD, extra.pos);
+        r->name = name.data;
+        r->name_len = name.count;
+        pop(c);
+    }
+    if (location == ET_TENSOR_DATA_LOCATION_EXTERNAL) {
+        r->stored = ET_STORED_EXTERNAL;
+    } else if (has_alloc) {
+        uint32_t id, low, high;
+        int64_t size;
+        push(c, ".allocation_info", NO_INDEX);
+        TRY(fld_u32(c, &alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_ID], &id));
+        TRY(fld_u32(c, &alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_LOW],
+                    &low));
+        TRY(fld_u32(c, &alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_HIGH],
+                    &high));
+        if (id >= w->buffer_sizes.count) return fail(c, PTMF_E_BAD_INDEX, alloc.pos);
+        size = (int64_t)ld64(c->buf + w->buffer_sizes.data + 8 * (uint64_t)id);
+        r->memory_id = id;
+        r->memory_offset = (uint64_t)low | ((uint64_t)high << 32);
+        if (size < 0 || r->memory_offset > (uint64_t)size
+            || r->nbytes > (uint64_t)size - r->memory_offset)
+            return fail(c, PTMF_E_OUTSIDE_STORAGE, alloc.pos);
+        r->stored = ET_STORED_PLANNED;
+        pop(c);
+        if (index > 0 && w->mutable_segments.count) {
+            /* a mutable buffer's first values: sub-buffer data_buffer_idx of mutable data
+             * segment extra_tensor_info.mutable_data_segments_idx */
+            uint64_t which = 0, start, size, at, n;
+            uint32_t segment;
+            tbl m;
+            vec offsets;
+            if (has_extra)
+                TRY(fld_u64(c, &extra, &et_extra_tensor_info[
+                                           ET_EXTRA_TENSOR_INFO_MUTABLE_DATA_SEGMENTS_IDX], &which));
+            if (which >= w->mutable_segments.count) return fail(c, PTMF_E_BAD_INDEX, t->pos);
+            TRY(vec_table(c, &w->mutable_segments, (uint32_t)which, &m));
+            TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX],
+                        &segment));
+            TRY(segment_at(w, segment, m.pos, &start, &size));
+            TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
+            TRY(subsegment(w, &offsets, start, size, index, t->pos, &at, &n));
+            if (r->nbytes > n) return fail(c, PTMF_E_OUTSIDE_STORAGE, t->pos);
+            r->data = at;
+            r->initial = 1;
+        }
+    } else if (index > 0) {
+        TRY(constant_data(w, index, t->pos, r));
+        r->stored = ET_STORED_CONSTANT;
+    }
+    w->n_tensors++;
+    return PTMF_OK;
+}
+
+/* ---------------------------------------------------------- execution plans */
+
+/* Every int32 of `v` must index a value (-1 too when `optional`). */
+static int value_indices(walk *w, const vec *v, int optional) {
+    uint32_t i;
+    for (i = 0; i < v->count; i++) {
+        int32_t x = as_i32(vec_u32(&w->c, v, i));
+        if (optional && x == -1) continue;
+        if (x < 0 || (uint32_t)x >= w->n_values)
+            return fail(&w->c, PTMF_E_BAD_INDEX, v->data + 4 * (uint64_t)i);
+    }
+    return PTMF_OK;
+}
+
+static int index_field(walk *w, const tbl *t, const fb_field *f, uint64_t bound) {
+    int32_t x;
+    TRY(fld_i32(&w->c, t, f, &x));
+    if (x < 0 || (uint64_t)x >= bound) {
+        uint64_t at;
+        TRY(tbl_field(&w->c, t, f->id, 4, &at));
+        return fail(&w->c, PTMF_E_BAD_INDEX, at ? at : t->pos);
+    }
+    return PTMF_OK;
+}
+
+static int value_list_field(walk *w, const tbl *t, const fb_field *f, int optional) {
+    vec v;
+    TRY(fld_vec(&w->c, t, f, &v));
+    return value_indices(w, &v, optional);
+}
+
+static int instruction(walk *w, const tbl *t, uint32_t n_instructions) {
+    ctx *c = &w->c;
+    const fb_member *members = et_instruction_arguments;
+    uint8_t type;
+    uint64_t pos;
+    tbl a;
+    TRY(fld_u8(c, t, &et_instruction[ET_INSTRUCTION_INSTR_ARGS_TYPE], &type));
+    if (type == 0 || type >= ET_INSTRUCTION_ARGUMENTS_COUNT)
+        return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+    TRY(fld_union(c, t, &et_instruction[ET_INSTRUCTION_INSTR_ARGS], &members[type], &pos));
+    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+    TRY(tbl_open(c, pos, &a));
+    push(c, ".instr_args", NO_INDEX);
+    push(c, members[type].name, PATH_MEMBER);
+    switch (type) {
+    case ET_INSTRUCTION_ARGUMENTS_KERNEL_CALL:
+        TRY(index_field(w, &a, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], w->n_operators));
+        TRY(value_list_field(w, &a, &et_kernel_call[ET_KERNEL_CALL_ARGS], 0));
+        break;
+    case ET_INSTRUCTION_ARGUMENTS_DELEGATE_CALL:
+        TRY(index_field(w, &a, &et_delegate_call[ET_DELEGATE_CALL_DELEGATE_INDEX],
+                        w->n_delegates));
+        TRY(value_list_field(w, &a, &et_delegate_call[ET_DELEGATE_CALL_ARGS], 0));
+        break;
+    case ET_INSTRUCTION_ARGUMENTS_MOVE_CALL:
+        TRY(index_field(w, &a, &et_move_call[ET_MOVE_CALL_MOVE_FROM], w->n_values));
+        TRY(index_field(w, &a, &et_move_call[ET_MOVE_CALL_MOVE_TO], w->n_values));
+        break;
+    case ET_INSTRUCTION_ARGUMENTS_JUMP_FALSE_CALL:
+        TRY(index_field(w, &a, &et_jump_false_call[ET_JUMP_FALSE_CALL_COND_VALUE_INDEX],
+                        w->n_values));
+        /* One past the last instruction is the end of the chain: ExecuTorch jumps there
+         * past a branch that ends the chain (torch.cond), and the runtime stops there. */
+        TRY(index_field(w, &a, &et_jump_false_call[ET_JUMP_FALSE_CALL_DESTINATION_INSTRUCTION],
+                        (uint64_t)n_instructions + 1));
+        break;
+    default:
+        TRY(index_field(w, &a, &et_free_call[ET_FREE_CALL_VALUE_INDEX], w->n_values));
+        break;
+    }
+    pop(c);
+    pop(c);
+    return PTMF_OK;
+}
+
+static int chain(walk *w, const tbl *t) {
+    vec instructions;
+    uint32_t i;
+    TRY(value_list_field(w, t, &et_chain[ET_CHAIN_INPUTS], 0));
+    TRY(value_list_field(w, t, &et_chain[ET_CHAIN_OUTPUTS], 0));
+    TRY(fld_vec(&w->c, t, &et_chain[ET_CHAIN_INSTRUCTIONS], &instructions));
+    for (i = 0; i < instructions.count; i++) {
+        tbl ins;
+        push(&w->c, ".instructions", i);
+        TRY(vec_table(&w->c, &instructions, i, &ins));
+        TRY(instruction(w, &ins, instructions.count));
+        pop(&w->c);
+    }
+    return PTMF_OK;
+}
+
+static int delegate(walk *w, const tbl *t, uint32_t n_inline) {
+    ctx *c = &w->c;
+    tbl ref;
+    int present;
+    uint8_t location;
+    uint32_t index;
+    TRY(fld_table(c, t, &et_backend_delegate[ET_BACKEND_DELEGATE_PROCESSED], &ref, &present));
+    if (!present) return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+    push(c, ".processed", NO_INDEX);
+    TRY(fld_u8(c, &ref, &et_backend_delegate_data_reference[
+                            ET_BACKEND_DELEGATE_DATA_REFERENCE_LOCATION], &location));
+    TRY(fld_u32(c, &ref, &et_backend_delegate_data_reference[
+                             ET_BACKEND_DELEGATE_DATA_REFERENCE_INDEX], &index));
+    if (location == ET_DATA_LOCATION_INLINE) {
+        if (index >= n_inline) return fail(c, PTMF_E_BAD_INDEX, ref.pos);
+    } else if (location == ET_DATA_LOCATION_SEGMENT) {
+        uint64_t start, size;
+        TRY(segment_at(w, index, ref.pos, &start, &size));
+    } else {
+        return fail(c, PTMF_E_BAD_INDEX, ref.pos);
+    }
+    pop(c);
+    return PTMF_OK;
+}
+
+/* The items of a list value: indices of values of kind `kind` (boxed lists: an IntList
+ * holds the indices of Int values, a TensorList of Tensor values), -1 too in an
+ * OptionalTensorList; `wide` items are int64, others int32. */
+static int list_items(walk *w, const tbl *t, const fb_field *f, uint8_t kind, int wide,
+                      int optional) {
+    ctx *c = &w->c;
+    vec items;
+    uint32_t i;
+    TRY(fld_vec(c, t, f, &items));
+    for (i = 0; i < items.count; i++) {
+        uint64_t at = items.data + (wide ? 8 : 4) * (uint64_t)i;
+        int64_t x = wide ? (int64_t)ld64(c->buf + at) : (int64_t)as_i32(ld32(c->buf + at));
+        tbl v;
+        uint8_t type;
+        if (optional && x == -1) continue;
+        if (x < 0 || (uint64_t)x >= w->n_values) return fail(c, PTMF_E_BAD_INDEX, at);
+        TRY(vec_table(c, &w->values, (uint32_t)x, &v));
+        TRY(fld_u8(c, &v, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
+        if (type != kind) return fail(c, PTMF_E_KIND_MISMATCH, at);
+    }
+    return PTMF_OK;
+}
+
+static int evalue(walk *w, const tbl *t, uint32_t value) {
+    ctx *c = &w->c;
+    uint8_t type;
+    uint64_t pos;
+    tbl v;
+    TRY(fld_u8(c, t, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
+    if (type == ET_KERNEL_TYPES_NONE || type >= ET_KERNEL_TYPES_COUNT) return PTMF_OK;
+    TRY(fld_union(c, t, &et_e_value[ET_E_VALUE_VAL], &et_kernel_types[type], &pos));
+    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+    TRY(tbl_open(c, pos, &v));
+    push(c, ".val", NO_INDEX);
+    push(c, et_kernel_types[type].name, PATH_MEMBER);
+    if (type == ET_KERNEL_TYPES_TENSOR)
+        TRY(tensor_value(w, &v, value));
+    else if (type == ET_KERNEL_TYPES_INT_LIST)
+        TRY(list_items(w, &v, &et_int_list[ET_INT_LIST_ITEMS], ET_KERNEL_TYPES_INT, 1, 0));
+    else if (type == ET_KERNEL_TYPES_TENSOR_LIST)
+        TRY(list_items(w, &v, &et_tensor_list[ET_TENSOR_LIST_ITEMS], ET_KERNEL_TYPES_TENSOR, 0, 0));
+    else if (type == ET_KERNEL_TYPES_OPTIONAL_TENSOR_LIST)
+        TRY(list_items(w, &v, &et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_ITEMS],
+                       ET_KERNEL_TYPES_TENSOR, 0, 1));
+    pop(c);
+    pop(c);
+    return PTMF_OK;
+}
+
+static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
+    ctx *c = &w->c;
+    vec chains, operators, delegates, devices;
+    uint32_t i;
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], &delegates));
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_SIZES],
+                &w->buffer_sizes));
+    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], &devices));
+    w->n_values = w->values.count;
+    w->n_operators = operators.count;
+    w->n_delegates = delegates.count;
+    TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_INPUTS], 0));
+    TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_OUTPUTS], 0));
+    for (i = 0; i < w->values.count; i++) {
+        tbl v;
+        push(c, ".values", i);
+        TRY(vec_table(c, &w->values, i, &v));
+        TRY(evalue(w, &v, i));
+        pop(c);
+    }
+    for (i = 0; i < chains.count; i++) {
+        tbl ch;
+        push(c, ".chains", i);
+        TRY(vec_table(c, &chains, i, &ch));
+        TRY(chain(w, &ch));
+        pop(c);
+    }
+    for (i = 0; i < delegates.count; i++) {
+        tbl d;
+        push(c, ".delegates", i);
+        TRY(vec_table(c, &delegates, i, &d));
+        TRY(delegate(w, &d, n_inline));
+        pop(c);
+    }
+    for (i = 0; i < devices.count; i++) {
+        tbl d;
+        push(c, ".non_const_buffer_device", i);
+        TRY(vec_table(c, &devices, i, &d));
+        TRY(index_field(w, &d, &et_non_const_buffer_device[ET_NON_CONST_BUFFER_DEVICE_BUFFER_IDX],
+                        w->buffer_sizes.count));
+        pop(c);
+    }
+    return PTMF_OK;
+}
+
+/* -------------------------------------------------------------- the files */
+
+static int program(walk *w, const tbl *root) {
+    ctx *c = &w->c;
+    vec plans, inline_data, named;
+    tbl cs;
+    int has_cs;
+    uint32_t i;
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_SEGMENTS], &w->segments));
+    TRY(check_segments(w));
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_CONSTANT_BUFFER], &w->constant_buffer));
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_BACKEND_DELEGATE_DATA], &inline_data));
+    TRY(fld_table(c, root, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], &cs, &has_cs));
+    if (has_cs) {
+        uint32_t index;
+        push(c, "constant_segment", NO_INDEX);
+        TRY(fld_vec(c, &cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS],
+                    &w->constant_offsets));
+        TRY(fld_u32(c, &cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
+        if (w->constant_offsets.count)
+            TRY(segment_at(w, index, cs.pos, &w->constant_start, &w->constant_size));
+        pop(c);
+    }
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &w->mutable_segments));
+    for (i = 0; i < w->mutable_segments.count; i++) {
+        tbl m;
+        uint32_t index, k;
+        uint64_t start, size;
+        vec offsets;
+        push(c, "mutable_data_segments", i);
+        TRY(vec_table(c, &w->mutable_segments, i, &m));
+        TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
+        TRY(segment_at(w, index, m.pos, &start, &size));
+        TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
+        for (k = 0; k < offsets.count; k++)
+            if (ld64(c->buf + offsets.data + 8 * (uint64_t)k) > size)
+                return fail(c, PTMF_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
+        pop(c);
+    }
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_NAMED_DATA], &named));
+    for (i = 0; i < named.count; i++) {
+        tbl nd;
+        push(c, "named_data", i);
+        TRY(vec_table(c, &named, i, &nd));
+        TRY(named_data(w, &nd, &et_named_data[ET_NAMED_DATA_KEY],
+                       &et_named_data[ET_NAMED_DATA_SEGMENT_INDEX], -1));
+        pop(c);
+    }
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_EXECUTION_PLAN], &plans));
+    for (i = 0; i < plans.count; i++) {
+        tbl p;
+        push(c, "execution_plan", i);
+        w->plan = i;
+        TRY(vec_table(c, &plans, i, &p));
+        TRY(execution_plan(w, &p, inline_data.count));
+        pop(c);
+    }
+    return PTMF_OK;
+}
+
+static int data_file(walk *w, const tbl *root) {
+    ctx *c = &w->c;
+    vec named;
+    uint32_t i;
+    TRY(fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS], &w->segments));
+    TRY(check_segments(w));
+    TRY(fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], &named));
+    for (i = 0; i < named.count; i++) {
+        tbl nd, layout;
+        int has_layout;
+        int32_t tensor = -1;
+        push(c, "named_data", i);
+        TRY(vec_table(c, &named, i, &nd));
+        TRY(fld_table(c, &nd, &ft_named_data[FT_NAMED_DATA_TENSOR_LAYOUT], &layout, &has_layout));
+        if (has_layout) {
+            et_record rec, *r;
+            uint32_t index;
+            uint64_t size;
+            vec key;
+            TRY(record_slot(w, &rec, &r));
+            push(c, ".tensor_layout", NO_INDEX);
+            TRY(tensor_layout(w, &layout, &ft_tensor_layout[FT_TENSOR_LAYOUT_SCALAR_TYPE],
+                              &ft_tensor_layout[FT_TENSOR_LAYOUT_SIZES],
+                              &ft_tensor_layout[FT_TENSOR_LAYOUT_DIM_ORDER], r));
+            pop(c);
+            TRY(fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
+            TRY(segment_at(w, index, nd.pos, &r->data, &size));
+            if (r->nbytes > size) return fail(c, PTMF_E_OUTSIDE_STORAGE, nd.pos);
+            TRY(fld_str(c, &nd, &ft_named_data[FT_NAMED_DATA_KEY], &key));
+            r->name = key.data;
+            r->name_len = key.count;
+            r->value = i;
+            r->stored = ET_STORED_CONSTANT;
+            tensor = (int32_t)w->n_tensors++;
+        }
+        TRY(named_data(w, &nd, &ft_named_data[FT_NAMED_DATA_KEY],
+                       &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], tensor));
+        pop(c);
+    }
+    return PTMF_OK;
+}
+
+/* Walks a file whose header is read: the schema's checks when `verify_structure`, then
+ * the meaning; fills the records when given. */
+static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
+                     et_record *tensors, et_blob *blobs, int verify_structure,
+                     fb_error *err) {
+    walk w;
+    tbl root;
+    int rc;
+    const fb_schema *schema = fb_schema_find(s->identifier);
+    memset(&w, 0, sizeof w);
+    ctx_init(&w.c, buf, s->flatbuffer_end, opt, NULL, err);
+    w.s = s;
+    w.tensors = tensors;
+    w.blobs = blobs;
+    if (!schema) return fail(&w.c, PTMF_E_BAD_IDENTIFIER, 4);
+    push(&w.c, "root", NO_INDEX);   /* the root offset and table: located there */
+    TRY(deref(&w.c, 0, &s->root));
+    TRY(tbl_open(&w.c, s->root, &root));
+    pop(&w.c);
+    if (verify_structure) {
+        TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
+        s->tables_visited = w.c.tables;
+        s->elements_visited = w.c.elements;
+    }
+    /* The meaning walk gets budgets of its own: it opens each table again (and the value
+     * each list item points at), which the structural pass already bounded. */
+    w.c.tables = 0;
+    w.c.elements = 0;
+    rc = s->identifier == ET_FILE_IDENTIFIER ? program(&w, &root) : data_file(&w, &root);
+    if (rc != PTMF_OK) return rc;
+    if (!tensors) {
+        s->n_tensors = w.n_tensors;
+        s->n_blobs = w.n_blobs;
+        s->tables_visited += w.c.tables;
+        s->elements_visited += w.c.elements;
+    } else if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs) {
+        return fail(&w.c, PTMF_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
+    }
+    return PTMF_OK;
+}
+
+int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
+            fb_error *err) {
+    memset(s, 0, sizeof *s);
+    if (err) {
+        err->code = PTMF_OK;
+        err->offset = 0;
+        err->path[0] = '\0';
+    }
+    TRY(read_header(buf, (uint64_t)len, s, err));
+    return walk_file(buf, opt, s, NULL, NULL, 1, err);
+}
+
+int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *tensors,
+             et_blob *blobs, fb_error *err) {
+    et_summary again = *s;
+    fb_options opt;
+    fb_default_options(&opt);
+    if (s->flatbuffer_end > len) {
+        ctx c;
+        ctx_init(&c, buf, len, NULL, NULL, err);
+        return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+    }
+    opt.verify = 0;
+    return walk_file(buf, &opt, &again, tensors, blobs, 0, err);
+}

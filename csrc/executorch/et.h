@@ -1,0 +1,85 @@
+/*
+ * et.h: ExecuTorch programs (.pte, identifier ET12) and data files (.ptd, FT01): the
+ * meaning on top of the generic layer. The structure of both flatbuffers is checked by
+ * fb_verify_table from the project's schemas; et.c adds the file headers (eh00, FH01),
+ * the 64-bit segments after the flatbuffer, and every cross-reference the runtime follows
+ * (value, operator, delegate and segment indices, tensor extents), then indexes the
+ * tensors and named data for the Python side.
+ */
+#ifndef ET_H
+#define ET_H
+
+#include "fb/fb_common.h"
+#include "gen/executorch_flat_tensor.h"
+#include "gen/executorch_program.h"
+
+/* --- cdef begin --- */
+
+/* Where a tensor's bytes are (et_record.stored). */
+enum et_stored {
+    ET_STORED_NONE = 0,        /* no data: an input or a tensor the runtime fills */
+    ET_STORED_CONSTANT = 1,    /* in the file: constant segment, inline buffer, data file */
+    ET_STORED_EXTERNAL = 2,    /* in a data file, by the tensor's fully qualified name */
+    ET_STORED_PLANNED = 3      /* in a memory-planned buffer (memory_id, memory_offset) */
+};
+
+/* What et_open finds; positions are absolute byte offsets in the file. */
+typedef struct et_summary {
+    uint32_t identifier;        /* ET_FILE_IDENTIFIER or FT_FILE_IDENTIFIER */
+    uint32_t header_length;     /* of the eh00 / FH01 header, 0 without one */
+    uint64_t flatbuffer_end;    /* the flatbuffer is bytes [0, flatbuffer_end) */
+    uint64_t segment_base;      /* segment data: [segment_base, segment_base + segment_size) */
+    uint64_t segment_size;
+    uint64_t root;              /* the root table */
+    uint32_t n_tensors;         /* Tensor values (program) or named data with a layout */
+    uint32_t n_blobs;           /* named data entries */
+    uint64_t tables_visited, elements_visited;
+} et_summary;
+
+/* One tensor: a Tensor value of an execution plan, or a data file's stored tensor. */
+typedef struct et_record {
+    uint64_t table;             /* the Tensor (TensorLayout) table */
+    uint64_t data;              /* its bytes: ET_STORED_CONSTANT, or ET_STORED_PLANNED
+                                   with `initial` (a mutable buffer's first values) */
+    uint64_t nbytes;            /* elements times element size */
+    uint64_t sizes;             /* int32[ndim] */
+    uint64_t dim_order;         /* uint8[ndim], 0 if absent */
+    uint64_t name;              /* fully qualified name (key) bytes, 0 if none */
+    uint64_t memory_offset;     /* ET_STORED_PLANNED */
+    uint32_t name_len;
+    uint32_t plan;              /* execution plan (program); 0 for a data file */
+    uint32_t value;             /* value index (program); named data index (data file) */
+    uint32_t ndim;
+    uint32_t memory_id;
+    int8_t scalar_type;
+    uint8_t stored;             /* enum et_stored */
+    uint8_t shape_dynamism;
+    uint8_t initial;            /* 1: planned, with initial data in a mutable data segment */
+    uint8_t reserved[4];
+} et_record;
+
+/* One named data entry: key and bytes. */
+typedef struct et_blob {
+    uint64_t key;
+    uint64_t data;
+    uint64_t size;
+    uint32_t key_len;
+    uint32_t segment;
+    int32_t tensor;             /* its et_record (data file), -1 if none */
+    uint32_t reserved;
+} et_blob;
+
+/* Element size of ExecuTorch scalar type `type`, 0 if the schema does not know it. */
+unsigned et_element_size(int type);
+
+/* Verifies a whole .pte or .ptd (structure by the schema, then meaning) and counts its
+ * tensors and named data. */
+int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
+            fb_error *err);
+/* Fills tensors[s->n_tensors] and blobs[s->n_blobs] for a file et_open accepted. */
+int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *tensors,
+             et_blob *blobs, fb_error *err);
+
+/* --- cdef end --- */
+
+#endif /* ET_H */

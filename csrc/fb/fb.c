@@ -1,0 +1,97 @@
+/*
+ * fb.c: the out-of-line part of fb.h: the status table's names and messages, the default
+ * options, the formatting of an error's path and the UTF-8 check of text.
+ */
+#include "fb/fb.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const status_messages[] = {
+#define FB_MESSAGE_ITEM(name, message) message,
+    PTMF_STATUS_TABLE(FB_MESSAGE_ITEM)
+#undef FB_MESSAGE_ITEM
+};
+
+static const char *const status_names[] = {
+#define FB_NAME_ITEM(name, message) #name,
+    PTMF_STATUS_TABLE(FB_NAME_ITEM)
+#undef FB_NAME_ITEM
+};
+
+const char *fb_strerror(int code) {
+    if (code < 0 || code >= PTMF_STATUS_COUNT) return "unknown status";
+    return status_messages[code];
+}
+
+const char *fb_status_name(int code) {
+    if (code < 0 || code >= PTMF_STATUS_COUNT) return "PTMF_E_UNKNOWN";
+    return status_names[code];
+}
+
+void fb_default_options(fb_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->max_depth = 200;
+    opt->verify = 1;
+}
+
+void fb_fail(const ctx *c, int code, uint64_t offset) {
+    fb_error *e = c->err;
+    size_t used = 0;
+    int i, n;
+    if (!e) return;
+    e->code = code;
+    e->offset = offset;
+    e->path[0] = '\0';
+    n = c->depth < PATH_MAX_SEGMENTS ? c->depth : PATH_MAX_SEGMENTS;
+    for (i = 0; i < n && used + 1 < sizeof e->path; i++) {
+        int w;
+        if (c->path[i].index >= 0)
+            w = snprintf(e->path + used, sizeof e->path - used, "%s[%lld]",
+                         c->path[i].name, (long long)c->path[i].index);
+        else if (c->path[i].index == PATH_MEMBER)
+            w = snprintf(e->path + used, sizeof e->path - used, "<%s>", c->path[i].name);
+        else
+            w = snprintf(e->path + used, sizeof e->path - used, "%s", c->path[i].name);
+        if (w < 0) break;
+        used += (size_t)w;
+        if (used >= sizeof e->path) used = sizeof e->path - 1;
+    }
+}
+
+/* Python's strict decoder: no overlong forms, no surrogates, nothing above U+10FFFF. */
+uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n) {
+    uint64_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        uint8_t lo = 0x80, hi = 0xbf;
+        unsigned more, k;
+        if (b < 0x80) {
+            uint64_t word;
+            i++;
+            /* ASCII runs (most source text) eight bytes at a time */
+            while (n - i >= 8) {
+                memcpy(&word, s + i, 8);
+                if (word & UINT64_C(0x8080808080808080)) break;
+                i += 8;
+            }
+            continue;
+        }
+        if (b >= 0xc2 && b <= 0xdf) more = 1;
+        else if (b >= 0xe0 && b <= 0xef) more = 2;
+        else if (b >= 0xf0 && b <= 0xf4) more = 3;
+        else return i;
+        if (b == 0xe0) lo = 0xa0;        /* overlong */
+        else if (b == 0xed) hi = 0x9f;   /* surrogates */
+        else if (b == 0xf0) lo = 0x90;   /* overlong */
+        else if (b == 0xf4) hi = 0x8f;   /* above U+10FFFF */
+        for (k = 1; k <= more; k++) {
+            uint8_t cont;
+            if (i + k >= n) return i;
+            cont = s[i + k];
+            if (cont < (k == 1 ? lo : 0x80) || cont > (k == 1 ? hi : 0xbf)) return i;
+        }
+        i += 1 + more;
+    }
+    return n;
+}

@@ -1,0 +1,421 @@
+/*
+ * fb.h: the generic FlatBuffers layer every format's reader stands on: bounds-checked
+ * little-endian reads, tables through validated vtables, vectors, strings (bytes, or
+ * text checked as UTF-8), unions, table and element budgets, and located errors
+ * (code, offset, path).
+ *
+ * Every read checks `pos + size <= len` with overflow-safe arithmetic; nothing trusts an
+ * earlier check. Field readers take the field's descriptor (fb_schema.h, generated from
+ * the schema by csrc/schemas/fbsgen.py): its id, size, alignment, default and kind come
+ * from the schema, and a reader refuses a field of another kind. The functions are
+ * static inline so that a call with a constant descriptor compiles to the direct read.
+ * It names no format: statuses, options and errors come from fb_common.h.
+ */
+#ifndef FB_H
+#define FB_H
+
+#include "fb/fb_common.h"
+#include "fb/fb_schema.h"
+
+#include <string.h>
+
+/* The index of a path segment: none ("name"), or a union member ("<name>"). */
+#define NO_INDEX (-1)
+#define PATH_MEMBER (-2)
+#define PATH_MAX_SEGMENTS 16
+
+/* --------------------------------------------------------------- context */
+
+typedef struct segment {
+    const char *name;
+    int64_t index;
+} segment;
+
+typedef struct ctx {
+    const uint8_t *buf;
+    uint64_t len;
+    int verify;
+    int strict;
+    uint64_t max_tables, max_elements;
+    uint32_t max_depth;
+    fb_counts *counts;       /* the file's counts so far; NULL for on-demand reads */
+    uint64_t tables, elements;
+    segment path[PATH_MAX_SEGMENTS];
+    int depth;               /* path segments in use, may exceed the array */
+    fb_error *err;
+    /* A copy of buf[win_pos, win_pos + win_len) read with pread: table reads
+     * inside it come from here and touch no page of the mapping. */
+    const uint8_t *win;
+    uint64_t win_pos, win_len;
+} ctx;
+
+typedef struct tbl {
+    uint64_t pos;       /* table start (its soffset) */
+    uint64_t vt;        /* vtable start */
+    uint16_t vt_size;
+    uint16_t size;      /* inline table size */
+} tbl;
+
+typedef struct vec {
+    uint64_t data;      /* element 0 */
+    uint32_t count;
+} vec;
+
+
+/* A pass over buf[0, len): budgets and switches from `opt` (NULL: read without
+ * verifying, budgets from the length); its visits start from `counts` and are written
+ * back by ctx_finish (NULL: from zero, not kept). */
+static inline void ctx_init(ctx *c, const uint8_t *buf, size_t len, const fb_options *opt,
+                            fb_counts *counts, fb_error *err) {
+    memset(c, 0, sizeof *c);
+    c->buf = buf;
+    c->len = (uint64_t)len;
+    c->counts = counts;
+    c->err = err;
+    c->verify = opt ? opt->verify : 0;
+    c->strict = opt ? opt->strict : 0;
+    c->max_depth = opt && opt->max_depth ? opt->max_depth : 200;
+    c->max_tables = opt && opt->max_tables ? opt->max_tables : c->len / 2 + 1024;
+    c->max_elements = opt && opt->max_elements ? opt->max_elements : 2 * c->len + 1024;
+    if (counts) {
+        c->tables = counts->tables;
+        c->elements = counts->elements;
+    }
+    if (err) {
+        err->code = PTMF_OK;
+        err->offset = 0;
+        err->path[0] = '\0';
+    }
+}
+
+static inline void ctx_finish(ctx *c) {
+    if (c->counts) {
+        c->counts->tables = c->tables;
+        c->counts->elements = c->elements;
+    }
+}
+
+static inline void push(ctx *c, const char *name, int64_t index) {
+    if (c->depth < PATH_MAX_SEGMENTS) {
+        c->path[c->depth].name = name;
+        c->path[c->depth].index = index;
+    }
+    c->depth++;
+}
+
+static inline void pop(ctx *c) { c->depth--; }
+
+/* Records a failure with the current path in c->err (fb.c). */
+void fb_fail(const ctx *c, int code, uint64_t offset);
+
+/* Records the failure; returns the code (inline, so that callers see it is not OK). */
+static inline int fail(ctx *c, int code, uint64_t offset) {
+    fb_fail(c, code, offset);
+    return code;
+}
+
+#define TRY(expr)                 \
+    do {                          \
+        int rc_ = (expr);         \
+        if (rc_ != PTMF_OK) return rc_; \
+    } while (0)
+
+/* ------------------------------------------------------------ raw reads */
+
+static inline int in_bounds(const ctx *c, uint64_t pos, uint64_t size) {
+    return pos <= c->len && size <= c->len - pos;
+}
+
+/* The `size` bytes at `pos` (already bounds-checked): from the read-ahead window
+ * when it holds all of them, else from the buffer. */
+static const uint8_t *bytes_at(const ctx *c, uint64_t pos, uint64_t size) {
+    if (c->win_len && pos >= c->win_pos && size <= c->win_len
+        && pos - c->win_pos <= c->win_len - size)
+        return c->win + (pos - c->win_pos);
+    return c->buf + pos;
+}
+
+static inline int need(ctx *c, uint64_t pos, uint64_t size, unsigned align) {
+    if (!in_bounds(c, pos, size)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
+    if (c->verify && align > 1 && pos % align != 0) return fail(c, PTMF_E_MISALIGNED, pos);
+    return PTMF_OK;
+}
+
+/* Little-endian loads; callers have checked the bounds. */
+static inline uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t ld32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+static inline uint64_t ld64(const uint8_t *p) {
+    return (uint64_t)ld32(p) | ((uint64_t)ld32(p + 4) << 32);
+}
+static inline int32_t as_i32(uint32_t u) {
+    return u < 0x80000000u ? (int32_t)u : (int32_t)(u - 0x80000000u) - 0x7fffffff - 1;
+}
+
+static inline int count_elements(ctx *c, uint64_t n, uint64_t where) {
+    if (n > c->max_elements || c->elements > c->max_elements - n)
+        return fail(c, PTMF_E_ELEMENT_BUDGET, where);
+    c->elements += n;
+    return PTMF_OK;
+}
+
+/* Follows the uoffset stored at `at`. */
+static inline int deref(ctx *c, uint64_t at, uint64_t *target) {
+    uint64_t t;
+    TRY(need(c, at, 4, 4));
+    t = at + ld32(bytes_at(c, at, 4));
+    if (t >= c->len) return fail(c, PTMF_E_OUT_OF_BOUNDS, at);
+    *target = t;
+    return PTMF_OK;
+}
+
+/* ---------------------------------------------------------------- tables */
+
+static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
+    uint32_t soff;
+    int64_t vt;
+    TRY(need(c, pos, 4, 4));
+    if (c->tables >= c->max_tables) return fail(c, PTMF_E_TABLE_BUDGET, pos);
+    c->tables++;
+    soff = ld32(bytes_at(c, pos, 4));
+    vt = (int64_t)pos - (int64_t)as_i32(soff);
+    if (vt < 0 || !in_bounds(c, (uint64_t)vt, 4)) {
+        /* Torch writes files over 2 GiB whose soffsets wrapped; modulo 2^32
+         * the target is exact, and unambiguous up to 4 GiB. */
+        uint64_t wrapped = (pos - soff) & 0xffffffffu;
+        if (!in_bounds(c, wrapped, 4)) return fail(c, PTMF_E_BAD_VTABLE, pos);
+        if (c->strict) return fail(c, PTMF_E_VTABLE_WRAPPED, pos);
+        vt = (int64_t)wrapped;
+        if (c->counts) c->counts->wrapped_vtables++;
+    }
+    t->pos = pos;
+    t->vt = (uint64_t)vt;
+    if (c->verify && t->vt % 2 != 0) return fail(c, PTMF_E_MISALIGNED, t->vt);
+    t->vt_size = ld16(bytes_at(c, t->vt, 2));
+    t->size = ld16(bytes_at(c, t->vt + 2, 2));
+    if (t->vt_size < 4 || t->vt_size % 2 != 0 || !in_bounds(c, t->vt, t->vt_size))
+        return fail(c, PTMF_E_BAD_VTABLE, t->vt);
+    if (t->size < 4 || !in_bounds(c, pos, t->size)) return fail(c, PTMF_E_BAD_VTABLE, t->vt);
+    return PTMF_OK;
+}
+
+/* Position of field `id` holding `size` bytes aligned to `align`, or 0 when absent. */
+static inline int tbl_field_aligned(ctx *c, const tbl *t, unsigned id, unsigned size,
+                                    unsigned align, uint64_t *at) {
+    uint64_t slot = 4 + 2 * (uint64_t)id;
+    uint16_t off;
+    *at = 0;
+    if (slot + 2 > t->vt_size) return PTMF_OK;
+    off = ld16(bytes_at(c, t->vt + slot, 2));
+    if (off == 0) return PTMF_OK;
+    if (off < 4 || (uint64_t)off + size > t->size) return fail(c, PTMF_E_BAD_VTABLE, t->vt + slot);
+    *at = t->pos + off;
+    if (c->verify && align > 1 && *at % align != 0) return fail(c, PTMF_E_MISALIGNED, *at);
+    return PTMF_OK;
+}
+
+/* Position of scalar field `id` of `size` bytes (aligned to its size), or 0. */
+static inline int tbl_field(ctx *c, const tbl *t, unsigned id, unsigned size, uint64_t *at) {
+    return tbl_field_aligned(c, t, id, size, size, at);
+}
+
+/* A reader given a field of another kind than its own: a mistake of the caller,
+ * reported rather than read. With a constant descriptor the test folds away. */
+static inline int fld_kind(ctx *c, const tbl *t, int ok) {
+    return ok ? PTMF_OK : fail(c, PTMF_E_BAD_ARGUMENT, t->pos);
+}
+
+/* One-byte scalar (or a union's type); its default when absent. */
+static inline int fld_u8(ctx *c, const tbl *t, const fb_field *f, uint8_t *out) {
+    uint64_t at;
+    TRY(fld_kind(c, t, (f->kind == FB_SCALAR || f->kind == FB_UNION_TYPE) && f->size == 1));
+    TRY(tbl_field(c, t, f->id, 1, &at));
+    *out = at ? c->buf[at] : (uint8_t)f->int_default;
+    return PTMF_OK;
+}
+
+/* Two-byte integer scalar (or enum); its default when absent. */
+static inline int fld_u16(ctx *c, const tbl *t, const fb_field *f, uint16_t *out) {
+    uint64_t at;
+    TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 2));
+    TRY(tbl_field(c, t, f->id, 2, &at));
+    *out = at ? ld16(c->buf + at) : (uint16_t)f->int_default;
+    return PTMF_OK;
+}
+
+/* Four-byte integer scalar; its default when absent. */
+static inline int fld_u32(ctx *c, const tbl *t, const fb_field *f, uint32_t *out) {
+    uint64_t at;
+    TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 4 && f->type != FB_F32));
+    TRY(tbl_field(c, t, f->id, 4, &at));
+    *out = at ? ld32(c->buf + at) : (uint32_t)f->int_default;
+    return PTMF_OK;
+}
+
+static inline int fld_i32(ctx *c, const tbl *t, const fb_field *f, int32_t *out) {
+    uint32_t u;
+    TRY(fld_u32(c, t, f, &u));
+    *out = as_i32(u);
+    return PTMF_OK;
+}
+
+/* Eight-byte integer scalar; its default when absent. */
+static inline int fld_u64(ctx *c, const tbl *t, const fb_field *f, uint64_t *out) {
+    uint64_t at;
+    TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 8 && f->type != FB_F64));
+    TRY(tbl_field(c, t, f->id, 8, &at));
+    *out = at ? ld64(c->buf + at) : (uint64_t)f->int_default;
+    return PTMF_OK;
+}
+
+static inline int fld_f64(ctx *c, const tbl *t, const fb_field *f, double *out) {
+    uint64_t at, bits;
+    TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->type == FB_F64));
+    TRY(tbl_field(c, t, f->id, 8, &at));
+    if (!at) {
+        *out = f->real_default;
+        return PTMF_OK;
+    }
+    bits = ld64(c->buf + at);
+    memcpy(out, &bits, sizeof *out);
+    return PTMF_OK;
+}
+
+/* Offset field: the position it points to, or 0 when absent. */
+static inline int fld_ref(ctx *c, const tbl *t, const fb_field *f, uint64_t *target) {
+    uint64_t at;
+    *target = 0;
+    TRY(fld_kind(c, t, f->kind == FB_STRING || f->kind == FB_TABLE || f->kind == FB_UNION
+                           || f->kind >= FB_VEC_SCALAR));
+    TRY(tbl_field(c, t, f->id, 4, &at));
+    if (at) TRY(deref(c, at, target));
+    return PTMF_OK;
+}
+
+static inline int fld_table(ctx *c, const tbl *t, const fb_field *f, tbl *sub, int *present) {
+    uint64_t target;
+    TRY(fld_kind(c, t, f->kind == FB_TABLE));
+    TRY(fld_ref(c, t, f, &target));
+    *present = target != 0;
+    if (target) TRY(tbl_open(c, target, sub));
+    return PTMF_OK;
+}
+
+/* The position of a union's value (a table, or struct bytes checked for its member's
+ * size and alignment), 0 when absent; `m` is the member its type byte names. */
+static inline int fld_union(ctx *c, const tbl *t, const fb_field *f, const fb_member *m,
+                            uint64_t *target) {
+    TRY(fld_kind(c, t, f->kind == FB_UNION));
+    TRY(fld_ref(c, t, f, target));
+    if (*target && m->kind == FB_STRUCT) TRY(need(c, *target, m->size, m->align));
+    return PTMF_OK;
+}
+
+/* Vector of `esize`-byte elements at `pos`; counts them against the budget. */
+static inline int vec_at(ctx *c, uint64_t pos, unsigned esize, unsigned align, vec *v) {
+    uint32_t n;
+    TRY(need(c, pos, 4, 4));
+    n = ld32(bytes_at(c, pos, 4));
+    if (!in_bounds(c, pos + 4, (uint64_t)n * esize)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
+    /* FlatBuffers' verifier checks only the length field (above); its builder pads
+     * before a non-empty vector alone, so an empty vector of 8-byte elements may sit
+     * at 4 mod 8 (torch writes them so). Strict mode holds non-empty vectors to the
+     * builder's alignment. */
+    if (c->verify && c->strict && n > 0 && align > 1 && (pos + 4) % align != 0)
+        return fail(c, PTMF_E_MISALIGNED, pos + 4);
+    v->data = pos + 4;
+    v->count = n;
+    return PTMF_OK;
+}
+
+/* Absent vectors read as empty. */
+static inline int fld_vec(ctx *c, const tbl *t, const fb_field *f, vec *v) {
+    uint64_t target;
+    v->data = 0;
+    v->count = 0;
+    TRY(fld_kind(c, t, f->kind >= FB_VEC_SCALAR));
+    TRY(fld_ref(c, t, f, &target));
+    if (target) TRY(vec_at(c, target, f->elem_size, f->elem_align, v));
+    return PTMF_OK;
+}
+
+static inline int str_at(ctx *c, uint64_t pos, vec *s) {
+    TRY(vec_at(c, pos, 1, 1, s));
+    if (c->verify) {
+        if (!in_bounds(c, s->data + s->count, 1)) return fail(c, PTMF_E_NO_NUL, pos);
+        if (c->buf[s->data + s->count] != 0) return fail(c, PTMF_E_NO_NUL, s->data + s->count);
+    }
+    return PTMF_OK;
+}
+
+/* Offset of the first byte that makes s[0, n) invalid UTF-8, or n (fb.c). */
+uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n);
+
+/* Fails unless the string is UTF-8, verifying or not. */
+static inline int utf8_text(ctx *c, const vec *s) {
+    uint64_t bad = fb_utf8_invalid_at(c->buf + s->data, s->count);
+    if (bad < s->count) return fail(c, PTMF_E_BAD_UTF8, s->data + bad);
+    return PTMF_OK;
+}
+
+/* A string the reader decodes as text: when verifying, it must be UTF-8. */
+static inline int check_text(ctx *c, const vec *s) {
+    return c->verify ? utf8_text(c, s) : PTMF_OK;
+}
+
+static inline int text_at(ctx *c, uint64_t pos, vec *s) {
+    TRY(str_at(c, pos, s));
+    return check_text(c, s);
+}
+
+/* A string field read as bytes; absent reads as empty. */
+static inline int fld_str(ctx *c, const tbl *t, const fb_field *f, vec *s) {
+    uint64_t target;
+    s->data = 0;
+    s->count = 0;
+    TRY(fld_kind(c, t, f->kind == FB_STRING));
+    TRY(fld_ref(c, t, f, &target));
+    if (target) TRY(str_at(c, target, s));
+    return PTMF_OK;
+}
+
+/* A string field read as text: fld_str plus the UTF-8 check when verifying. */
+static inline int fld_text(ctx *c, const tbl *t, const fb_field *f, vec *s) {
+    TRY(fld_str(c, t, f, s));
+    return check_text(c, s);
+}
+
+/* Element i of a vector of offsets (to tables or strings). */
+static inline int vec_ref(ctx *c, const vec *v, uint32_t i, uint64_t *target) {
+    if (i >= v->count) return fail(c, PTMF_E_BAD_ARGUMENT, v->data);
+    return deref(c, v->data + 4 * (uint64_t)i, target);
+}
+
+static inline int vec_table(ctx *c, const vec *v, uint32_t i, tbl *t) {
+    uint64_t target;
+    TRY(vec_ref(c, v, i, &target));
+    return tbl_open(c, target, t);
+}
+
+static inline uint32_t vec_u32(const ctx *c, const vec *v, uint32_t i) {
+    return ld32(c->buf + v->data + 4 * (uint64_t)i);
+}
+
+/* Verifies the table at `pos` as declaration `decl` of schema `s` and everything it
+ * reaches, by the schema's descriptors alone: every field inside its table and aligned,
+ * every offset inside the buffer, strings NUL-terminated (and UTF-8 when verifying),
+ * vectors inside the buffer, union types known, nesting within c->max_depth, tables and
+ * elements within their budgets; errors carry the path of field names (fb_verify.c). */
+int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos);
+
+/* fb_verify_table, except for the fields `shallow` lists (NULL-terminated; strings and
+ * vectors only), wherever they occur: the verifier checks a shallow field's slot, its
+ * offset and the extent of its string (with the NUL) or vector, but neither the text of
+ * the string nor the vector's elements. The format reads those itself: a vector whose
+ * elements its index pass checks as it reads them, a string that holds bytes. */
+int fb_verify_table_shallow(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos,
+                            const fb_field *const *shallow);
+
+#endif /* FB_H */

@@ -1,0 +1,151 @@
+/*
+ * fb_verify.c: the generic verifier. It walks a buffer by a schema's descriptors
+ * (fb_schema.h, generated from the .fbs by csrc/schemas/fbsgen.py), so a format gets its
+ * structural checks from its schema alone; what the values mean (indices into other
+ * vectors, tensor extents) is checked by the format's own file on top.
+ */
+#include "fb/fb.h"
+
+/* What one verification walks by: the schema, and the fields it checks shallowly. */
+typedef struct verifier {
+    const fb_schema *s;
+    const fb_field *const *shallow;   /* NULL-terminated, or NULL */
+} verifier;
+
+static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
+                        uint32_t depth);
+
+/* Pushes the segment of field `f` (its bare name at the root of the path). */
+static void push_field(ctx *c, const fb_field *f, int64_t index) {
+    push(c, c->depth == 0 ? f->name : f->path, index);
+}
+
+static int is_shallow(const verifier *v, const fb_field *f) {
+    const fb_field *const *p;
+    if (!v->shallow) return 0;
+    for (p = v->shallow; *p; p++)
+        if (*p == f) return 1;
+    return 0;
+}
+
+static int verify_string(ctx *c, uint64_t pos) {
+    vec str;
+    return text_at(c, pos, &str);
+}
+
+static int verify_union(ctx *c, const verifier *v, const tbl *t, const fb_field *types,
+                        const fb_field *f, uint32_t depth) {
+    const fb_decl *u = &v->s->decls[f->ref];
+    const fb_member *m;
+    uint8_t type;
+    uint64_t target;
+    TRY(fld_u8(c, t, types, &type));
+    if (type == 0) return PTMF_OK;   /* NONE: the value, if any, is not read */
+    if (type >= u->count || u->members[type].kind == FB_NONE) {
+        uint64_t at;
+        TRY(tbl_field(c, t, types->id, 1, &at));
+        return fail(c, PTMF_E_BAD_UNION_TYPE, at);
+    }
+    m = &u->members[type];
+    TRY(fld_union(c, t, f, m, &target));
+    if (!target || m->kind != FB_TABLE) return PTMF_OK;
+    push(c, m->name, PATH_MEMBER);
+    TRY(verify_table(c, v, m->ref, target, depth + 1));
+    pop(c);
+    return PTMF_OK;
+}
+
+static int verify_vector(ctx *c, const verifier *v, const tbl *t, const fb_field *f,
+                         uint32_t depth) {
+    vec items;
+    uint32_t i;
+    int offsets = f->kind == FB_VEC_STRING || f->kind == FB_VEC_TABLE;
+    if (offsets) push_field(c, f, NO_INDEX);
+    TRY(fld_vec(c, t, f, &items));
+    TRY(count_elements(c, items.count, items.data));
+    if (!offsets) return PTMF_OK;
+    pop(c);
+    for (i = 0; i < items.count; i++) {
+        uint64_t target;
+        int rc;
+        push_field(c, f, i);
+        rc = vec_ref(c, &items, i, &target);
+        if (rc == PTMF_OK)
+            rc = f->kind == FB_VEC_STRING ? verify_string(c, target)
+                                          : verify_table(c, v, f->ref, target, depth + 1);
+        if (rc != PTMF_OK) return rc;
+        pop(c);
+    }
+    return PTMF_OK;
+}
+
+/* A shallow field: a string's extent and NUL, or a vector's extent; not its text nor
+ * its elements (the format reads them itself). */
+static int verify_shallow(ctx *c, const tbl *t, const fb_field *f) {
+    vec items;
+    if (f->kind == FB_STRING) return fld_str(c, t, f, &items);
+    if (f->kind >= FB_VEC_SCALAR) return fld_vec(c, t, f, &items);
+    return fail(c, PTMF_E_BAD_ARGUMENT, t->pos);   /* only strings and vectors can be */
+}
+
+static int verify_field(ctx *c, const verifier *v, const tbl *t, const fb_field *fields,
+                        unsigned i, uint32_t depth) {
+    const fb_field *f = &fields[i];
+    uint64_t at;
+    switch (f->kind) {
+    case FB_SCALAR:
+    case FB_UNION_TYPE:
+    case FB_STRUCT:
+        return tbl_field_aligned(c, t, f->id, f->size, f->align, &at);
+    case FB_STRING:
+        TRY(fld_ref(c, t, f, &at));
+        return at ? verify_string(c, at) : PTMF_OK;
+    case FB_TABLE:
+        TRY(fld_ref(c, t, f, &at));
+        return at ? verify_table(c, v, f->ref, at, depth + 1) : PTMF_OK;
+    case FB_UNION:
+        /* fbsgen puts a union's type slot right before it */
+        if (i == 0 || fields[i - 1].kind != FB_UNION_TYPE) return fail(c, PTMF_E_BAD_ARGUMENT, t->pos);
+        return verify_union(c, v, t, &fields[i - 1], f, depth);
+    default:
+        return verify_vector(c, v, t, f, depth);
+    }
+}
+
+static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
+                        uint32_t depth) {
+    const fb_decl *d;
+    tbl t;
+    unsigned i;
+    if (decl >= v->s->count || v->s->decls[decl].kind != FB_DECL_TABLE)
+        return fail(c, PTMF_E_BAD_ARGUMENT, pos);
+    if (depth > c->max_depth) return fail(c, PTMF_E_DEPTH_BUDGET, pos);
+    d = &v->s->decls[decl];
+    TRY(tbl_open(c, pos, &t));
+    for (i = 0; i < d->count; i++) {
+        const fb_field *f = &d->fields[i];
+        int rc, shallow = is_shallow(v, f);
+        if (f->kind == FB_UNION_TYPE) continue;   /* checked with its union */
+        if (!shallow && (f->kind == FB_VEC_STRING || f->kind == FB_VEC_TABLE)) {
+            TRY(verify_field(c, v, &t, d->fields, i, depth));   /* pushes per element */
+            continue;
+        }
+        push_field(c, f, NO_INDEX);
+        rc = shallow ? verify_shallow(c, &t, f) : verify_field(c, v, &t, d->fields, i, depth);
+        if (rc != PTMF_OK) return rc;
+        pop(c);
+    }
+    return PTMF_OK;
+}
+
+int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos) {
+    return fb_verify_table_shallow(c, s, decl, pos, NULL);
+}
+
+int fb_verify_table_shallow(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos,
+                            const fb_field *const *shallow) {
+    verifier v;
+    v.s = s;
+    v.shallow = shallow;
+    return verify_table(c, &v, decl, pos, 0);
+}

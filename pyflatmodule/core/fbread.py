@@ -1,0 +1,270 @@
+"""Reading a verified flatbuffer by its schema: the Python side of the generic layer.
+
+The descriptors come from the C core (``fb_schema_find``: what csrc/schemas/fbsgen.py
+generated from the project's .fbs files), so field ids, kinds, element types and
+defaults are the schema's and are typed nowhere else. A :class:`Table` reads fields by
+their schema names. Reads are bounds-checked by Python itself, but the layouts they
+assume (an offset field points at a table, a vector fits the buffer) are what the C
+verifier proved for the file before any Table is made over it. Each Table knows its
+path from the root (the C core's form: ``execution_plan[0].values[3].val<Tensor>``), so
+a string that is not UTF-8 (verify=False leaves that check to the read) raises
+FormatError ``bad_utf8`` located like the C core's errors.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .native import ffi, format_error, lib
+
+__all__ = ["FieldInfo", "Schema", "Table", "Tables", "Where", "decode_text", "path_of",
+           "schema_of"]
+
+#: struct format and numpy dtype of each fb_type (FB_OFFSET reads as a uint32).
+_SCALARS: Dict[int, Tuple[str, str]] = {
+    lib.FB_OFFSET: ("<I", "<u4"), lib.FB_BOOL: ("<?", "?"), lib.FB_I8: ("<b", "i1"),
+    lib.FB_U8: ("<B", "u1"), lib.FB_I16: ("<h", "<i2"), lib.FB_U16: ("<H", "<u2"),
+    lib.FB_I32: ("<i", "<i4"), lib.FB_U32: ("<I", "<u4"), lib.FB_I64: ("<q", "<i8"),
+    lib.FB_U64: ("<Q", "<u8"), lib.FB_F32: ("<f", "<f4"), lib.FB_F64: ("<d", "<f8"),
+}
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_U16 = struct.Struct("<H")
+
+
+class FieldInfo(NamedTuple):
+    """One table field as the schema declares it."""
+
+    name: str
+    id: int
+    kind: int            # fb_kind
+    fmt: str             # struct format of a scalar (of an element, for a vector)
+    dtype: str           # numpy dtype of a scalar or vector element
+    default: Union[int, float, bool]
+    ref: str             # the table, union or enum it refers to, "" if none
+
+
+class Schema:
+    """The tables and unions of one compiled schema, by name."""
+
+    def __init__(self, identifier: int) -> None:
+        s = lib.fb_schema_find(identifier)
+        if s == ffi.NULL:
+            raise LookupError(f"no compiled schema has identifier {identifier:#x}")
+        self.name: str = ffi.string(s.name).decode()
+        decls = [s.decls[i] for i in range(s.count)]
+        names = [ffi.string(d.name).decode() for d in decls]
+        #: table name -> field name -> FieldInfo
+        self.tables: Dict[str, Dict[str, FieldInfo]] = {}
+        #: union name -> member names by type number ("" where the union skips one)
+        self.unions: Dict[str, List[str]] = {}
+        #: union name -> the table or struct of each member, by type number (members
+        #: may be aliases: several kinds of node of one table layout)
+        self.union_types: Dict[str, List[str]] = {}
+        for name, d in zip(names, decls):
+            if d.kind == lib.FB_DECL_TABLE:
+                fields = {}
+                for i in range(d.count):
+                    f = d.fields[i]
+                    fmt, dtype = _SCALARS[f.type]
+                    real = f.type in (lib.FB_F32, lib.FB_F64)
+                    default = f.real_default if real else (
+                        bool(f.int_default) if f.type == lib.FB_BOOL else f.int_default)
+                    fname = ffi.string(f.name).decode()
+                    fields[fname] = FieldInfo(fname, f.id, f.kind, fmt, dtype, default,
+                                              names[f.ref] if f.ref != 0xFFFF else "")
+                self.tables[name] = fields
+            elif d.kind == lib.FB_DECL_UNION:
+                members = [d.members[i] for i in range(d.count)]
+                self.unions[name] = [ffi.string(m.name).decode() for m in members]
+                self.union_types[name] = [names[m.ref] if m.ref != 0xFFFF else ""
+                                          for m in members]
+        self.root: str = names[s.root]
+
+
+_SCHEMAS: Dict[int, Schema] = {}
+
+
+def schema_of(identifier: int) -> Schema:
+    """The compiled schema of a file identifier (a little-endian uint32), cached."""
+    schema = _SCHEMAS.get(identifier)
+    if schema is None:
+        schema = _SCHEMAS[identifier] = Schema(identifier)
+    return schema
+
+
+#: A path from the root: field names, union members ("<Tensor>") and vector indices.
+Where = Tuple[Union[str, int], ...]
+
+
+def path_of(where: Where) -> str:
+    """The path text of ``where``: ``execution_plan[0].values[3].val<Tensor>``."""
+    out = []
+    for seg in where:
+        if isinstance(seg, int):
+            out.append(f"[{seg}]")
+        elif seg.startswith("<") or not out:
+            out.append(seg)
+        else:
+            out.append("." + seg)
+    return "".join(out)
+
+
+def decode_text(buf: Any, pos: int, n: int, where: Where) -> str:
+    """The ``n`` bytes at ``pos`` as UTF-8; FormatError ``bad_utf8`` at the first bad
+    byte, located by ``where``."""
+    try:
+        return str(memoryview(buf)[pos:pos + n], "utf-8")
+    except UnicodeDecodeError as e:
+        raise format_error(lib.PTMF_E_BAD_UTF8, pos + e.start, path_of(where)) from None
+
+
+class Table:
+    """A table of a verified buffer, read field by field through its schema."""
+
+    __slots__ = ("schema", "buf", "pos", "fields", "where", "_vt", "_vt_size", "_size")
+
+    def __init__(self, schema: Schema, buf: Any, pos: int, table: str,
+                 where: Where = ()) -> None:
+        self.schema = schema
+        #: the object the buffer came from (an mmap, bytes...): vectors are views of it
+        self.buf = buf
+        self.pos = pos
+        self.fields = schema.tables[table]
+        #: the table's path from the root, for errors
+        self.where = where
+        vt = pos - _I32.unpack_from(buf, pos)[0]
+        self._vt = vt
+        self._vt_size = _U16.unpack_from(buf, vt)[0]
+        self._size = _U16.unpack_from(buf, vt + 2)[0]
+
+    def _at(self, f: FieldInfo) -> int:
+        slot = 4 + 2 * f.id
+        if slot + 2 > self._vt_size:
+            return 0
+        off: int = _U16.unpack_from(self.buf, self._vt + slot)[0]
+        return self.pos + off if off else 0
+
+    def _ref(self, name: str) -> Tuple[FieldInfo, int]:
+        f = self.fields[name]
+        at = self._at(f)
+        return f, (at + _U32.unpack_from(self.buf, at)[0]) if at else 0
+
+    def has(self, name: str) -> bool:
+        """Whether the field is present in the file."""
+        return self._at(self.fields[name]) != 0
+
+    def scalar(self, name: str) -> Any:
+        """A scalar or enum field; its schema default when absent."""
+        f = self.fields[name]
+        at = self._at(f)
+        return struct.unpack_from(f.fmt, self.buf, at)[0] if at else f.default
+
+    def plain(self, name: str) -> Any:
+        """A scalar, string or vector of scalars or strings field as a plain Python value
+        (a list for vectors); tables and unions are not plain (TypeError)."""
+        kind = self.fields[name].kind
+        if kind == lib.FB_SCALAR:
+            return self.scalar(name)
+        if kind == lib.FB_STRING:
+            return self.string(name)
+        if kind == lib.FB_VEC_SCALAR:
+            return self.vector(name).tolist()
+        if kind == lib.FB_VEC_STRING:
+            return self.strings(name)
+        raise TypeError(f"field {name!r} is a table, union or vector of tables or structs")
+
+    def string(self, name: str) -> Optional[str]:
+        """A string field as text, None when absent (FormatError if not UTF-8)."""
+        _, target = self._ref(name)
+        if not target:
+            return None
+        n = _U32.unpack_from(self.buf, target)[0]
+        return decode_text(self.buf, target + 4, n, self.where + (name,))
+
+    def vector(self, name: str) -> np.ndarray:
+        """A vector of scalars as a read-only zero-copy array (empty when absent)."""
+        f, target = self._ref(name)
+        if not target:
+            return np.empty(0, f.dtype)
+        n = _U32.unpack_from(self.buf, target)[0]
+        out = np.frombuffer(self.buf, f.dtype, n, target + 4)
+        out.flags.writeable = False
+        return out
+
+    def vector_span(self, name: str) -> Tuple[int, int]:
+        """(position of element 0, element count) of a vector; (0, 0) when absent."""
+        _, target = self._ref(name)
+        if not target:
+            return 0, 0
+        return target + 4, _U32.unpack_from(self.buf, target)[0]
+
+    def table(self, name: str) -> Optional["Table"]:
+        """A table field, None when absent."""
+        f, target = self._ref(name)
+        return Table(self.schema, self.buf, target, f.ref, self.where + (name,)) \
+            if target else None
+
+    def tables(self, name: str) -> "Tables":
+        """A vector of tables, each read on demand."""
+        f, target = self._ref(name)
+        return Tables(self.schema, self.buf, target, f.ref, self.where + (name,))
+
+    def strings(self, name: str) -> List[str]:
+        """A vector of strings as text."""
+        _, target = self._ref(name)
+        out = []
+        if target:
+            for i in range(_U32.unpack_from(self.buf, target)[0]):
+                at = target + 4 + 4 * i
+                s = at + _U32.unpack_from(self.buf, at)[0]
+                n = _U32.unpack_from(self.buf, s)[0]
+                out.append(decode_text(self.buf, s + 4, n, self.where + (name, i)))
+        return out
+
+    def union(self, name: str) -> Tuple[str, Optional["Table"]]:
+        """A union field: its member's name ("NONE" when unset) and its table."""
+        f = self.fields[name]
+        members = self.schema.unions[f.ref]
+        kind = int(self.scalar(name + "_type"))
+        member = members[kind] if kind < len(members) else ""
+        _, target = self._ref(name)
+        if kind == 0 or not target or not member:
+            return member or "NONE", None
+        return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind],
+                             self.where + (name, f"<{member}>"))
+
+
+class Tables(Sequence[Table]):
+    """A vector of tables of one type; element i is read when asked for."""
+
+    __slots__ = ("schema", "buf", "pos", "table", "length", "where")
+
+    def __init__(self, schema: Schema, buf: Any, pos: int, table: str,
+                 where: Where = ()) -> None:
+        self.schema = schema
+        self.buf = buf
+        self.pos = pos
+        self.table = table
+        self.where = where
+        self.length: int = _U32.unpack_from(buf, pos)[0] if pos else 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self.length))]
+        if i < 0:
+            i += self.length
+        if not 0 <= i < self.length:
+            raise IndexError(f"index {i} out of range for {self.length} {self.table} tables")
+        at = self.pos + 4 + 4 * i
+        return Table(self.schema, self.buf, at + _U32.unpack_from(self.buf, at)[0], self.table,
+                     self.where + (i,))
+
+    def __iter__(self) -> Iterator[Table]:
+        for i in range(self.length):
+            yield self[i]

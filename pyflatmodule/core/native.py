@@ -1,0 +1,58 @@
+"""The compiled core: status codes turned into FormatError."""
+from __future__ import annotations
+
+from typing import Any, NoReturn, Optional
+
+from ..errors import FormatError
+
+try:
+    from ._c import ffi, lib
+except ModuleNotFoundError as _exc:
+    if _exc.name != __name__.rpartition(".")[0] + "._c":
+        raise
+    # Typically `python -m pyflatmodule` (or `import pyflatmodule`) started in a source
+    # checkout: the current directory comes first on sys.path, so the uncompiled
+    # package there hides the installed one.
+    import os as _os
+    raise ImportError(
+        "pyflatmodule's compiled core (pyflatmodule.core._c) is not built in "
+        f"{_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))}: that is an uncompiled source "
+        "tree, found before the installed package because Python looks in the current "
+        "directory first. Run from another directory, or build in place there with "
+        "`python setup.py build_ext --inplace` (or `pip install -e .`).") from None
+
+__all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error"]
+
+
+def _code_name(status: int) -> str:
+    name: str = ffi.string(lib.fb_status_name(status)).decode("ascii")
+    return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
+
+
+def format_error(status: int, offset: Optional[int] = None, path: str = "",
+                 message: Optional[str] = None) -> FormatError:
+    """The FormatError for ``status`` (a ``PTMF_E_*`` of the one status table): its code
+    is the status's name, its message the table's unless ``message`` says more. C and
+    Python-side checks raise through it alike; ``offset`` is None when none is known."""
+    if message is None:
+        message = ffi.string(lib.fb_strerror(status)).decode("utf-8")
+    return FormatError(_code_name(status), message, offset, path)
+
+
+def new_error() -> Any:
+    """A fresh ``fb_error`` for one call."""
+    return ffi.new("fb_error *")
+
+
+def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:
+    """Raise the FormatError that a failed C call described in ``err``."""
+    path = ffi.string(err.path).decode("utf-8", "replace")
+    if path_prefix:
+        path = path_prefix + path
+    raise format_error(status, int(err.offset), path)
+
+
+def check(status: int, err: Any, path_prefix: str = "") -> None:
+    """Raise FormatError unless ``status`` is PTMF_OK."""
+    if status != lib.PTMF_OK:
+        raise_error(status, err, path_prefix)

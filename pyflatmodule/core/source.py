@@ -1,0 +1,173 @@
+"""Turning a path, buffer or file into bytes the C core can read in place.
+
+The returned ``Source`` holds the Python buffer (an mmap, bytes, bytearray...).
+Numpy arrays made from it keep it, and therefore the mapping, alive for as long
+as they exist; nothing closes the mapping while any view is alive.
+"""
+from __future__ import annotations
+
+import errno
+import io
+import mmap
+import os
+import stat
+from typing import Any, BinaryIO, Optional, Sequence, Tuple, Union
+
+from .native import format_error, lib
+
+SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
+
+__all__ = ["ADVICE", "Source", "SourceLike", "apply_advice", "open_source"]
+
+
+class Source:
+    """One buffer holding a whole file, with what is known about where it came from."""
+
+    __slots__ = ("obj", "name", "mapped", "stat", "path", "fd")
+
+    def __init__(self, obj: Any, name: str, mapped: bool,
+                 stat: Optional[os.stat_result] = None, path: Optional[str] = None,
+                 fd: int = -1) -> None:
+        if isinstance(obj, memoryview) and (obj.ndim != 1 or obj.itemsize != 1):
+            obj = obj.cast("B")
+        # The object itself, not a memoryview of it, is what every consumer
+        # exports from: views then depend on nothing but the object they keep.
+        self.obj = obj
+        self.name = name
+        self.mapped = mapped
+        self.stat = stat
+        self.path = path
+        #: A descriptor of the mapped file while the index is built (then -1).
+        self.fd = fd
+
+    def release_fd(self) -> None:
+        """Close the descriptor kept for building the index."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def changed(self) -> Optional[str]:
+        """What happened to the file since it was opened, or None if nothing did.
+
+        Only sources opened from a path can be compared; others give None.
+        """
+        if self.path is None or self.stat is None:
+            return None
+        old = self.stat
+        try:
+            new = os.stat(self.path)
+        except FileNotFoundError:
+            return "the file was removed"
+        if (new.st_dev, new.st_ino) != (old.st_dev, old.st_ino):
+            return "the file was replaced by another file"
+        if new.st_size < old.st_size:
+            return (f"the file was truncated from {old.st_size} to {new.st_size} bytes"
+                    + (" (reading the lost part raises SIGBUS)" if self.mapped else ""))
+        if new.st_size != old.st_size or new.st_mtime_ns != old.st_mtime_ns:
+            return "the file was modified in place"
+        return None
+
+    def __len__(self) -> int:
+        return len(self.obj) if not isinstance(self.obj, memoryview) else self.obj.nbytes
+
+
+#: Payloads less than this apart share one readahead run: the gap holds storage
+#: headers and small payloads, so one madvise covers them.
+RUN_GAP = 64 << 10
+
+ADVICE = {"normal": "MADV_NORMAL", "sequential": "MADV_SEQUENTIAL", "random": "MADV_RANDOM",
+          "willneed": "MADV_WILLNEED"}
+
+
+def _madvise(mm: mmap.mmap, name: str, start: int = 0, length: int = 0) -> None:
+    flag = getattr(mmap, name, None)
+    if flag is not None and hasattr(mm, "madvise"):
+        mm.madvise(flag, start, length or len(mm) - start)
+
+
+def _map_fd(fd: int, name: str, populate: bool, owned: bool = False) -> Source:
+    """Map the file open as ``fd``. An ``owned`` descriptor is closed here or handed
+    to the Source; a caller's is left open (the Source gets a duplicate)."""
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):   # os.open opens directories too
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+        if st.st_size == 0:
+            # mmap refuses empty files; an empty buffer gets the verifier's error.
+            return Source(b"", name, False, st)
+        if populate and hasattr(mmap, "MAP_POPULATE"):
+            mm = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                           prot=mmap.PROT_READ)
+            return Source(mm, name, True, st)
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        # Before anything is read: metadata faults must not read ahead into tensor
+        # data (readahead windows reach megabytes). Storage ranges get normal
+        # readahead back once the index knows where they are.
+        _madvise(mm, "MADV_RANDOM")
+        # The index reads storage headers with pread (see ptmf_index_storages); without
+        # a descriptor to spare it reads them through the mapping.
+        if owned:
+            spare, fd = fd, -1
+        else:
+            try:
+                spare = os.dup(fd)
+            except OSError:
+                spare = -1
+        return Source(mm, name, True, st, fd=spare)
+    finally:
+        if owned and fd >= 0:
+            os.close(fd)
+
+
+def apply_advice(source: Source, advise: Optional[str],
+                 payload_runs: Sequence[Tuple[int, int]]) -> None:
+    """Set the mapping's access pattern once the index is built.
+
+    ``advise=None`` keeps metadata pages on MADV_RANDOM and gives ``payload_runs``
+    (page-aligned ranges of tensor payload) normal readahead; otherwise the whole
+    mapping gets the advice.
+    """
+    if not source.mapped:
+        return
+    if advise is not None:
+        _madvise(source.obj, ADVICE[advise])
+        return
+    for start, end in payload_runs:
+        _madvise(source.obj, "MADV_NORMAL", start, end - start)
+
+
+def open_source(source: SourceLike, copy: bool = False, populate: bool = False) -> Source:
+    """Make a Source from any of the inputs ``load`` accepts."""
+    if isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
+        path = os.path.abspath(name)
+        if copy:
+            with open(name, "rb") as f:
+                out = Source(f.read(), name, False, os.fstat(f.fileno()))
+        else:
+            out = _map_fd(os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), name,
+                          populate, owned=True)
+        out.path = path
+        return out
+    if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
+        if copy:
+            return Source(bytes(source), "<bytes>", False)
+        if isinstance(source, memoryview) and not source.c_contiguous:
+            raise format_error(lib.PTMF_E_BAD_ARGUMENT,
+                               message="memoryview source must be contiguous")
+        return Source(source, f"<{type(source).__name__}>", False)
+    read = getattr(source, "read", None)
+    if read is None:
+        raise TypeError(f"cannot load a PTMF model from {type(source).__name__}")
+    name = str(getattr(source, "name", "<file>"))
+    if not copy:
+        try:
+            fd = source.fileno()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            fd = None
+        if fd is not None:
+            return _map_fd(fd, name, populate)
+    data = read()
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError("file object must be opened in binary mode")
+    return Source(bytes(data), name, False)

@@ -1,0 +1,38 @@
+"""ExecuTorch programs (``.pte``) and data files (``.ptd``), zero-copy and verified.
+
+``pyflatmodule.load`` returns a :class:`Program` for a file whose identifier is ``ET12``
+and a :class:`DataFile` for ``FT01``. The C core checks the whole file when it is opened:
+its structure by the project's schemas (csrc/schemas/executorch_program.fbs,
+executorch_flat_tensor.fbs), then every reference the runtime follows (values,
+operators, delegates, segments, constant and planned tensor extents, dim_order), with
+64-bit segment offsets. Everything here then reads the verified bytes lazily: values
+decode when asked for; constant tensors are read-only numpy views of the mapping with
+the strides their ``dim_order`` gives; delegate payloads and named data are read-only
+``memoryview``s of it. XNNPACK delegates' payloads are checked too when a program opens
+(csrc/executorch/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
+(:mod:`pyflatmodule.executorch.xnnpack`); ``Program.state_dict()`` includes their
+constants.
+"""
+from .data_file import DataFile
+from .loader import open_executorch
+from .program import (
+                      Chain,
+                      Delegate,
+                      DelegateCall,
+                      Frame,
+                      FreeCall,
+                      Instruction,
+                      JumpFalseCall,
+                      KernelCall,
+                      Method,
+                      MoveCall,
+                      Operator,
+                      Program,
+                      TensorSpec,
+)
+from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
+
+__all__ = ["Chain", "DataFile", "Delegate", "DelegateCall", "Frame", "FreeCall",
+           "Instruction", "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator",
+           "Program", "Quantization", "TensorSpec", "XnnGraph", "XnnNode", "XnnValue",
+           "open_executorch"]

@@ -1,0 +1,38 @@
+"""ExecuTorch data files (``.ptd``, identifier ``FT01``): named tensors and blobs."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import numpy as np
+
+from ..core.fbread import Where
+from .file import _File
+
+
+class DataFile(_File):
+    """An ExecuTorch data file (``.ptd``): named tensors and blobs in segments."""
+
+    def _name_where(self, r: Any) -> Where:
+        return ("named_data", int(r["value"]), "key")
+
+    @property
+    def tensors(self) -> Dict[str, np.ndarray]:
+        """Stored tensors by key: read-only zero-copy arrays with their layouts."""
+        records, _ = self._index()
+        return {self._name(r): self._array(r) for r in records}
+
+    def state_dict(self) -> Dict[str, np.ndarray]:
+        """Every tensor of the file by key (the same as :attr:`tensors`)."""
+        return self.tensors
+
+    def info(self) -> Dict[str, Any]:
+        """Sizes and counts: file bytes, segments, named data, tensors."""
+        s = self._summary
+        return {"format": "ptd", "size": self.size, "version": self.version,
+                "flatbuffer_size": int(s.flatbuffer_end),
+                "segment_data_size": int(s.segment_size),
+                "segments": len(self._root.tables("segments")),
+                "named_data": int(s.n_blobs), "tensors": int(s.n_tensors)}
+
+    def __repr__(self) -> str:
+        return f"<DataFile: {int(self._summary.n_blobs)} named data entries>"

@@ -1,0 +1,123 @@
+"""What an ExecuTorch program and data file share: the mapping, the C index of tensor
+records and named data, the tensors' layouts, the file's lifetime."""
+from __future__ import annotations
+
+import abc
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from ..core.dtypes import numpy_dtype, scalar_type_name
+from ..core.fbread import Schema, Table, Where, decode_text, schema_of
+from ..core.native import check, ffi, lib, new_error
+from ..core.options import Options
+from ..core.records import struct_dtype
+from ..core.source import Source
+
+#: The C index's records: one per tensor, one per named data entry.
+RECORD = struct_dtype("et_record")
+BLOB = struct_dtype("et_blob")
+
+
+class _File(abc.ABC):
+    """What a program and a data file share: the mapping, the index, named data."""
+
+    def __init__(self, source: Source, summary: Any, options: Options) -> None:
+        self._source: Optional[Source] = source
+        self._summary = summary
+        self._options = options
+        self._schema: Schema = schema_of(int(summary.identifier))
+        self._records: Optional[np.ndarray] = None
+        self._blobs: Optional[np.ndarray] = None
+        self._by_value: Optional[Dict[Tuple[int, int], int]] = None
+
+    @property
+    def _buf(self) -> Any:
+        if self._source is None:
+            raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
+        return self._source.obj
+
+    @property
+    def _root(self) -> Table:
+        return Table(self._schema, self._buf, int(self._summary.root), self._schema.root)
+
+    def _index(self) -> Tuple[np.ndarray, np.ndarray]:
+        if self._records is None or self._blobs is None:
+            s = self._summary
+            tensors = ffi.new("et_record[]", max(1, s.n_tensors))
+            blobs = ffi.new("et_blob[]", max(1, s.n_blobs))
+            err = new_error()
+            buf = self._buf
+            check(lib.et_index(ffi.from_buffer(buf), len(self._source or b""), s, tensors, blobs,
+                               err), err)
+            self._records = np.frombuffer(ffi.buffer(tensors), RECORD)[:s.n_tensors].copy()
+            self._blobs = np.frombuffer(ffi.buffer(blobs), BLOB)[:s.n_blobs].copy()
+        return self._records, self._blobs
+
+    def _bytes(self, start: int, size: int) -> memoryview:
+        return memoryview(self._buf)[start:start + size].toreadonly()
+
+    @abc.abstractmethod
+    def _name_where(self, r: Any) -> Where:
+        """Where a tensor record's name is in the file (for errors): each kind of file
+        keeps its names in its own place."""
+
+    def _name(self, r: Any) -> str:
+        """A tensor record's name (fully qualified name, or data file key)."""
+        return decode_text(self._buf, int(r["name"]), int(r["name_len"]), self._name_where(r))
+
+    def _layout(self, r: Any) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
+        """A record's dtype name, sizes and dim_order (the default order when absent)."""
+        buf = self._buf
+        n = int(r["ndim"])
+        sizes = tuple(np.frombuffer(buf, "<i4", n, int(r["sizes"])).tolist()) if n else ()
+        order = (tuple(np.frombuffer(buf, "u1", n, int(r["dim_order"])).tolist())
+                 if r["dim_order"] else tuple(range(n)))
+        return scalar_type_name(int(r["scalar_type"])), sizes, order
+
+    def _array(self, r: Any) -> np.ndarray:
+        """The read-only view of a record's bytes, strides from its dim_order: the last
+        dimension of the order is innermost, each one before it steps over the next."""
+        _, sizes, order = self._layout(r)
+        dtype = numpy_dtype(int(r["scalar_type"]))
+        strides = [0] * len(sizes)
+        step = dtype.itemsize
+        for d in reversed(order):
+            strides[d] = step
+            step *= max(1, sizes[d])
+        out = np.ndarray(sizes, dtype, buffer=self._buf, offset=int(r["data"]), strides=strides)
+        out.flags.writeable = False
+        return out
+
+    @property
+    def named_data(self) -> Dict[str, memoryview]:
+        """Named data by key: read-only bytes of the mapping."""
+        _, blobs = self._index()
+        return {decode_text(self._buf, int(b["key"]), int(b["key_len"]),
+                            ("named_data", i, "key")):
+                self._bytes(int(b["data"]), int(b["size"])) for i, b in enumerate(blobs)}
+
+    @property
+    def version(self) -> int:
+        """The file's schema version field."""
+        return int(self._root.scalar("version"))
+
+    @property
+    def size(self) -> int:
+        """Bytes in the file."""
+        return len(self._source) if self._source is not None else 0
+
+    def close(self) -> None:
+        """Drop this object's hold on the mapping; arrays taken earlier stay valid."""
+        self._source = None
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._source is None
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,494 @@
+"""An ExecuTorch program (``.pte``, identifier ``ET12``): its methods, their values,
+chains, instructions, operators and delegates, and the tensors it holds or names."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..core.dtypes import QuantizedTensor, numpy_dtype
+from ..core.fbread import Table, Where
+from ..core.native import format_error, lib
+from ..core.options import Options
+from ..core.source import Source
+from .data_file import DataFile
+from .file import _File
+from .xnnpack import XnnGraph, is_legacy
+
+#: The id of XNNPACK's backend, whose payloads Delegate.graph reads.
+XNNPACK_ID = "XnnpackBackend"
+
+__all__ = ["Chain", "Delegate", "DelegateCall", "Frame", "FreeCall", "Instruction",
+           "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator", "Program",
+           "TensorSpec"]
+
+#: Where a tensor's bytes are, by et_record.stored.
+STORED = {lib.ET_STORED_NONE: "none", lib.ET_STORED_CONSTANT: "constant",
+          lib.ET_STORED_EXTERNAL: "external", lib.ET_STORED_PLANNED: "planned"}
+
+
+
+
+# ------------------------------------------------------------------ value types
+
+class TensorSpec(NamedTuple):
+    """A tensor value without data in the files: its layout and where the runtime puts it.
+
+    ``stored`` is ``"none"`` (an input or output the runtime fills), ``"planned"``
+    (memory-planned: ``allocation`` is (memory_id, byte offset)) or ``"external"``
+    (data in a ``.ptd`` not given to ``load``, found by ``name``). A mutable buffer the
+    program stores first values for has them in ``initial`` (a read-only view)."""
+
+    dtype: str
+    shape: Tuple[int, ...]
+    dim_order: Tuple[int, ...]
+    stored: str
+    allocation: Optional[Tuple[int, int]]
+    name: Optional[str]
+    initial: Optional[np.ndarray] = None
+
+
+class Operator(NamedTuple):
+    """A kernel operator an execution plan calls, e.g. ``aten::add`` overload ``out``."""
+
+    name: str
+    overload: str
+
+    def __str__(self) -> str:
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+
+class KernelCall(NamedTuple):
+    """Call operator ``op_index`` on the values ``args``."""
+    op_index: int
+    args: Tuple[int, ...]
+
+
+class DelegateCall(NamedTuple):
+    """Run delegate ``delegate_index`` on the values ``args``."""
+    delegate_index: int
+    args: Tuple[int, ...]
+
+
+class MoveCall(NamedTuple):
+    """Copy value ``move_from`` into value ``move_to``."""
+    move_from: int
+    move_to: int
+
+
+class JumpFalseCall(NamedTuple):
+    """Jump to ``destination_instruction`` when value ``cond_value_index`` is false."""
+    cond_value_index: int
+    destination_instruction: int
+
+
+class FreeCall(NamedTuple):
+    """Free the memory of value ``value_index``."""
+    value_index: int
+
+
+Instruction = Union[KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall]
+
+
+class Frame(NamedTuple):
+    """One frame of an instruction's stack trace."""
+    filename: Optional[str]
+    lineno: int
+    name: Optional[str]
+    context: Optional[str]
+
+
+def _instruction(member: str, t: Table) -> Instruction:
+    if member == "KernelCall":
+        return KernelCall(t.scalar("op_index"), tuple(t.vector("args").tolist()))
+    if member == "DelegateCall":
+        return DelegateCall(t.scalar("delegate_index"), tuple(t.vector("args").tolist()))
+    if member == "MoveCall":
+        return MoveCall(t.scalar("move_from"), t.scalar("move_to"))
+    if member == "JumpFalseCall":
+        return JumpFalseCall(t.scalar("cond_value_index"), t.scalar("destination_instruction"))
+    return FreeCall(t.scalar("value_index"))
+
+
+class _Ports:
+    """A table with ``inputs`` and ``outputs`` vectors of value indices."""
+
+    __slots__ = ()
+    _table: Table
+
+    @property
+    def inputs(self) -> List[int]:
+        """Value indices of the inputs."""
+        return list(self._table.vector("inputs").tolist())
+
+    @property
+    def outputs(self) -> List[int]:
+        """Value indices of the outputs."""
+        return list(self._table.vector("outputs").tolist())
+
+
+class Chain(_Ports):
+    """A sequence of instructions of an execution plan."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    @property
+    def instructions(self) -> List[Instruction]:
+        """The instructions, decoded (KernelCall, DelegateCall, MoveCall, ...)."""
+        out = []
+        for t in self._table.tables("instructions"):
+            member, args = t.union("instr_args")
+            assert args is not None   # the verifier refuses instructions without arguments
+            out.append(_instruction(member, args))
+        return out
+
+    @property
+    def stacktrace(self) -> Optional[List[List[Frame]]]:
+        """One list of frames per instruction, or None when the file has none."""
+        if not self._table.has("stacktrace"):
+            return None
+        out = []
+        for frames in self._table.tables("stacktrace"):
+            items = frames.tables("items")
+            out.append([Frame(f.string("filename"), f.scalar("lineno"), f.string("name"),
+                              f.string("context")) for f in items])
+        return out
+
+    def __repr__(self) -> str:
+        return f"<Chain of {len(self._table.tables('instructions'))} instructions>"
+
+
+class Delegate:
+    """A backend delegate: its id, compile specs and processed payload (zero-copy); for
+    XNNPACK (``XnnpackBackend``) also the graph the payload holds (:attr:`graph`)."""
+
+    __slots__ = ("_table", "_program", "_where")
+
+    def __init__(self, table: Table, program: "Program", where: str) -> None:
+        self._table = table
+        self._program = program
+        self._where = where
+
+    @property
+    def id(self) -> str:
+        """The backend's id, e.g. ``"XnnpackBackend"``."""
+        return self._table.string("id") or ""
+
+    @property
+    def compile_specs(self) -> Dict[str, bytes]:
+        """Compile specs by key."""
+        return {spec.string("key") or "": bytes(spec.vector("value"))
+                for spec in self._table.tables("compile_specs")}
+
+    @property
+    def location(self) -> str:
+        """``"inline"`` (in the program's flatbuffer) or ``"segment"``."""
+        ref = self._table.table("processed")
+        assert ref is not None   # verified
+        return "inline" if ref.scalar("location") == lib.ET_DATA_LOCATION_INLINE else "segment"
+
+    @property
+    def data(self) -> memoryview:
+        """The processed payload the backend runs: read-only bytes of the mapping."""
+        start, n = self._span()
+        return self._program._bytes(start, n)
+
+    def _span(self) -> Tuple[int, int]:
+        ref = self._table.table("processed")
+        assert ref is not None
+        return self._program._delegate_span(int(ref.scalar("location")), int(ref.scalar("index")))
+
+    @property
+    def graph(self) -> Optional[XnnGraph]:
+        """The XNNPACK graph of an ``XnnpackBackend`` delegate (None for other backends
+        and for XNNPACK's older ``XN00`` payloads, read as opaque bytes): nodes, values with datatypes, dims and quantization, and constants
+        as zero-copy arrays over the program's named data or the payload. The payload is
+        checked in full (header, structure by csrc/schemas/xnnpack.fbs, ids, constant
+        references and extents, quantization; named data keys when data files are
+        given) when the program is opened: a malformed one makes ``load`` raise
+        FormatError."""
+        if self.id != XNNPACK_ID or is_legacy(self.data):
+            return None   # another backend, or XNNPACK's older XN00 payloads: opaque
+        return self._program._xnn_graph(self._where, self._span())
+
+    def __repr__(self) -> str:
+        return f"<Delegate {self.id} ({self.location}, {len(self.data)} bytes)>"
+
+
+class Values(Sequence[Any]):
+    """An execution plan's values; ``values[i]`` decodes value i when asked for."""
+
+    __slots__ = ("_tables", "_method")
+
+    def __init__(self, tables: Sequence[Table], method: "Method") -> None:
+        self._tables = tables
+        self._method = method
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"value index {i} out of range ({len(self)} values)")
+        return self._method._decode(self._tables[i], i)
+
+    def kind(self, i: int) -> str:
+        """The value's kind as the schema names it (``"Tensor"``, ``"Int"``...)."""
+        return self._tables[i].union("val")[0]
+
+    def __repr__(self) -> str:
+        return f"<Values of {len(self)}>"
+
+
+class Method(_Ports):
+    """One execution plan of a program."""
+
+    __slots__ = ("_table", "_program", "index")
+
+    def __init__(self, table: Table, program: "Program", index: int) -> None:
+        self._table = table
+        self._program = program
+        #: its position among the program's execution plans
+        self.index = index
+
+    @property
+    def name(self) -> str:
+        """The method's name, e.g. ``"forward"``."""
+        return self._table.string("name") or ""
+
+    @property
+    def values(self) -> Values:
+        """The values, each decoded on demand."""
+        return Values(self._table.tables("values"), self)
+
+    @property
+    def operators(self) -> List[Operator]:
+        """The kernel operators the instructions call, by op_index."""
+        return [Operator(t.string("name") or "", t.string("overload") or "")
+                for t in self._table.tables("operators")]
+
+    @property
+    def chains(self) -> List[Chain]:
+        """The instruction chains."""
+        return [Chain(t) for t in self._table.tables("chains")]
+
+    @property
+    def delegates(self) -> List[Delegate]:
+        """The backend delegates, by delegate_index."""
+        return [Delegate(t, self._program, f"execution_plan[{self.index}].delegates[{i}]")
+                for i, t in enumerate(self._table.tables("delegates"))]
+
+    @property
+    def non_const_buffer_sizes(self) -> List[int]:
+        """Bytes of each memory-planned buffer (entry 0 is reserved)."""
+        return list(self._table.vector("non_const_buffer_sizes").tolist())
+
+    @property
+    def container_metadata(self) -> Optional[Tuple[str, str]]:
+        """(encoded_inp_str, encoded_out_str): the pytree specs of inputs and outputs."""
+        meta = self._table.table("container_meta_type")
+        if meta is None:
+            return None
+        return meta.string("encoded_inp_str") or "", meta.string("encoded_out_str") or ""
+
+    def _decode(self, t: Table, i: int) -> Any:
+        member, v = t.union("val")
+        if v is None or member == "Null":
+            return None
+        if member in ("Int", "Bool", "Double"):
+            return v.scalar(member.lower() + "_val")
+        if member == "String":
+            return v.string("string_val")
+        if member == "IntList":   # boxed: the indices of Int values (the verifier checked)
+            values = self._table.tables("values")
+            return [values[k].union("val")[1].scalar("int_val")
+                    for k in v.vector("items").tolist()]
+        if member in ("DoubleList", "BoolList", "TensorList"):
+            return v.vector("items").tolist()
+        if member == "OptionalTensorList":
+            return [None if x == -1 else x for x in v.vector("items").tolist()]
+        return self._program._tensor(self.index, i)
+
+    def __repr__(self) -> str:
+        return f"<Method {self.name}: {len(self._table.tables('values'))} values>"
+
+
+class Program(_File):
+    """An ExecuTorch program (``.pte``)."""
+
+    def __init__(self, source: Source, summary: Any, options: Options,
+                 data: Sequence[DataFile] = ()) -> None:
+        super().__init__(source, summary, options)
+        #: the data files given to ``load``, searched in order for external tensors
+        self.data_files = list(data)
+        self._external: Dict[str, np.ndarray] = {}
+        self._graphs: Dict[str, XnnGraph] = {}
+        self._named: Optional[Dict[str, memoryview]] = None
+        for f in self.data_files:
+            for key, array in f.tensors.items():
+                self._external.setdefault(key, array)
+        if self.data_files:
+            self._resolve_external()
+        for m in self.methods.values():   # XNNPACK payloads are checked when opened
+            for d in m.delegates:
+                d.graph
+
+    def _name_where(self, r: Any) -> Where:
+        return ("execution_plan", int(r["plan"]), "values", int(r["value"]), "val", "<Tensor>",
+                "extra_tensor_info", "fully_qualified_name")
+
+    def _resolve_external(self) -> None:
+        records, _ = self._index()
+        for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]:
+            name = self._name(r)
+            array = self._external.get(name)
+            where = f"execution_plan[{int(r['plan'])}].values[{int(r['value'])}]"
+            if array is None:
+                raise format_error(lib.PTMF_E_MISSING_DATA, int(r["table"]), where,
+                                   f"external tensor {name!r} is in none of the data files "
+                                   f"given ({len(self.data_files)})")
+            dtype, shape, _ = self._layout(r)
+            if array.dtype != numpy_dtype(int(r["scalar_type"])) or array.nbytes != int(r["nbytes"]):
+                raise format_error(lib.PTMF_E_DATA_MISMATCH, int(r["table"]), where,
+                                   f"external tensor {name!r}: the program wants {dtype} "
+                                   f"{list(shape)}, the data file holds {array.dtype} "
+                                   f"{list(array.shape)}")
+
+    @property
+    def methods(self) -> Dict[str, Method]:
+        """Execution plans by name, in file order (of plans sharing a name, the first: the
+        one the runtime loads by that name)."""
+        out: Dict[str, Method] = {}
+        for m in self._plans():
+            out.setdefault(m.name, m)
+        return out
+
+    def _plans(self) -> List[Method]:
+        """Every execution plan, by index."""
+        return [Method(t, self, i) for i, t in enumerate(self._root.tables("execution_plan"))]
+
+    def _tensor(self, plan: int, value: int) -> Union[np.ndarray, TensorSpec]:
+        records, _ = self._index()
+        if self._by_value is None:
+            self._by_value = {(p, v): i for i, (p, v) in enumerate(
+                zip(records["plan"].tolist(), records["value"].tolist()))}
+        r = records[self._by_value[plan, value]]
+        stored = int(r["stored"])
+        name = self._name(r) if r["name"] else None
+        if stored == lib.ET_STORED_CONSTANT:
+            return self._array(r)
+        if stored == lib.ET_STORED_EXTERNAL and name in self._external:
+            array = self._external[name]
+            return array.reshape(self._layout(r)[1]) if array.ndim == 0 else array
+        dtype, shape, order = self._layout(r)
+        allocation = ((int(r["memory_id"]), int(r["memory_offset"]))
+                      if stored == lib.ET_STORED_PLANNED else None)
+        initial = self._array(r) if r["initial"] else None
+        return TensorSpec(dtype, shape, order, STORED[stored], allocation, name, initial)
+
+    def _delegate_span(self, location: int, index: int) -> Tuple[int, int]:
+        """(file offset, size) of a delegate's payload."""
+        if location == lib.ET_DATA_LOCATION_INLINE:
+            data: Table = self._root.tables("backend_delegate_data")[index]
+            return data.vector_span("data")
+        seg: Table = self._root.tables("segments")[index]
+        return int(self._summary.segment_base) + int(seg.scalar("offset")), int(seg.scalar("size"))
+
+    def _xnn_graph(self, where: str, span: Tuple[int, int]) -> XnnGraph:
+        graph = self._graphs.get(where)
+        if graph is None:
+            graph = self._graphs[where] = XnnGraph(self._bytes(*span), self._named_bytes,
+                                                   where, span[0], bool(self.data_files))
+        return graph
+
+    def _named_bytes(self, key: str) -> Optional[memoryview]:
+        """Named data `key` from the program, else from the data files given."""
+        if self._named is None:
+            self._named = dict(self.named_data)
+            for f in self.data_files:
+                for k, v in f.named_data.items():
+                    self._named.setdefault(k, v)
+        return self._named.get(key)
+
+    def delegate_constants(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
+        """Every constant of every XNNPACK delegate's graph, by
+        ``"<method>.delegates[<i>].values[<id>]"``: the method's name, the delegate's
+        index in it and the constant's value id in the graph (the payload gives no
+        module names; these stay the same across exports of one model). Arrays are
+        read-only views in XNNPACK's layout (see :mod:`pyflatmodule.xnnpack`);
+        quantized ones QuantizedTensor."""
+        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
+        for m in self.methods.values():
+            for i, d in enumerate(m.delegates):
+                graph = d.graph
+                if graph is not None:
+                    for vid, array in graph.constants().items():
+                        out[f"{m.name}.delegates[{i}].values[{vid}]"] = array
+        return out
+
+    def constants(self) -> List[Tuple[int, int, np.ndarray]]:
+        """Every constant tensor as (plan index, value index, array), in file order."""
+        records, _ = self._index()
+        return [(int(r["plan"]), int(r["value"]), self._array(r))
+                for r in records if r["stored"] == lib.ET_STORED_CONSTANT]
+
+    def state_dict(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
+        """Every tensor whose name the files hold, by that name: the data files' tensors
+        by key; constants, mutable buffers' initial values and resolved external tensors
+        by fully qualified name; then the XNNPACK delegates' constants by
+        ``"<method>.delegates[<i>].values[<id>]"`` (see :meth:`delegate_constants`)."""
+        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
+        records, _ = self._index()
+        for r in records:
+            if not r["name"]:
+                continue
+            name = self._name(r)
+            if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
+                out.setdefault(name, self._array(r))
+            elif name in self._external:
+                out.setdefault(name, self._external[name])
+        for f in self.data_files:
+            for key, array in f.tensors.items():
+                out.setdefault(key, array)
+        for key, value in self.delegate_constants().items():
+            out.setdefault(key, value)
+        return out
+
+    def named_tensors(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
+        """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
+        remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
+        out = self.state_dict()
+        names = [m.name for m in self._plans()]
+        for plan, value, array in self.constants():
+            out.setdefault(f"{names[plan]}.values[{value}]", array)
+        return out
+
+    def info(self) -> Dict[str, Any]:
+        """Sizes, methods, operators, delegates and segments."""
+        s = self._summary
+        methods = []
+        for m in self.methods.values():
+            methods.append({"name": m.name, "values": len(m.values), "inputs": m.inputs,
+                            "outputs": m.outputs,
+                            "instructions": sum(len(c.instructions) for c in m.chains),
+                            "operators": [str(o) for o in m.operators],
+                            "delegates": [d.id for d in m.delegates],
+                            "non_const_buffer_sizes": m.non_const_buffer_sizes})
+        records, _ = self._index()
+        constants = records[records["stored"] == lib.ET_STORED_CONSTANT]
+        return {"format": "pte", "size": self.size, "version": self.version,
+                "flatbuffer_size": int(s.flatbuffer_end),
+                "segment_data_size": int(s.segment_size),
+                "segments": len(self._root.tables("segments")),
+                "named_data": int(s.n_blobs), "constant_tensors": len(constants),
+                "constant_bytes": int(constants["nbytes"].sum()), "methods": methods}
+
+    def __repr__(self) -> str:
+        return f"<Program: methods {list(self.methods)}>"

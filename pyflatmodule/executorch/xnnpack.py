@@ -1,0 +1,333 @@
+"""XNNPACK delegate payloads: the graph an ``XnnpackBackend`` delegate runs, zero-copy.
+
+A program lowered to XNNPACK keeps its work in the delegate's payload: a header
+(``XH00``), XNNPACK's flatbuffer (identifier ``XN01``, read through the project's schema
+csrc/schemas/xnnpack.fbs) and inline constant data; the weights themselves are in the
+program's named data, keyed by the SHA-256 of their bytes (or, for per-channel scales,
+``"scale_"`` and that hash). :attr:`pyflatmodule.executorch.Delegate.graph` gives an
+:class:`XnnGraph`; the C core (csrc/xnn.c) checks the payload when the program is opened:
+header, structure, value ids (in range, each once), the ids every node names, every
+constant reference and extent, and the quantization parameters.
+
+Constants come in XNNPACK's layout, not the module's: conv weights ``OHWI`` (the
+module's ``OIHW`` in channels-last order), depthwise and transposed conv weights with
+their first two dimensions swapped before that, linear weights as the module has them
+(``[out, in]``), quantized weights as the integers the quantizer made with their scales.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+
+from ..core.dtypes import QuantizedTensor, numpy_dtype
+from ..core.fbread import Table, schema_of
+from ..core.native import check, ffi, format_error, lib, new_error
+
+__all__ = ["DATATYPES", "Quantization", "XnnGraph", "XnnNode", "XnnValue", "XNN_NO_ID", "is_legacy"]
+
+#: An id field's value for "no value" (an absent bias, an unused input).
+XNN_NO_ID = 0xFFFFFFFF
+
+#: numpy dtype of each XNNPACK datatype's stored elements ("u1" bytes for 4-bit types,
+#: two values a byte), by the name the schema gives without its ``xnn_datatype_`` prefix.
+_DTYPES: Dict[str, str] = {
+    "fp32": "<f4", "fp16": "<f2", "qint8": "i1", "quint8": "u1", "qint32": "<i4",
+    "qcint8": "i1", "qcint32": "<i4", "qcint4": "u1", "qdint8": "i1", "qbint4": "u1",
+    "qpint8": "i1", "int32": "<i4", "pfp32": "<f4", "bf16": "bfloat16",
+}
+_PACKED = ("qcint4", "qbint4")
+_DATATYPE_PREFIX = "XN_XNN_DATATYPE_XNN_DATATYPE_"
+#: datatype names by number, from the constants the schema's header declares
+DATATYPES: Dict[int, str] = {getattr(lib, n): n[len(_DATATYPE_PREFIX):].lower()
+                             for n in dir(lib) if n.startswith(_DATATYPE_PREFIX)}
+#: the quantization parameter members, as :attr:`Quantization.kind` names them
+_QUANT_KINDS = {"PerTensorQuant": "per_tensor", "PerChannelQuant": "per_channel",
+                "PerChannelGroupQuant": "per_channel_group",
+                "PerTokenDynamicQuant": "per_token_dynamic"}
+
+
+def is_legacy(payload: memoryview) -> bool:
+    """Whether an XNNPACK payload is in the older ``XN00`` format (its constants inside
+    the flatbuffer), which this reader leaves opaque: bare, or behind an ``XH00`` header
+    whose flatbuffer offset (uint32 at byte 10) points at it."""
+    if bytes(payload[4:8]) == b"XN00":
+        return True
+    if bytes(payload[4:8]) != b"XH00" or len(payload) < 14:
+        return False
+    at = int.from_bytes(payload[10:14], "little")
+    return bytes(payload[at + 4:at + 8]) == b"XN00"
+
+
+class Quantization(NamedTuple):
+    """A value's quantization parameters.
+
+    ``kind`` is ``"per_tensor"`` (``scale``, ``zero_point``), ``"per_channel"``
+    (``scales`` along ``channel_dim``; zero points 0), ``"per_channel_group"``
+    (``scales`` per channel and group of ``group_size`` along the other dimension,
+    shaped ``(channels, groups)`` as stored: bfloat16 when in constant data) or
+    ``"per_token_dynamic"`` (computed at run time; ``num_nonbatch_dims``)."""
+
+    kind: str
+    scale: Optional[float] = None
+    zero_point: Optional[int] = None
+    scales: Optional[np.ndarray] = None
+    channel_dim: Optional[int] = None
+    group_size: Optional[int] = None
+    num_nonbatch_dims: Optional[int] = None
+
+
+class XnnValue(NamedTuple):
+    """One value of the graph, by id: its datatype (the schema's name without
+    ``xnn_datatype_``, e.g. ``"fp32"``, ``"qcint8"``), dims as XNNPACK stores them,
+    flags and external id (graph inputs and outputs), the constant data index (0: no
+    constant) and its quantization parameters."""
+
+    id: int
+    datatype: str
+    dims: Tuple[int, ...]
+    flags: int
+    external_id: int
+    constant: int
+    quantization: Optional[Quantization]
+
+
+class XnnNode(NamedTuple):
+    """One node: its kind (the schema's union member, e.g. ``"XNNConv2d"``), the value
+    ids it reads and writes (its ``*_id`` fields, in schema order: ``output*`` ones are
+    outputs; ids meaning none left out), its other fields by name, its debug handle and
+    output clamp (min, max) when the file gives one."""
+
+    kind: str
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...]
+    fields: Dict[str, Any]
+    debug_handle: int
+    output_min_max: Optional[Tuple[float, float]]
+
+
+#: Bytes a named data key resolves to, or None when no file given holds it.
+Resolver = Callable[[str], Optional[memoryview]]
+
+
+class XnnGraph:
+    """The XNNPACK graph of one delegate payload (checked by the C core when made).
+
+    Named data the payload names must be in the program or in the data files given to
+    ``load`` when some were given (else FormatError ``missing_data``, as for external
+    tensors); without data files, constants whose named data the program lacks (weights
+    written to a ``.ptd``) are listed in :attr:`missing` and read as None."""
+
+    def __init__(self, payload: memoryview, resolve: Resolver, where: str,
+                 offset: int, require_all: bool = True) -> None:
+        err = new_error()
+        summary = ffi.new("xnn_summary *")
+        options = ffi.new("fb_options *")
+        lib.fb_default_options(options)
+        options.verify = 1
+        buf = ffi.from_buffer(payload)
+        prefix = where + ".processed<XNNGraph>."
+        status = lib.xnn_open(buf, len(payload), options, summary, err)
+        if status == lib.PTMF_OK:
+            records = ffi.new("xnn_value[]", max(1, summary.n_values))
+            status = lib.xnn_index(buf, len(payload), summary, records, err)
+        if status != lib.PTMF_OK:
+            err.offset += offset
+            check(status, err, prefix)
+        self._payload = payload
+        self._resolve = resolve
+        self._where = prefix
+        self._offset = offset
+        self._summary = summary
+        self._array = records   # owns the records below
+        self._records = [records[i] for i in range(summary.n_values)]
+        self._root = Table(schema_of(lib.XN_FILE_IDENTIFIER), payload, int(summary.root),
+                           "XNNGraph")
+        #: value id -> the named data key of its constant or scales that no file given
+        #: holds (only when loaded without data files)
+        self.missing: Dict[int, str] = {}
+        self._refs = self._resolve_refs(require_all)
+
+    @property
+    def header(self) -> Dict[str, int]:
+        """The payload's XH00 header: flatbuffer and constant data (offset and size in
+        the payload; a payload without the header is all flatbuffer)."""
+        s = self._summary
+        return {"flatbuffer_offset": int(s.flatbuffer), "flatbuffer_size": int(s.flatbuffer_size),
+                "constant_data_offset": int(s.constant_offset),
+                "constant_data_size": int(s.constant_size)}
+
+    @property
+    def version(self) -> str:
+        """The schema version string the writer put in."""
+        return self._root.string("version") or ""
+
+    @property
+    def input_ids(self) -> List[int]:
+        """Value ids of the graph's inputs."""
+        return list(self._root.vector("input_ids").tolist())
+
+    @property
+    def output_ids(self) -> List[int]:
+        """Value ids of the graph's outputs."""
+        return list(self._root.vector("output_ids").tolist())
+
+    @property
+    def nodes(self) -> List[XnnNode]:
+        """The nodes in execution order."""
+        out = []
+        for t in self._root.tables("xnodes"):
+            kind, node = t.union("xnode_union")
+            assert node is not None   # the core refuses nodes without one
+            inputs: List[int] = []
+            outputs: List[int] = []
+            fields: Dict[str, Any] = {}
+            for name in node.fields:
+                value = node.plain(name)
+                if name.endswith("_id"):
+                    if value != XNN_NO_ID:
+                        (outputs if name.startswith("output") else inputs).append(value)
+                else:
+                    fields[name] = value
+            clamp = t.table("output_min_max")
+            out.append(XnnNode(kind, tuple(inputs), tuple(outputs), fields,
+                               int(t.scalar("debug_handle")),
+                               None if clamp is None else (float(clamp.scalar("output_min")),
+                                                           float(clamp.scalar("output_max")))))
+        return out
+
+    @property
+    def values(self) -> List[XnnValue]:
+        """Every value, by id."""
+        return [self._value(i) for i in range(len(self._records))]
+
+    def _tensor_table(self, i: int) -> Table:
+        return Table(self._root.schema, self._payload, int(self._records[i].tensor),
+                     "XNNTensorValue")
+
+    def _datatype(self, i: int) -> str:
+        return DATATYPES[int(self._records[i].datatype)]
+
+    def _value(self, i: int) -> XnnValue:
+        t = self._tensor_table(i)
+        return XnnValue(i, self._datatype(i), tuple(t.vector("dims").tolist()),
+                        int(t.scalar("flags")), int(t.scalar("external_id")),
+                        int(t.scalar("constant_buffer_idx")), self._quantization(i))
+
+    def _quantization(self, i: int) -> Optional[Quantization]:
+        r = self._records[i]
+        if not r.quant:
+            return None
+        member = self._root.schema.unions["XNNQuantParams"][int(r.quant_kind)]
+        table = self._root.schema.union_types["XNNQuantParams"][int(r.quant_kind)]
+        q = Table(self._root.schema, self._payload, int(r.quant), table)
+        kind = _QUANT_KINDS[member]
+        if kind == "per_tensor":
+            return Quantization(kind, scale=float(q.scalar("scale")),
+                                zero_point=int(q.scalar("zero_point")))
+        if kind == "per_token_dynamic":
+            return Quantization(kind, num_nonbatch_dims=int(q.scalar("num_nonbatch_dims")))
+        scales = q.vector("scale")
+        if not len(scales) and (i, "scales") not in self._refs:   # in a file not given
+            return Quantization(kind, channel_dim=int(q.scalar("channel_dim")),
+                                group_size=(int(q.scalar("group_size"))
+                                            if kind == "per_channel_group" else None))
+        if not len(scales):
+            scales = self._refs[i, "scales"].view(
+                "<f4" if kind == "per_channel" else numpy_dtype(15))   # bfloat16
+        channel_dim = int(q.scalar("channel_dim"))
+        if kind == "per_channel":
+            return Quantization(kind, scales=scales, channel_dim=channel_dim)
+        dims = tuple(self._tensor_table(i).vector("dims").tolist())
+        return Quantization(kind, scales=scales.reshape(dims[channel_dim], -1),
+                            channel_dim=channel_dim, group_size=int(q.scalar("group_size")))
+
+    def _resolve_refs(self, require_all: bool) -> Dict[Tuple[int, str], np.ndarray]:
+        """The bytes of every constant and scale reference, by (value id, what): inline
+        views of the payload, or the named data each key names (at least the extent the
+        core found), checked now so that a graph that was made reads in full."""
+        out: Dict[Tuple[int, str], np.ndarray] = {}
+        for i, r in enumerate(self._records):
+            for what, ref in (("constant", r.constant), ("scales", r.scales)):
+                if not ref.index:
+                    continue
+                if ref.key:
+                    key = bytes(self._payload[ref.key:ref.key + ref.key_len]).decode("utf-8")
+                    data = self._resolve(key)
+                    where = f"{self._where}xvalues[{int(r.xvalue)}]"
+                    at = self._offset + int(ref.key)
+                    if data is None and not require_all:
+                        self.missing[i] = key
+                        continue
+                    if data is None:
+                        raise format_error(lib.PTMF_E_MISSING_DATA, at, where,
+                                           f"XNNPACK {what} of value {i}: named data {key!r} "
+                                           "is in none of the files")
+                    if len(data) < ref.nbytes:
+                        raise format_error(lib.PTMF_E_OUTSIDE_STORAGE, at, where,
+                                           f"XNNPACK {what} of value {i} needs {ref.nbytes} "
+                                           f"bytes, named data {key!r} holds {len(data)}")
+                    raw = np.frombuffer(data, np.uint8, int(ref.nbytes))
+                else:
+                    raw = np.frombuffer(self._payload, np.uint8, int(ref.nbytes), int(ref.data))
+                raw.flags.writeable = False
+                out[i, what] = raw
+        return out
+
+    def constant(self, i: int) -> Union[np.ndarray, QuantizedTensor, None]:
+        """Value ``i``'s constant data, None when it has none (or it is :attr:`missing`):
+        a read-only zero-copy
+        array of its dims and datatype; quantized (``q*`` datatypes with parameters)
+        a QuantizedTensor over it. 4-bit types are the packed bytes, two values a byte
+        along the last dimension (low nibble first, each value stored plus 8): shape
+        dims[:-1] + (ceil(dims[-1] / 2),); ``values()`` unpacks them."""
+        r = self._records[i]
+        if not r.constant.index or i in self.missing:
+            return None
+        datatype = self._datatype(i)
+        dims = tuple(self._tensor_table(i).vector("dims").tolist())
+        raw = self._refs[i, "constant"]
+        shape = dims[:-1] + (-(-dims[-1] // 2),) if datatype in _PACKED and dims else dims
+        array = raw.view(numpy_dtype(15) if datatype == "bf16" else _DTYPES[datatype])
+        array = array.reshape(shape)
+        q = self._quantization(i)
+        if q is None or q.kind == "per_token_dynamic":
+            return array
+        return _quantized(array, dims, datatype, q)
+
+    def constants(self) -> Dict[int, Union[np.ndarray, QuantizedTensor]]:
+        """Every constant by value id (see :meth:`constant`), the missing ones left out."""
+        out: Dict[int, Union[np.ndarray, QuantizedTensor]] = {}
+        for i in range(len(self._records)):
+            c = self.constant(i)
+            if c is not None:
+                out[i] = c
+        return out
+
+    def __repr__(self) -> str:
+        return (f"<XnnGraph: {len(self._root.tables('xnodes'))} nodes, "
+                f"{len(self._records)} values>")
+
+
+def _quantized(array: np.ndarray, dims: Tuple[int, ...], datatype: str,
+               q: Quantization) -> QuantizedTensor:
+    if datatype in _PACKED:
+        def values() -> np.ndarray:
+            low = (array & np.uint8(0x0F)).astype(np.int8) - np.int8(8)
+            high = (array >> np.uint8(4)).astype(np.int8) - np.int8(8)
+            both = np.stack([low, high], axis=-1).reshape(array.shape[:-1] + (-1,))
+            return both[..., :dims[-1]].reshape(dims)
+    else:
+        def values() -> np.ndarray:
+            return array
+    if q.kind == "per_tensor":
+        return QuantizedTensor(array, dims, datatype, "per_tensor_affine", values,
+                               scale=q.scale, zero_point=q.zero_point)
+    assert q.scales is not None
+    zero_points = np.zeros(q.scales.shape, np.int64)
+    if q.kind == "per_channel":
+        return QuantizedTensor(array, dims, datatype, "per_channel_symmetric", values,
+                               scales=q.scales, zero_points=zero_points, axis=q.channel_dim)
+    return QuantizedTensor(array, dims, datatype, "per_channel_group_symmetric", values,
+                           scales=q.scales, zero_points=zero_points, axis=q.channel_dim,
+                           group_size=q.group_size)

@@ -1,0 +1,11 @@
+"""PyTorch Mobile flatbuffer models (PTMF: ``.ptl``, ``.ff``): the index the C core
+builds, the values, objects, functions and tensors decoded from it, and ``Module``."""
+from .functions import Argument, Function, Methods, Operator, Schema, short
+from .index import ObjectType
+from .module import Module, VerifyReport, load, verify
+from .tensors import TensorRecord
+from .values import Device, EnumValue, Object, TensorKey
+
+__all__ = ["Argument", "Device", "EnumValue", "Function", "Methods", "Module", "Object",
+           "ObjectType", "Operator", "Schema", "TensorKey", "TensorRecord", "VerifyReport",
+           "load", "short", "verify"]
