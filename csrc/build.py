@@ -1,7 +1,7 @@
 """cffi builder for the private ``pyflatmodule.core._c`` extension (the C core).
 
 The cdef comes from the headers themselves: the ``fb_status`` enum expanded from
-``PTMF_STATUS_TABLE`` in ``fb/fb_common.h``, then the declarations between the ``cdef``
+``FB_STATUS_TABLE`` in ``fb/fb_common.h``, then the declarations between the ``cdef``
 markers of ``fb/fb_common.h``, ``fb/fb_schema.h``, the generated schema headers in
 ``gen/`` (written by ``schemas/fbsgen.py``), ``ptmf/ptmf.h`` and the other formats' headers; the
 module's source includes every one of them, so that each name of the cdef is declared.
@@ -41,10 +41,10 @@ def cdef_source(common_text: str, header_text: str, generated: Iterable[str] = (
     parts of the common header, of the headers ptmf.h stands on (`generated`: descriptor
     types and generated schema headers), of ptmf.h (`header_text`) and of the headers
     after it (`after`)."""
-    names = re.findall(r"X\((PTMF_\w+),", common_text)
+    names = re.findall(r"X\(([A-Z]+_(?:OK|E_\w+)),", common_text)
     enum = "enum fb_status {\n" + "".join(f"    {n} = {i},\n" for i, n in enumerate(names))
     parts = [_cdef_part(text) for text in [common_text, *generated, header_text, *after]]
-    return enum + "    PTMF_STATUS_COUNT\n};\n" + "".join(parts)
+    return enum + "    FB_STATUS_COUNT\n};\n" + "".join(parts)
 
 
 def _read(path: str) -> str:

@@ -134,7 +134,7 @@ def test_the_generic_layer_includes_no_format() -> None:
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_the_generic_layer_compiles_alone(tmp_path: Any) -> None:
     src = tmp_path / "fb_alone.c"
-    src.write_text('#include "fb/fb.h"\nint main(void) { return PTMF_OK; }\n')
+    src.write_text('#include "fb/fb.h"\nint main(void) { return FB_OK; }\n')
     p = subprocess.run(["cc", "-fsyntax-only", "-std=c99", "-Wall", "-Wextra", "-Wconversion",
                         "-Wno-sign-conversion", "-Wno-unused-function", "-Werror", "-I", CSRC,
                         str(src)], capture_output=True, text=True)
@@ -635,11 +635,11 @@ def test_scalar_type_count_is_the_cores() -> None:
 def test_every_error_code_is_in_the_status_table() -> None:
     """The Python side raises FormatError through the one status table: any code typed
     out by hand must still be one of its names."""
-    names = {ffi.string(lib.fb_status_name(i)).decode().replace("PTMF_E_", "").lower()
-             for i in range(lib.PTMF_STATUS_COUNT)}
+    names = {ffi.string(lib.fb_status_name(i)).decode().split("_E_")[-1].lower()
+             for i in range(lib.FB_STATUS_COUNT)}
     package = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
     typed = set()
-    for path in glob.glob(os.path.join(package, "*.py")):
+    for path in glob.glob(os.path.join(package, "**", "*.py"), recursive=True):
         with open(path, encoding="utf-8") as f:
             typed |= set(re.findall(r'FormatError\(\s*"(\w+)"', f.read()))
     assert typed <= names

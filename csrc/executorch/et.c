@@ -65,10 +65,10 @@ static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error
     uint32_t magic;
     uint64_t flatbuffer_end, base, size;
     ctx_init(&c, buf, len, NULL, NULL, err);
-    if (len < 8) return fail(&c, PTMF_E_TOO_SMALL, 0);
+    if (len < 8) return fail(&c, FB_E_TOO_SMALL, 0);
     s->identifier = ld32(buf + 4);
     if (s->identifier != ET_FILE_IDENTIFIER && s->identifier != FT_FILE_IDENTIFIER)
-        return fail(&c, PTMF_E_BAD_IDENTIFIER, 4);
+        return fail(&c, FB_E_BAD_IDENTIFIER, 4);
     push(&c, "header", NO_INDEX);
     magic = len >= 16 ? ld32(buf + 8) : 0;
     if (s->identifier == ET_FILE_IDENTIFIER) {
@@ -76,12 +76,12 @@ static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error
             s->flatbuffer_end = len;
             s->segment_base = len;
             s->segment_size = 0;
-            return PTMF_OK;
+            return FB_OK;
         }
         /* eh00, u32 length, u64 program size, u64 segment base[, u64 segment data size] */
         s->header_length = ld32(buf + 12);
         if (s->header_length < 24 || s->header_length > len - 8)
-            return fail(&c, PTMF_E_BAD_HEADER, 12);
+            return fail(&c, ET_E_BAD_HEADER, 12);
         flatbuffer_end = ld64(buf + 16);
         base = ld64(buf + 24);
         size = s->header_length >= 32 ? ld64(buf + 32) : (base <= len ? len - base : 0);
@@ -89,25 +89,25 @@ static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error
         /* FH01, u32 length, u64 flatbuffer offset, u64 flatbuffer size, u64 segment base,
          * u64 segment data size */
         uint64_t fb_offset, fb_size;
-        if (magic != FH_MAGIC) return fail(&c, PTMF_E_BAD_HEADER, 8);
+        if (magic != FH_MAGIC) return fail(&c, ET_E_BAD_HEADER, 8);
         s->header_length = ld32(buf + 12);
         if (s->header_length < 40 || s->header_length > len - 8)
-            return fail(&c, PTMF_E_BAD_HEADER, 12);
+            return fail(&c, ET_E_BAD_HEADER, 12);
         fb_offset = ld64(buf + 16);
         fb_size = ld64(buf + 24);
-        if (fb_offset > len || fb_size > len - fb_offset) return fail(&c, PTMF_E_BAD_HEADER, 16);
+        if (fb_offset > len || fb_size > len - fb_offset) return fail(&c, ET_E_BAD_HEADER, 16);
         flatbuffer_end = fb_offset + fb_size;
         base = ld64(buf + 32);
         size = ld64(buf + 40);
     }
     if (flatbuffer_end < 8 + (uint64_t)s->header_length || flatbuffer_end > len)
-        return fail(&c, PTMF_E_BAD_HEADER, 16);
-    if (base > len) return fail(&c, PTMF_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 24 : 32);
-    if (size > len - base) return fail(&c, PTMF_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 32 : 40);
+        return fail(&c, ET_E_BAD_HEADER, 16);
+    if (base > len) return fail(&c, ET_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 24 : 32);
+    if (size > len - base) return fail(&c, ET_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 32 : 40);
     s->flatbuffer_end = flatbuffer_end;
     s->segment_base = base;
     s->segment_size = size;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* ------------------------------------------------------------- segments */
@@ -118,15 +118,15 @@ static int segment_at(walk *w, uint32_t index, uint64_t where, uint64_t *start,
     ctx *c = &w->c;
     tbl t;
     uint64_t off, n;
-    if (index >= w->segments.count) return fail(c, PTMF_E_BAD_INDEX, where);
+    if (index >= w->segments.count) return fail(c, FB_E_BAD_INDEX, where);
     TRY(vec_table(c, &w->segments, index, &t));
     TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_OFFSET], &off));
     TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_SIZE], &n));
     if (off > w->s->segment_size || n > w->s->segment_size - off)
-        return fail(c, PTMF_E_BAD_SEGMENT, t.pos);
+        return fail(c, ET_E_BAD_SEGMENT, t.pos);
     *start = w->s->segment_base + off;
     *size = n;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int check_segments(walk *w) {
@@ -136,10 +136,10 @@ static int check_segments(walk *w) {
         int rc;
         push(&w->c, "segments", i);
         rc = segment_at(w, i, w->segments.data, &start, &size);
-        if (rc != PTMF_OK) return rc;
+        if (rc != FB_OK) return rc;
         pop(&w->c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* A named data entry (both formats' NamedData start with key, segment_index). */
@@ -151,7 +151,7 @@ static int named_data(walk *w, const tbl *t, const fb_field *key, const fb_field
     TRY(fld_text(&w->c, t, key, &k));
     TRY(fld_u32(&w->c, t, segment, &index));
     TRY(segment_at(w, index, t->pos, &start, &size));
-    if (w->blobs && w->n_blobs >= w->s->n_blobs) return fail(&w->c, PTMF_E_BAD_ARGUMENT, 0);
+    if (w->blobs && w->n_blobs >= w->s->n_blobs) return fail(&w->c, FB_E_BAD_ARGUMENT, 0);
     if (w->blobs) {
         et_blob *b = &w->blobs[w->n_blobs];
         b->key = k.data;
@@ -162,7 +162,7 @@ static int named_data(walk *w, const tbl *t, const fb_field *key, const fb_field
         b->tensor = tensor;
     }
     w->n_blobs++;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* -------------------------------------------------------------- tensors */
@@ -170,10 +170,10 @@ static int named_data(walk *w, const tbl *t, const fb_field *key, const fb_field
 /* Where the next tensor record goes: the caller's array (never past the count et_open
  * found: the buffer may have changed since), or `scratch` when only counting. */
 static int record_slot(walk *w, et_record *scratch, et_record **r) {
-    if (w->tensors && w->n_tensors >= w->s->n_tensors) return fail(&w->c, PTMF_E_BAD_ARGUMENT, 0);
+    if (w->tensors && w->n_tensors >= w->s->n_tensors) return fail(&w->c, FB_E_BAD_ARGUMENT, 0);
     *r = w->tensors ? &w->tensors[w->n_tensors] : scratch;
     memset(*r, 0, sizeof **r);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Sizes, dim_order and byte size of a Tensor or TensorLayout table. */
@@ -190,26 +190,26 @@ static int tensor_layout(walk *w, const tbl *t, const fb_field *type_f, const fb
     esize = et_element_size((int8_t)type);
     if (!esize) {
         TRY(tbl_field(c, t, type_f->id, 1, &at));
-        return fail(c, PTMF_E_BAD_SCALAR_TYPE, at ? at : t->pos);
+        return fail(c, FB_E_BAD_SCALAR_TYPE, at ? at : t->pos);
     }
     TRY(fld_vec(c, t, sizes_f, &sizes));
     TRY(fld_vec(c, t, order_f, &order));
     for (i = 0; i < sizes.count; i++) {
         int32_t d = as_i32(vec_u32(c, &sizes, i));
-        if (d < 0) return fail(c, PTMF_E_NEGATIVE_DIMENSION, sizes.data + 4 * (uint64_t)i);
+        if (d < 0) return fail(c, FB_E_NEGATIVE_DIMENSION, sizes.data + 4 * (uint64_t)i);
         if (d != 0 && numel > UINT64_MAX / (uint64_t)d)
-            return fail(c, PTMF_E_EXTENT_OVERFLOW, sizes.data);
+            return fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
         numel *= (uint64_t)d;
     }
-    if (numel > UINT64_MAX / esize) return fail(c, PTMF_E_EXTENT_OVERFLOW, sizes.data);
+    if (numel > UINT64_MAX / esize) return fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
     if (order.count) {   /* absent: the default order */
         uint8_t seen[256];
         if (order.count != sizes.count || sizes.count > 256)
-            return fail(c, PTMF_E_BAD_DIM_ORDER, order.data);
+            return fail(c, ET_E_BAD_DIM_ORDER, order.data);
         memset(seen, 0, sizeof seen);
         for (i = 0; i < order.count; i++) {
             uint8_t d = c->buf[order.data + i];
-            if (d >= order.count || seen[d]) return fail(c, PTMF_E_BAD_DIM_ORDER, order.data + i);
+            if (d >= order.count || seen[d]) return fail(c, ET_E_BAD_DIM_ORDER, order.data + i);
             seen[d] = 1;
         }
     }
@@ -218,7 +218,7 @@ static int tensor_layout(walk *w, const tbl *t, const fb_field *type_f, const fb
     r->sizes = sizes.data;
     r->dim_order = order.count ? order.data : 0;
     r->nbytes = numel * esize;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* File offset and size of sub-buffer `index` of a segment that starts at `start` and holds
@@ -228,16 +228,16 @@ static int subsegment(walk *w, const vec *offsets, uint64_t start, uint64_t size
                       uint32_t index, uint64_t where, uint64_t *at, uint64_t *n) {
     ctx *c = &w->c;
     uint64_t off, next;
-    if (index >= offsets->count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
+    if (index >= offsets->count) return fail(c, FB_E_BAD_STORAGE_INDEX, where);
     off = ld64(c->buf + offsets->data + 8 * (uint64_t)index);
     next = index + 1 < offsets->count
                ? ld64(c->buf + offsets->data + 8 * ((uint64_t)index + 1))
                : size;
     if (off > next || next > size)
-        return fail(c, PTMF_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
+        return fail(c, ET_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
     *at = start + off;
     *n = next - off;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Where a constant's bytes are: buffer `index` of the constant segment, or of the inline
@@ -248,7 +248,7 @@ static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) 
     if (w->constant_buffer.count) {
         tbl b;
         vec storage;
-        if (index >= w->constant_buffer.count) return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
+        if (index >= w->constant_buffer.count) return fail(c, FB_E_BAD_STORAGE_INDEX, where);
         TRY(vec_table(c, &w->constant_buffer, index, &b));
         TRY(fld_vec(c, &b, &et_buffer[ET_BUFFER_STORAGE], &storage));
         start = storage.data;
@@ -259,9 +259,9 @@ static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) 
                        where, &start, &n));
         end = start + n;
     }
-    if (r->nbytes > end - start) return fail(c, PTMF_E_OUTSIDE_STORAGE, where);
+    if (r->nbytes > end - start) return fail(c, FB_E_OUTSIDE_STORAGE, where);
     r->data = start;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int tensor_value(walk *w, const tbl *t, uint32_t value) {
@@ -287,9 +287,9 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
         TRY(fld_u8(c, &extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_LOCATION], &location));
         TRY(fld_text(c, &extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FULLY_QUALIFIED_NAME],
                      &name));
-        if (location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, PTMF_E_BAD_INDEX, extra.pos);
+        if (location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, FB_E_BAD_INDEX, extra.pos);
         if (location == ET_TENSOR_DATA_LOCATION_EXTERNAL && name.data == 0)
-            return fail(c, PTMF_E_MISSING_FIELD, extra.pos);
+            return fail(c, FB_E_MISSING_FIELD, extra.pos);
         r->name = name.data;
         r->name_len = name.count;
         pop(c);
@@ -305,13 +305,13 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
                     &low));
         TRY(fld_u32(c, &alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_HIGH],
                     &high));
-        if (id >= w->buffer_sizes.count) return fail(c, PTMF_E_BAD_INDEX, alloc.pos);
+        if (id >= w->buffer_sizes.count) return fail(c, FB_E_BAD_INDEX, alloc.pos);
         size = (int64_t)ld64(c->buf + w->buffer_sizes.data + 8 * (uint64_t)id);
         r->memory_id = id;
         r->memory_offset = (uint64_t)low | ((uint64_t)high << 32);
         if (size < 0 || r->memory_offset > (uint64_t)size
             || r->nbytes > (uint64_t)size - r->memory_offset)
-            return fail(c, PTMF_E_OUTSIDE_STORAGE, alloc.pos);
+            return fail(c, FB_E_OUTSIDE_STORAGE, alloc.pos);
         r->stored = ET_STORED_PLANNED;
         pop(c);
         if (index > 0 && w->mutable_segments.count) {
@@ -324,14 +324,14 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
             if (has_extra)
                 TRY(fld_u64(c, &extra, &et_extra_tensor_info[
                                            ET_EXTRA_TENSOR_INFO_MUTABLE_DATA_SEGMENTS_IDX], &which));
-            if (which >= w->mutable_segments.count) return fail(c, PTMF_E_BAD_INDEX, t->pos);
+            if (which >= w->mutable_segments.count) return fail(c, FB_E_BAD_INDEX, t->pos);
             TRY(vec_table(c, &w->mutable_segments, (uint32_t)which, &m));
             TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX],
                         &segment));
             TRY(segment_at(w, segment, m.pos, &start, &size));
             TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
             TRY(subsegment(w, &offsets, start, size, index, t->pos, &at, &n));
-            if (r->nbytes > n) return fail(c, PTMF_E_OUTSIDE_STORAGE, t->pos);
+            if (r->nbytes > n) return fail(c, FB_E_OUTSIDE_STORAGE, t->pos);
             r->data = at;
             r->initial = 1;
         }
@@ -340,7 +340,7 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
         r->stored = ET_STORED_CONSTANT;
     }
     w->n_tensors++;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* ---------------------------------------------------------- execution plans */
@@ -352,9 +352,9 @@ static int value_indices(walk *w, const vec *v, int optional) {
         int32_t x = as_i32(vec_u32(&w->c, v, i));
         if (optional && x == -1) continue;
         if (x < 0 || (uint32_t)x >= w->n_values)
-            return fail(&w->c, PTMF_E_BAD_INDEX, v->data + 4 * (uint64_t)i);
+            return fail(&w->c, FB_E_BAD_INDEX, v->data + 4 * (uint64_t)i);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int index_field(walk *w, const tbl *t, const fb_field *f, uint64_t bound) {
@@ -363,9 +363,9 @@ static int index_field(walk *w, const tbl *t, const fb_field *f, uint64_t bound)
     if (x < 0 || (uint64_t)x >= bound) {
         uint64_t at;
         TRY(tbl_field(&w->c, t, f->id, 4, &at));
-        return fail(&w->c, PTMF_E_BAD_INDEX, at ? at : t->pos);
+        return fail(&w->c, FB_E_BAD_INDEX, at ? at : t->pos);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int value_list_field(walk *w, const tbl *t, const fb_field *f, int optional) {
@@ -382,9 +382,9 @@ static int instruction(walk *w, const tbl *t, uint32_t n_instructions) {
     tbl a;
     TRY(fld_u8(c, t, &et_instruction[ET_INSTRUCTION_INSTR_ARGS_TYPE], &type));
     if (type == 0 || type >= ET_INSTRUCTION_ARGUMENTS_COUNT)
-        return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+        return fail(c, FB_E_MISSING_FIELD, t->pos);
     TRY(fld_union(c, t, &et_instruction[ET_INSTRUCTION_INSTR_ARGS], &members[type], &pos));
-    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+    if (!pos) return fail(c, FB_E_MISSING_FIELD, t->pos);
     TRY(tbl_open(c, pos, &a));
     push(c, ".instr_args", NO_INDEX);
     push(c, members[type].name, PATH_MEMBER);
@@ -416,7 +416,7 @@ static int instruction(walk *w, const tbl *t, uint32_t n_instructions) {
     }
     pop(c);
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int chain(walk *w, const tbl *t) {
@@ -432,7 +432,7 @@ static int chain(walk *w, const tbl *t) {
         TRY(instruction(w, &ins, instructions.count));
         pop(&w->c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int delegate(walk *w, const tbl *t, uint32_t n_inline) {
@@ -442,22 +442,22 @@ static int delegate(walk *w, const tbl *t, uint32_t n_inline) {
     uint8_t location;
     uint32_t index;
     TRY(fld_table(c, t, &et_backend_delegate[ET_BACKEND_DELEGATE_PROCESSED], &ref, &present));
-    if (!present) return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+    if (!present) return fail(c, FB_E_MISSING_FIELD, t->pos);
     push(c, ".processed", NO_INDEX);
     TRY(fld_u8(c, &ref, &et_backend_delegate_data_reference[
                             ET_BACKEND_DELEGATE_DATA_REFERENCE_LOCATION], &location));
     TRY(fld_u32(c, &ref, &et_backend_delegate_data_reference[
                              ET_BACKEND_DELEGATE_DATA_REFERENCE_INDEX], &index));
     if (location == ET_DATA_LOCATION_INLINE) {
-        if (index >= n_inline) return fail(c, PTMF_E_BAD_INDEX, ref.pos);
+        if (index >= n_inline) return fail(c, FB_E_BAD_INDEX, ref.pos);
     } else if (location == ET_DATA_LOCATION_SEGMENT) {
         uint64_t start, size;
         TRY(segment_at(w, index, ref.pos, &start, &size));
     } else {
-        return fail(c, PTMF_E_BAD_INDEX, ref.pos);
+        return fail(c, FB_E_BAD_INDEX, ref.pos);
     }
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* The items of a list value: indices of values of kind `kind` (boxed lists: an IntList
@@ -475,12 +475,12 @@ static int list_items(walk *w, const tbl *t, const fb_field *f, uint8_t kind, in
         tbl v;
         uint8_t type;
         if (optional && x == -1) continue;
-        if (x < 0 || (uint64_t)x >= w->n_values) return fail(c, PTMF_E_BAD_INDEX, at);
+        if (x < 0 || (uint64_t)x >= w->n_values) return fail(c, FB_E_BAD_INDEX, at);
         TRY(vec_table(c, &w->values, (uint32_t)x, &v));
         TRY(fld_u8(c, &v, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
-        if (type != kind) return fail(c, PTMF_E_KIND_MISMATCH, at);
+        if (type != kind) return fail(c, FB_E_KIND_MISMATCH, at);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int evalue(walk *w, const tbl *t, uint32_t value) {
@@ -489,9 +489,9 @@ static int evalue(walk *w, const tbl *t, uint32_t value) {
     uint64_t pos;
     tbl v;
     TRY(fld_u8(c, t, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
-    if (type == ET_KERNEL_TYPES_NONE || type >= ET_KERNEL_TYPES_COUNT) return PTMF_OK;
+    if (type == ET_KERNEL_TYPES_NONE || type >= ET_KERNEL_TYPES_COUNT) return FB_OK;
     TRY(fld_union(c, t, &et_e_value[ET_E_VALUE_VAL], &et_kernel_types[type], &pos));
-    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, t->pos);
+    if (!pos) return fail(c, FB_E_MISSING_FIELD, t->pos);
     TRY(tbl_open(c, pos, &v));
     push(c, ".val", NO_INDEX);
     push(c, et_kernel_types[type].name, PATH_MEMBER);
@@ -506,7 +506,7 @@ static int evalue(walk *w, const tbl *t, uint32_t value) {
                        ET_KERNEL_TYPES_TENSOR, 0, 1));
     pop(c);
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
@@ -554,7 +554,7 @@ static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
                         w->buffer_sizes.count));
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* -------------------------------------------------------------- the files */
@@ -593,7 +593,7 @@ static int program(walk *w, const tbl *root) {
         TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
         for (k = 0; k < offsets.count; k++)
             if (ld64(c->buf + offsets.data + 8 * (uint64_t)k) > size)
-                return fail(c, PTMF_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
+                return fail(c, ET_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
         pop(c);
     }
     TRY(fld_vec(c, root, &et_program[ET_PROGRAM_NAMED_DATA], &named));
@@ -614,7 +614,7 @@ static int program(walk *w, const tbl *root) {
         TRY(execution_plan(w, &p, inline_data.count));
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int data_file(walk *w, const tbl *root) {
@@ -644,7 +644,7 @@ static int data_file(walk *w, const tbl *root) {
             pop(c);
             TRY(fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
             TRY(segment_at(w, index, nd.pos, &r->data, &size));
-            if (r->nbytes > size) return fail(c, PTMF_E_OUTSIDE_STORAGE, nd.pos);
+            if (r->nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, nd.pos);
             TRY(fld_str(c, &nd, &ft_named_data[FT_NAMED_DATA_KEY], &key));
             r->name = key.data;
             r->name_len = key.count;
@@ -656,7 +656,7 @@ static int data_file(walk *w, const tbl *root) {
                        &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], tensor));
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Walks a file whose header is read: the schema's checks when `verify_structure`, then
@@ -673,7 +673,7 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     w.s = s;
     w.tensors = tensors;
     w.blobs = blobs;
-    if (!schema) return fail(&w.c, PTMF_E_BAD_IDENTIFIER, 4);
+    if (!schema) return fail(&w.c, FB_E_BAD_IDENTIFIER, 4);
     push(&w.c, "root", NO_INDEX);   /* the root offset and table: located there */
     TRY(deref(&w.c, 0, &s->root));
     TRY(tbl_open(&w.c, s->root, &root));
@@ -688,23 +688,23 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     w.c.tables = 0;
     w.c.elements = 0;
     rc = s->identifier == ET_FILE_IDENTIFIER ? program(&w, &root) : data_file(&w, &root);
-    if (rc != PTMF_OK) return rc;
+    if (rc != FB_OK) return rc;
     if (!tensors) {
         s->n_tensors = w.n_tensors;
         s->n_blobs = w.n_blobs;
         s->tables_visited += w.c.tables;
         s->elements_visited += w.c.elements;
     } else if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs) {
-        return fail(&w.c, PTMF_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
+        return fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
             fb_error *err) {
     memset(s, 0, sizeof *s);
     if (err) {
-        err->code = PTMF_OK;
+        err->code = FB_OK;
         err->offset = 0;
         err->path[0] = '\0';
     }
@@ -720,7 +720,7 @@ int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *ten
     if (s->flatbuffer_end > len) {
         ctx c;
         ctx_init(&c, buf, len, NULL, NULL, err);
-        return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+        return fail(&c, FB_E_BAD_ARGUMENT, 0);
     }
     opt.verify = 0;
     return walk_file(buf, &opt, &again, tensors, blobs, 0, err);

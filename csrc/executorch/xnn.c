@@ -56,18 +56,18 @@ static int read_header(const uint8_t *buf, uint64_t len, xnn_summary *s, fb_erro
     ctx c;
     uint64_t fb_offset, fb_size, cd_offset, cd_size;
     ctx_init(&c, buf, len, NULL, NULL, err);
-    if (len < 8) return fail(&c, PTMF_E_TOO_SMALL, 0);
+    if (len < 8) return fail(&c, FB_E_TOO_SMALL, 0);
     if (ld32(buf + 4) == XN_FILE_IDENTIFIER) {   /* no header: all flatbuffer */
         s->flatbuffer_size = len;
         s->constant_offset = len;
-        return PTMF_OK;
+        return FB_OK;
     }
     push(&c, "header", NO_INDEX);
-    if (ld32(buf + 4) != XH_MAGIC) return fail(&c, PTMF_E_BAD_IDENTIFIER, 4);
-    if (len < XH_LENGTH) return fail(&c, PTMF_E_BAD_PAYLOAD_HEADER, 0);
+    if (ld32(buf + 4) != XH_MAGIC) return fail(&c, FB_E_BAD_IDENTIFIER, 4);
+    if (len < XH_LENGTH) return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 0);
     s->header_length = ld16(buf + 8);
     if (s->header_length < XH_LENGTH || s->header_length > len)
-        return fail(&c, PTMF_E_BAD_PAYLOAD_HEADER, 8);
+        return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 8);
     fb_offset = ld32(buf + 10);
     fb_size = ld32(buf + 14);
     cd_offset = ld32(buf + 18);
@@ -75,16 +75,16 @@ static int read_header(const uint8_t *buf, uint64_t len, xnn_summary *s, fb_erro
     /* 32-bit fields summed in 64 bits cannot overflow; the 64-bit size is compared
      * against what is left, never added */
     if (fb_offset < s->header_length || fb_size < 8 || fb_offset + fb_size > len)
-        return fail(&c, PTMF_E_BAD_PAYLOAD_HEADER, 10);
+        return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 10);
     if (cd_offset < fb_offset + fb_size || cd_offset > len || cd_size > len - cd_offset)
-        return fail(&c, PTMF_E_BAD_PAYLOAD_HEADER, 18);
+        return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 18);
     if (ld32(buf + fb_offset + 4) != XN_FILE_IDENTIFIER)
-        return fail(&c, PTMF_E_BAD_IDENTIFIER, fb_offset + 4);
+        return fail(&c, FB_E_BAD_IDENTIFIER, fb_offset + 4);
     s->flatbuffer = fb_offset;
     s->flatbuffer_size = fb_size;
     s->constant_offset = cd_offset;
     s->constant_size = cd_size;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* ---------------------------------------------------------------- meaning */
@@ -98,27 +98,27 @@ static int constant_ref(walk *w, uint32_t index, uint64_t nbytes, uint64_t where
     uint64_t offset, size;
     vec key;
     if (index == 0 || index >= w->constant_data.count)
-        return fail(c, PTMF_E_BAD_STORAGE_INDEX, where);
+        return fail(c, FB_E_BAD_STORAGE_INDEX, where);
     push(c, "constant_data", index);
     TRY(vec_table(c, &w->constant_data, index, &t));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_OFFSET], &offset));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_SIZE], &size));
     TRY(fld_text(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_NAMED_KEY], &key));
-    if (nbytes > size) return fail(c, PTMF_E_OUTSIDE_STORAGE, t.pos);
+    if (nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, t.pos);
     memset(r, 0, sizeof *r);
     if (key.count) {
         r->key = w->base + key.data;
         r->key_len = key.count;
     } else {
         if (offset > w->s->constant_size || size > w->s->constant_size - offset)
-            return fail(c, PTMF_E_BAD_SEGMENT, t.pos);
+            return fail(c, ET_E_BAD_SEGMENT, t.pos);
         r->data = w->s->constant_offset + offset;
     }
     r->size = size;
     r->nbytes = nbytes;
     r->index = index;
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Element count and byte size of a value of `type` with dims `dims` (uint32 each). */
@@ -127,21 +127,21 @@ static int extent(walk *w, const vec *dims, int type, uint64_t where, uint64_t *
     unsigned bits = datatype_bits(type);
     uint64_t outer = 1, last = 1;
     uint32_t i;
-    if (!bits) return fail(c, PTMF_E_BAD_SCALAR_TYPE, where);
+    if (!bits) return fail(c, FB_E_BAD_SCALAR_TYPE, where);
     for (i = 0; i < dims->count; i++) {
         uint64_t d = vec_u32(c, dims, i);
         if (i + 1 == dims->count) {
             last = d;
             break;
         }
-        if (d != 0 && outer > UINT64_MAX / d) return fail(c, PTMF_E_EXTENT_OVERFLOW, dims->data);
+        if (d != 0 && outer > UINT64_MAX / d) return fail(c, FB_E_EXTENT_OVERFLOW, dims->data);
         outer *= d;
     }
     if (bits == 4) last = last / 2 + last % 2;   /* a row packs two a byte, padded */
     else last *= bits / 8;                        /* at most 2^32 * 4: no overflow */
-    if (last != 0 && outer > UINT64_MAX / last) return fail(c, PTMF_E_EXTENT_OVERFLOW, dims->data);
+    if (last != 0 && outer > UINT64_MAX / last) return fail(c, FB_E_EXTENT_OVERFLOW, dims->data);
     *nbytes = outer * last;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* The scales of a per-channel (-group) value: `count` of them, inline in `scale` or
@@ -153,12 +153,12 @@ static int scales(walk *w, const tbl *q, const fb_field *scale_f, const fb_field
     uint32_t index, num;
     TRY(fld_vec(c, q, scale_f, &inline_scales));
     if (inline_scales.count) {
-        if (inline_scales.count != count) return fail(c, PTMF_E_BAD_QUANTIZATION, inline_scales.data);
-        return PTMF_OK;
+        if (inline_scales.count != count) return fail(c, FB_E_BAD_QUANTIZATION, inline_scales.data);
+        return FB_OK;
     }
     TRY(fld_u32(c, q, index_f, &index));
     TRY(fld_u32(c, q, num_f, &num));
-    if (num != count) return fail(c, PTMF_E_BAD_QUANTIZATION, q->pos);
+    if (num != count) return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
     return constant_ref(w, index, (uint64_t)num * esize, q->pos, &v->scales);
 }
 
@@ -171,10 +171,10 @@ static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
     int32_t cd;
     TRY(fld_u8(c, qv, &xn_xnn_quantized_tensor_value[XN_XNN_QUANTIZED_TENSOR_VALUE_QUANT_PARAMS_TYPE],
                &kind));
-    if (kind == 0 || kind >= XN_XNN_QUANT_PARAMS_COUNT) return fail(c, PTMF_E_MISSING_FIELD, qv->pos);
+    if (kind == 0 || kind >= XN_XNN_QUANT_PARAMS_COUNT) return fail(c, FB_E_MISSING_FIELD, qv->pos);
     TRY(fld_union(c, qv, &xn_xnn_quantized_tensor_value[XN_XNN_QUANTIZED_TENSOR_VALUE_QUANT_PARAMS],
                   &xn_xnn_quant_params[kind], &pos));
-    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, qv->pos);
+    if (!pos) return fail(c, FB_E_MISSING_FIELD, qv->pos);
     TRY(tbl_open(c, pos, &q));
     v->quant = w->base + pos;
     v->quant_kind = kind;
@@ -184,17 +184,17 @@ static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
     case XN_XNN_QUANT_PARAMS_PER_TENSOR_QUANT:
         if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QINT8 && type != XN_XNN_DATATYPE_XNN_DATATYPE_QUINT8
             && type != XN_XNN_DATATYPE_XNN_DATATYPE_QINT32)
-            return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+            return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         break;
     case XN_XNN_QUANT_PARAMS_PER_TOKEN_DYNAMIC_QUANT:
-        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QDINT8) return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QDINT8) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         break;
     case XN_XNN_QUANT_PARAMS_PER_CHANNEL_QUANT:
         if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QCINT8 && type != XN_XNN_DATATYPE_XNN_DATATYPE_QCINT32
             && type != XN_XNN_DATATYPE_XNN_DATATYPE_QCINT4)
-            return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+            return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         TRY(fld_i32(c, &q, &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_CHANNEL_DIM], &cd));
-        if (cd < 0 || (uint32_t)cd >= dims->count) return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+        if (cd < 0 || (uint32_t)cd >= dims->count) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         TRY(scales(w, &q, &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_SCALE],
                    &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_SCALE_BUFFER_IDX],
                    &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_NUM_SCALES], 4,
@@ -203,12 +203,12 @@ static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
     default: {   /* per channel and group: 2-D, groups along the other dimension */
         int32_t group;
         uint64_t channels, other;
-        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QBINT4) return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QBINT4) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         TRY(fld_i32(c, &q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_CHANNEL_DIM], &cd));
         TRY(fld_i32(c, &q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_GROUP_SIZE],
                     &group));
         if (dims->count != 2 || (cd != 0 && cd != 1) || group <= 0)
-            return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+            return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         channels = vec_u32(c, dims, (uint32_t)cd);
         other = vec_u32(c, dims, (uint32_t)(1 - cd));
         TRY(scales(w, &q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_SCALE],
@@ -220,7 +220,7 @@ static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
     }
     pop(c);
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* One xvalue: its id, layout, constant data and quantization. */
@@ -234,9 +234,9 @@ static int value(walk *w, const tbl *xv, uint32_t index) {
     vec dims;
     xnn_value *v, scratch;
     TRY(fld_u8(c, xv, &xn_x_value[XN_X_VALUE_XVALUE_UNION_TYPE], &kind));
-    if (kind == 0 || kind >= XN_X_VALUE_UNION_COUNT) return fail(c, PTMF_E_MISSING_FIELD, xv->pos);
+    if (kind == 0 || kind >= XN_X_VALUE_UNION_COUNT) return fail(c, FB_E_MISSING_FIELD, xv->pos);
     TRY(fld_union(c, xv, &xn_x_value[XN_X_VALUE_XVALUE_UNION], &xn_x_value_union[kind], &pos));
-    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, xv->pos);
+    if (!pos) return fail(c, FB_E_MISSING_FIELD, xv->pos);
     push(c, ".xvalue_union", NO_INDEX);
     push(c, xn_x_value_union[kind].name, PATH_MEMBER);
     TRY(tbl_open(c, pos, &t));
@@ -245,13 +245,13 @@ static int value(walk *w, const tbl *xv, uint32_t index) {
         qv = t;
         TRY(fld_table(c, &qv, &xn_xnn_quantized_tensor_value[
                                   XN_XNN_QUANTIZED_TENSOR_VALUE_TENSOR_VALUE], &t, &present));
-        if (!present) return fail(c, PTMF_E_MISSING_FIELD, qv.pos);
+        if (!present) return fail(c, FB_E_MISSING_FIELD, qv.pos);
         push(c, ".tensor_value", NO_INDEX);
     }
     TRY(fld_u32(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_ID_OUT], &id));
-    if (id >= w->s->n_values) return fail(c, PTMF_E_BAD_VALUE_ID, t.pos);
+    if (id >= w->s->n_values) return fail(c, ET_E_BAD_VALUE_ID, t.pos);
     v = w->values ? &w->values[id] : &scratch;
-    if (w->values && v->tensor) return fail(c, PTMF_E_BAD_VALUE_ID, t.pos);   /* twice */
+    if (w->values && v->tensor) return fail(c, ET_E_BAD_VALUE_ID, t.pos);   /* twice */
     memset(v, 0, sizeof *v);
     v->tensor = w->base + t.pos;
     v->xvalue = index;
@@ -259,8 +259,8 @@ static int value(walk *w, const tbl *xv, uint32_t index) {
     v->datatype = (int16_t)datatype;
     TRY(fld_u32(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_NUM_DIMS], &num_dims));
     TRY(fld_vec(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], &dims));
-    if (num_dims != dims.count) return fail(c, PTMF_E_LENGTH_MISMATCH, t.pos);
-    if (!datatype_bits(v->datatype)) return fail(c, PTMF_E_BAD_SCALAR_TYPE, t.pos);
+    if (num_dims != dims.count) return fail(c, FB_E_LENGTH_MISMATCH, t.pos);
+    if (!datatype_bits(v->datatype)) return fail(c, FB_E_BAD_SCALAR_TYPE, t.pos);
     TRY(fld_u32(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_CONSTANT_BUFFER_IDX], &buffer));
     if (buffer) {
         uint64_t nbytes;
@@ -273,7 +273,7 @@ static int value(walk *w, const tbl *xv, uint32_t index) {
     }
     pop(c);
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Every `*_id` field of a node's table names a value (or none: ~0). */
@@ -287,10 +287,10 @@ static int node(walk *w, const tbl *xn) {
     tbl t;
     unsigned i;
     TRY(fld_u8(c, xn, &xn_x_node[XN_X_NODE_XNODE_UNION_TYPE], &kind));
-    if (kind == 0 || kind >= XN_X_NODE_UNION_COUNT) return fail(c, PTMF_E_MISSING_FIELD, xn->pos);
+    if (kind == 0 || kind >= XN_X_NODE_UNION_COUNT) return fail(c, FB_E_MISSING_FIELD, xn->pos);
     m = &xn_x_node_union[kind];
     TRY(fld_union(c, xn, &xn_x_node[XN_X_NODE_XNODE_UNION], m, &pos));
-    if (!pos) return fail(c, PTMF_E_MISSING_FIELD, xn->pos);
+    if (!pos) return fail(c, FB_E_MISSING_FIELD, xn->pos);
     TRY(tbl_open(c, pos, &t));
     push(c, ".xnode_union", NO_INDEX);
     push(c, m->name, PATH_MEMBER);
@@ -306,12 +306,12 @@ static int node(walk *w, const tbl *xn) {
             uint64_t at;
             TRY(tbl_field(c, &t, f->id, 4, &at));
             push(c, f->path, NO_INDEX);
-            return fail(c, PTMF_E_BAD_VALUE_ID, at ? at : t.pos);
+            return fail(c, ET_E_BAD_VALUE_ID, at ? at : t.pos);
         }
     }
     pop(c);
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int id_list(walk *w, const tbl *root, const fb_field *f) {
@@ -321,9 +321,9 @@ static int id_list(walk *w, const tbl *root, const fb_field *f) {
     for (i = 0; i < ids.count; i++)
         if (vec_u32(&w->c, &ids, i) >= w->s->n_values) {
             push(&w->c, f->name, i);
-            return fail(&w->c, PTMF_E_BAD_VALUE_ID, ids.data + 4 * (uint64_t)i);
+            return fail(&w->c, ET_E_BAD_VALUE_ID, ids.data + 4 * (uint64_t)i);
         }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int graph(walk *w, const tbl *root) {
@@ -332,7 +332,7 @@ static int graph(walk *w, const tbl *root) {
     uint32_t i;
     TRY(fld_vec(c, root, &xn_xnn_graph[XN_XNN_GRAPH_CONSTANT_DATA], &w->constant_data));
     TRY(fld_vec(c, root, &xn_xnn_graph[XN_XNN_GRAPH_XVALUES], &xvalues));
-    if (xvalues.count != w->s->n_values) return fail(c, PTMF_E_BAD_ARGUMENT, 0);
+    if (xvalues.count != w->s->n_values) return fail(c, FB_E_BAD_ARGUMENT, 0);
     for (i = 0; i < xvalues.count; i++) {
         tbl xv;
         push(c, "xvalues", i);
@@ -354,7 +354,7 @@ static int graph(walk *w, const tbl *root) {
 
 /* Positions in errors are the payload's, not the flatbuffer's. */
 static int rebase(int rc, const walk *w, fb_error *err) {
-    if (rc != PTMF_OK && err) err->offset += w->base;
+    if (rc != FB_OK && err) err->offset += w->base;
     return rc;
 }
 
@@ -378,10 +378,10 @@ int xnn_open(const uint8_t *buf, size_t len, const fb_options *opt, xnn_summary 
     TRY(read_header(buf, (uint64_t)len, s, err));
     walk_init(&w, buf, opt, s, NULL, err);
     rc = deref(&w.c, 0, &pos);
-    if (rc == PTMF_OK) rc = fb_verify_table(&w.c, &xn_schema_file, xn_schema_file.root, pos);
-    if (rc == PTMF_OK) rc = tbl_open(&w.c, pos, &root);
-    if (rc == PTMF_OK) rc = fld_vec(&w.c, &root, &xn_xnn_graph[XN_XNN_GRAPH_XVALUES], &xvalues);
-    if (rc != PTMF_OK) return rebase(rc, &w, err);
+    if (rc == FB_OK) rc = fb_verify_table(&w.c, &xn_schema_file, xn_schema_file.root, pos);
+    if (rc == FB_OK) rc = tbl_open(&w.c, pos, &root);
+    if (rc == FB_OK) rc = fld_vec(&w.c, &root, &xn_xnn_graph[XN_XNN_GRAPH_XVALUES], &xvalues);
+    if (rc != FB_OK) return rebase(rc, &w, err);
     s->root = s->flatbuffer + pos;
     s->n_values = xvalues.count;
     s->tables_visited = w.c.tables;
@@ -404,11 +404,11 @@ int xnn_index(const uint8_t *buf, size_t len, const xnn_summary *s, xnn_value *v
         || s->root < s->flatbuffer || s->root - s->flatbuffer >= s->flatbuffer_size) {
         ctx c;
         ctx_init(&c, buf, len, NULL, NULL, err);
-        return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+        return fail(&c, FB_E_BAD_ARGUMENT, 0);
     }
     walk_init(&w, buf, &opt, s, values, err);
     memset(values, 0, sizeof *values * s->n_values);
     rc = tbl_open(&w.c, s->root - s->flatbuffer, &root);
-    if (rc == PTMF_OK) rc = graph(&w, &root);
+    if (rc == FB_OK) rc = graph(&w, &root);
     return rebase(rc, &w, err);
 }

@@ -9,23 +9,23 @@
 
 static const char *const status_messages[] = {
 #define FB_MESSAGE_ITEM(name, message) message,
-    PTMF_STATUS_TABLE(FB_MESSAGE_ITEM)
+    FB_STATUS_TABLE(FB_MESSAGE_ITEM)
 #undef FB_MESSAGE_ITEM
 };
 
 static const char *const status_names[] = {
 #define FB_NAME_ITEM(name, message) #name,
-    PTMF_STATUS_TABLE(FB_NAME_ITEM)
+    FB_STATUS_TABLE(FB_NAME_ITEM)
 #undef FB_NAME_ITEM
 };
 
 const char *fb_strerror(int code) {
-    if (code < 0 || code >= PTMF_STATUS_COUNT) return "unknown status";
+    if (code < 0 || code >= FB_STATUS_COUNT) return "unknown status";
     return status_messages[code];
 }
 
 const char *fb_status_name(int code) {
-    if (code < 0 || code >= PTMF_STATUS_COUNT) return "PTMF_E_UNKNOWN";
+    if (code < 0 || code >= FB_STATUS_COUNT) return "PTMF_E_UNKNOWN";
     return status_names[code];
 }
 

@@ -82,7 +82,7 @@ static inline void ctx_init(ctx *c, const uint8_t *buf, size_t len, const fb_opt
         c->elements = counts->elements;
     }
     if (err) {
-        err->code = PTMF_OK;
+        err->code = FB_OK;
         err->offset = 0;
         err->path[0] = '\0';
     }
@@ -117,7 +117,7 @@ static inline int fail(ctx *c, int code, uint64_t offset) {
 #define TRY(expr)                 \
     do {                          \
         int rc_ = (expr);         \
-        if (rc_ != PTMF_OK) return rc_; \
+        if (rc_ != FB_OK) return rc_; \
     } while (0)
 
 /* ------------------------------------------------------------ raw reads */
@@ -136,9 +136,9 @@ static const uint8_t *bytes_at(const ctx *c, uint64_t pos, uint64_t size) {
 }
 
 static inline int need(ctx *c, uint64_t pos, uint64_t size, unsigned align) {
-    if (!in_bounds(c, pos, size)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
-    if (c->verify && align > 1 && pos % align != 0) return fail(c, PTMF_E_MISALIGNED, pos);
-    return PTMF_OK;
+    if (!in_bounds(c, pos, size)) return fail(c, FB_E_OUT_OF_BOUNDS, pos);
+    if (c->verify && align > 1 && pos % align != 0) return fail(c, FB_E_MISALIGNED, pos);
+    return FB_OK;
 }
 
 /* Little-endian loads; callers have checked the bounds. */
@@ -156,9 +156,9 @@ static inline int32_t as_i32(uint32_t u) {
 
 static inline int count_elements(ctx *c, uint64_t n, uint64_t where) {
     if (n > c->max_elements || c->elements > c->max_elements - n)
-        return fail(c, PTMF_E_ELEMENT_BUDGET, where);
+        return fail(c, FB_E_ELEMENT_BUDGET, where);
     c->elements += n;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Follows the uoffset stored at `at`. */
@@ -166,9 +166,9 @@ static inline int deref(ctx *c, uint64_t at, uint64_t *target) {
     uint64_t t;
     TRY(need(c, at, 4, 4));
     t = at + ld32(bytes_at(c, at, 4));
-    if (t >= c->len) return fail(c, PTMF_E_OUT_OF_BOUNDS, at);
+    if (t >= c->len) return fail(c, FB_E_OUT_OF_BOUNDS, at);
     *target = t;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* ---------------------------------------------------------------- tables */
@@ -177,7 +177,7 @@ static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     uint32_t soff;
     int64_t vt;
     TRY(need(c, pos, 4, 4));
-    if (c->tables >= c->max_tables) return fail(c, PTMF_E_TABLE_BUDGET, pos);
+    if (c->tables >= c->max_tables) return fail(c, FB_E_TABLE_BUDGET, pos);
     c->tables++;
     soff = ld32(bytes_at(c, pos, 4));
     vt = (int64_t)pos - (int64_t)as_i32(soff);
@@ -185,20 +185,20 @@ static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
         /* Torch writes files over 2 GiB whose soffsets wrapped; modulo 2^32
          * the target is exact, and unambiguous up to 4 GiB. */
         uint64_t wrapped = (pos - soff) & 0xffffffffu;
-        if (!in_bounds(c, wrapped, 4)) return fail(c, PTMF_E_BAD_VTABLE, pos);
-        if (c->strict) return fail(c, PTMF_E_VTABLE_WRAPPED, pos);
+        if (!in_bounds(c, wrapped, 4)) return fail(c, FB_E_BAD_VTABLE, pos);
+        if (c->strict) return fail(c, FB_E_VTABLE_WRAPPED, pos);
         vt = (int64_t)wrapped;
         if (c->counts) c->counts->wrapped_vtables++;
     }
     t->pos = pos;
     t->vt = (uint64_t)vt;
-    if (c->verify && t->vt % 2 != 0) return fail(c, PTMF_E_MISALIGNED, t->vt);
+    if (c->verify && t->vt % 2 != 0) return fail(c, FB_E_MISALIGNED, t->vt);
     t->vt_size = ld16(bytes_at(c, t->vt, 2));
     t->size = ld16(bytes_at(c, t->vt + 2, 2));
     if (t->vt_size < 4 || t->vt_size % 2 != 0 || !in_bounds(c, t->vt, t->vt_size))
-        return fail(c, PTMF_E_BAD_VTABLE, t->vt);
-    if (t->size < 4 || !in_bounds(c, pos, t->size)) return fail(c, PTMF_E_BAD_VTABLE, t->vt);
-    return PTMF_OK;
+        return fail(c, FB_E_BAD_VTABLE, t->vt);
+    if (t->size < 4 || !in_bounds(c, pos, t->size)) return fail(c, FB_E_BAD_VTABLE, t->vt);
+    return FB_OK;
 }
 
 /* Position of field `id` holding `size` bytes aligned to `align`, or 0 when absent. */
@@ -207,13 +207,13 @@ static inline int tbl_field_aligned(ctx *c, const tbl *t, unsigned id, unsigned 
     uint64_t slot = 4 + 2 * (uint64_t)id;
     uint16_t off;
     *at = 0;
-    if (slot + 2 > t->vt_size) return PTMF_OK;
+    if (slot + 2 > t->vt_size) return FB_OK;
     off = ld16(bytes_at(c, t->vt + slot, 2));
-    if (off == 0) return PTMF_OK;
-    if (off < 4 || (uint64_t)off + size > t->size) return fail(c, PTMF_E_BAD_VTABLE, t->vt + slot);
+    if (off == 0) return FB_OK;
+    if (off < 4 || (uint64_t)off + size > t->size) return fail(c, FB_E_BAD_VTABLE, t->vt + slot);
     *at = t->pos + off;
-    if (c->verify && align > 1 && *at % align != 0) return fail(c, PTMF_E_MISALIGNED, *at);
-    return PTMF_OK;
+    if (c->verify && align > 1 && *at % align != 0) return fail(c, FB_E_MISALIGNED, *at);
+    return FB_OK;
 }
 
 /* Position of scalar field `id` of `size` bytes (aligned to its size), or 0. */
@@ -224,7 +224,7 @@ static inline int tbl_field(ctx *c, const tbl *t, unsigned id, unsigned size, ui
 /* A reader given a field of another kind than its own: a mistake of the caller,
  * reported rather than read. With a constant descriptor the test folds away. */
 static inline int fld_kind(ctx *c, const tbl *t, int ok) {
-    return ok ? PTMF_OK : fail(c, PTMF_E_BAD_ARGUMENT, t->pos);
+    return ok ? FB_OK : fail(c, FB_E_BAD_ARGUMENT, t->pos);
 }
 
 /* One-byte scalar (or a union's type); its default when absent. */
@@ -233,7 +233,7 @@ static inline int fld_u8(ctx *c, const tbl *t, const fb_field *f, uint8_t *out) 
     TRY(fld_kind(c, t, (f->kind == FB_SCALAR || f->kind == FB_UNION_TYPE) && f->size == 1));
     TRY(tbl_field(c, t, f->id, 1, &at));
     *out = at ? c->buf[at] : (uint8_t)f->int_default;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Two-byte integer scalar (or enum); its default when absent. */
@@ -242,7 +242,7 @@ static inline int fld_u16(ctx *c, const tbl *t, const fb_field *f, uint16_t *out
     TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 2));
     TRY(tbl_field(c, t, f->id, 2, &at));
     *out = at ? ld16(c->buf + at) : (uint16_t)f->int_default;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Four-byte integer scalar; its default when absent. */
@@ -251,14 +251,14 @@ static inline int fld_u32(ctx *c, const tbl *t, const fb_field *f, uint32_t *out
     TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 4 && f->type != FB_F32));
     TRY(tbl_field(c, t, f->id, 4, &at));
     *out = at ? ld32(c->buf + at) : (uint32_t)f->int_default;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static inline int fld_i32(ctx *c, const tbl *t, const fb_field *f, int32_t *out) {
     uint32_t u;
     TRY(fld_u32(c, t, f, &u));
     *out = as_i32(u);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Eight-byte integer scalar; its default when absent. */
@@ -267,7 +267,7 @@ static inline int fld_u64(ctx *c, const tbl *t, const fb_field *f, uint64_t *out
     TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->size == 8 && f->type != FB_F64));
     TRY(tbl_field(c, t, f->id, 8, &at));
     *out = at ? ld64(c->buf + at) : (uint64_t)f->int_default;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static inline int fld_f64(ctx *c, const tbl *t, const fb_field *f, double *out) {
@@ -276,11 +276,11 @@ static inline int fld_f64(ctx *c, const tbl *t, const fb_field *f, double *out) 
     TRY(tbl_field(c, t, f->id, 8, &at));
     if (!at) {
         *out = f->real_default;
-        return PTMF_OK;
+        return FB_OK;
     }
     bits = ld64(c->buf + at);
     memcpy(out, &bits, sizeof *out);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Offset field: the position it points to, or 0 when absent. */
@@ -291,7 +291,7 @@ static inline int fld_ref(ctx *c, const tbl *t, const fb_field *f, uint64_t *tar
                            || f->kind >= FB_VEC_SCALAR));
     TRY(tbl_field(c, t, f->id, 4, &at));
     if (at) TRY(deref(c, at, target));
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static inline int fld_table(ctx *c, const tbl *t, const fb_field *f, tbl *sub, int *present) {
@@ -300,7 +300,7 @@ static inline int fld_table(ctx *c, const tbl *t, const fb_field *f, tbl *sub, i
     TRY(fld_ref(c, t, f, &target));
     *present = target != 0;
     if (target) TRY(tbl_open(c, target, sub));
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* The position of a union's value (a table, or struct bytes checked for its member's
@@ -310,7 +310,7 @@ static inline int fld_union(ctx *c, const tbl *t, const fb_field *f, const fb_me
     TRY(fld_kind(c, t, f->kind == FB_UNION));
     TRY(fld_ref(c, t, f, target));
     if (*target && m->kind == FB_STRUCT) TRY(need(c, *target, m->size, m->align));
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Vector of `esize`-byte elements at `pos`; counts them against the budget. */
@@ -318,16 +318,16 @@ static inline int vec_at(ctx *c, uint64_t pos, unsigned esize, unsigned align, v
     uint32_t n;
     TRY(need(c, pos, 4, 4));
     n = ld32(bytes_at(c, pos, 4));
-    if (!in_bounds(c, pos + 4, (uint64_t)n * esize)) return fail(c, PTMF_E_OUT_OF_BOUNDS, pos);
+    if (!in_bounds(c, pos + 4, (uint64_t)n * esize)) return fail(c, FB_E_OUT_OF_BOUNDS, pos);
     /* FlatBuffers' verifier checks only the length field (above); its builder pads
      * before a non-empty vector alone, so an empty vector of 8-byte elements may sit
      * at 4 mod 8 (torch writes them so). Strict mode holds non-empty vectors to the
      * builder's alignment. */
     if (c->verify && c->strict && n > 0 && align > 1 && (pos + 4) % align != 0)
-        return fail(c, PTMF_E_MISALIGNED, pos + 4);
+        return fail(c, FB_E_MISALIGNED, pos + 4);
     v->data = pos + 4;
     v->count = n;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Absent vectors read as empty. */
@@ -338,16 +338,16 @@ static inline int fld_vec(ctx *c, const tbl *t, const fb_field *f, vec *v) {
     TRY(fld_kind(c, t, f->kind >= FB_VEC_SCALAR));
     TRY(fld_ref(c, t, f, &target));
     if (target) TRY(vec_at(c, target, f->elem_size, f->elem_align, v));
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static inline int str_at(ctx *c, uint64_t pos, vec *s) {
     TRY(vec_at(c, pos, 1, 1, s));
     if (c->verify) {
-        if (!in_bounds(c, s->data + s->count, 1)) return fail(c, PTMF_E_NO_NUL, pos);
-        if (c->buf[s->data + s->count] != 0) return fail(c, PTMF_E_NO_NUL, s->data + s->count);
+        if (!in_bounds(c, s->data + s->count, 1)) return fail(c, FB_E_NO_NUL, pos);
+        if (c->buf[s->data + s->count] != 0) return fail(c, FB_E_NO_NUL, s->data + s->count);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Offset of the first byte that makes s[0, n) invalid UTF-8, or n (fb.c). */
@@ -356,13 +356,13 @@ uint64_t fb_utf8_invalid_at(const uint8_t *s, uint64_t n);
 /* Fails unless the string is UTF-8, verifying or not. */
 static inline int utf8_text(ctx *c, const vec *s) {
     uint64_t bad = fb_utf8_invalid_at(c->buf + s->data, s->count);
-    if (bad < s->count) return fail(c, PTMF_E_BAD_UTF8, s->data + bad);
-    return PTMF_OK;
+    if (bad < s->count) return fail(c, FB_E_BAD_UTF8, s->data + bad);
+    return FB_OK;
 }
 
 /* A string the reader decodes as text: when verifying, it must be UTF-8. */
 static inline int check_text(ctx *c, const vec *s) {
-    return c->verify ? utf8_text(c, s) : PTMF_OK;
+    return c->verify ? utf8_text(c, s) : FB_OK;
 }
 
 static inline int text_at(ctx *c, uint64_t pos, vec *s) {
@@ -378,7 +378,7 @@ static inline int fld_str(ctx *c, const tbl *t, const fb_field *f, vec *s) {
     TRY(fld_kind(c, t, f->kind == FB_STRING));
     TRY(fld_ref(c, t, f, &target));
     if (target) TRY(str_at(c, target, s));
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* A string field read as text: fld_str plus the UTF-8 check when verifying. */
@@ -389,7 +389,7 @@ static inline int fld_text(ctx *c, const tbl *t, const fb_field *f, vec *s) {
 
 /* Element i of a vector of offsets (to tables or strings). */
 static inline int vec_ref(ctx *c, const vec *v, uint32_t i, uint64_t *target) {
-    if (i >= v->count) return fail(c, PTMF_E_BAD_ARGUMENT, v->data);
+    if (i >= v->count) return fail(c, FB_E_BAD_ARGUMENT, v->data);
     return deref(c, v->data + 4 * (uint64_t)i, target);
 }
 

@@ -16,44 +16,44 @@
 /* Status codes of every format: X(name, message). The one table both C and Python read;
  * the names keep the PTMF_ prefix of the first format, because Python reads them as
  * lib.PTMF_E_* and a FormatError's code is the name without it. */
-#define PTMF_STATUS_TABLE(X)                                                          \
-    X(PTMF_OK, "ok")                                                                  \
-    X(PTMF_E_TOO_SMALL, "buffer is too small to hold a PTMF header")                 \
+#define FB_STATUS_TABLE(X)                                                          \
+    X(FB_OK, "ok")                                                                  \
+    X(FB_E_TOO_SMALL, "buffer is too small to hold a PTMF header")                 \
     X(PTMF_E_ZIP_ARCHIVE, "this is a zip archive (TorchScript/pickle .ptl), not a PTMF flatbuffer") \
-    X(PTMF_E_BAD_IDENTIFIER, "file identifier is not 'PTMF'")                        \
-    X(PTMF_E_OUT_OF_BOUNDS, "offset points outside the buffer")                      \
-    X(PTMF_E_MISALIGNED, "scalar, table, vector or vtable is not aligned")           \
-    X(PTMF_E_BAD_VTABLE, "vtable is malformed")                                      \
-    X(PTMF_E_VTABLE_WRAPPED, "signed vtable offset wrapped around (a torch file over 2 GiB); rejected in strict mode") \
-    X(PTMF_E_TOO_LARGE, "buffer is over 4 GiB: 32-bit offsets cannot address it")    \
-    X(PTMF_E_NO_NUL, "string is not NUL-terminated")                                 \
-    X(PTMF_E_MISSING_FIELD, "a required field is absent")                            \
-    X(PTMF_E_BAD_UNION_TYPE, "unknown IValue union type")                            \
-    X(PTMF_E_BAD_INDEX, "ivalue index is out of range")                              \
+    X(FB_E_BAD_IDENTIFIER, "file identifier is not 'PTMF'")                        \
+    X(FB_E_OUT_OF_BOUNDS, "offset points outside the buffer")                      \
+    X(FB_E_MISALIGNED, "scalar, table, vector or vtable is not aligned")           \
+    X(FB_E_BAD_VTABLE, "vtable is malformed")                                      \
+    X(FB_E_VTABLE_WRAPPED, "signed vtable offset wrapped around (a torch file over 2 GiB); rejected in strict mode") \
+    X(FB_E_TOO_LARGE, "buffer is over 4 GiB: 32-bit offsets cannot address it")    \
+    X(FB_E_NO_NUL, "string is not NUL-terminated")                                 \
+    X(FB_E_MISSING_FIELD, "a required field is absent")                            \
+    X(FB_E_BAD_UNION_TYPE, "unknown IValue union type")                            \
+    X(FB_E_BAD_INDEX, "ivalue index is out of range")                              \
     X(PTMF_E_FORWARD_REFERENCE, "ivalue reference does not point to an earlier value") \
     X(PTMF_E_BAD_TYPE_INDEX, "object type index is out of range")                    \
-    X(PTMF_E_BAD_STORAGE_INDEX, "storage index is out of range")                     \
-    X(PTMF_E_KIND_MISMATCH, "reference points at a value of the wrong kind")         \
-    X(PTMF_E_LENGTH_MISMATCH, "vectors that must have equal lengths differ")         \
-    X(PTMF_E_BAD_SCALAR_TYPE, "unknown or unsupported tensor scalar type")           \
-    X(PTMF_E_NEGATIVE_DIMENSION, "negative tensor size, stride or storage offset")   \
-    X(PTMF_E_EXTENT_OVERFLOW, "tensor extent overflows 64-bit arithmetic")           \
-    X(PTMF_E_OUTSIDE_STORAGE, "tensor reaches past the end of its storage")          \
-    X(PTMF_E_BAD_QUANTIZATION, "invalid quantization schema")                        \
+    X(FB_E_BAD_STORAGE_INDEX, "storage index is out of range")                     \
+    X(FB_E_KIND_MISMATCH, "reference points at a value of the wrong kind")         \
+    X(FB_E_LENGTH_MISMATCH, "vectors that must have equal lengths differ")         \
+    X(FB_E_BAD_SCALAR_TYPE, "unknown or unsupported tensor scalar type")           \
+    X(FB_E_NEGATIVE_DIMENSION, "negative tensor size, stride or storage offset")   \
+    X(FB_E_EXTENT_OVERFLOW, "tensor extent overflows 64-bit arithmetic")           \
+    X(FB_E_OUTSIDE_STORAGE, "tensor reaches past the end of its storage")          \
+    X(FB_E_BAD_QUANTIZATION, "invalid quantization schema")                        \
     X(PTMF_E_BAD_OBJECT_KIND, "invalid object type kind")                            \
-    X(PTMF_E_DEPTH_BUDGET, "value nesting exceeds the depth budget")                 \
-    X(PTMF_E_TABLE_BUDGET, "number of tables visited exceeds the table budget")      \
-    X(PTMF_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
-    X(PTMF_E_BAD_ARGUMENT, "invalid argument passed to the library")                \
-    X(PTMF_E_BAD_UTF8, "string is not valid UTF-8")                                \
+    X(FB_E_DEPTH_BUDGET, "value nesting exceeds the depth budget")                 \
+    X(FB_E_TABLE_BUDGET, "number of tables visited exceeds the table budget")      \
+    X(FB_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
+    X(FB_E_BAD_ARGUMENT, "invalid argument passed to the library")                \
+    X(FB_E_BAD_UTF8, "string is not valid UTF-8")                                \
     X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex, bool or Tensor: no TorchScript dict key") \
-    X(PTMF_E_BAD_HEADER, "extended header (eh00/FH01) is malformed or reaches past the end of the file") \
-    X(PTMF_E_BAD_SEGMENT, "data lies outside its segment, or the segment outside the file's segment data") \
-    X(PTMF_E_BAD_DIM_ORDER, "dim_order is not a permutation of the tensor's dimensions") \
-    X(PTMF_E_MISSING_DATA, "external tensor data is in none of the data files given") \
-    X(PTMF_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size") \
-    X(PTMF_E_BAD_PAYLOAD_HEADER, "XNNPACK payload header (XH00) is malformed or reaches past the payload") \
-    X(PTMF_E_BAD_VALUE_ID, "XNNPACK value id is out of range, repeated, or names no value")
+    X(ET_E_BAD_HEADER, "extended header (eh00/FH01) is malformed or reaches past the end of the file") \
+    X(ET_E_BAD_SEGMENT, "data lies outside its segment, or the segment outside the file's segment data") \
+    X(ET_E_BAD_DIM_ORDER, "dim_order is not a permutation of the tensor's dimensions") \
+    X(ET_E_MISSING_DATA, "external tensor data is in none of the data files given") \
+    X(ET_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size") \
+    X(ET_E_BAD_PAYLOAD_HEADER, "XNNPACK payload header (XH00) is malformed or reaches past the payload") \
+    X(ET_E_BAD_VALUE_ID, "XNNPACK value id is out of range, repeated, or names no value")
 
 /* --- cdef begin --- */
 
@@ -83,7 +83,7 @@ typedef struct fb_counts {
 } fb_counts;
 
 const char *fb_strerror(int code);
-/* The status's name in the table ("PTMF_E_OUT_OF_BOUNDS"). */
+/* The status's name in the table ("FB_E_OUT_OF_BOUNDS"). */
 const char *fb_status_name(int code);
 /* Verification on, depth budget 200, the other budgets derived from the length. */
 void fb_default_options(fb_options *opt);
@@ -92,9 +92,9 @@ void fb_default_options(fb_options *opt);
 
 enum fb_status {
 #define FB_STATUS_ENUM_ITEM(name, message) name,
-    PTMF_STATUS_TABLE(FB_STATUS_ENUM_ITEM)
+    FB_STATUS_TABLE(FB_STATUS_ENUM_ITEM)
 #undef FB_STATUS_ENUM_ITEM
-    PTMF_STATUS_COUNT
+    FB_STATUS_COUNT
 };
 
 #endif /* FB_COMMON_H */

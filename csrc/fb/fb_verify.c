@@ -40,19 +40,19 @@ static int verify_union(ctx *c, const verifier *v, const tbl *t, const fb_field 
     uint8_t type;
     uint64_t target;
     TRY(fld_u8(c, t, types, &type));
-    if (type == 0) return PTMF_OK;   /* NONE: the value, if any, is not read */
+    if (type == 0) return FB_OK;   /* NONE: the value, if any, is not read */
     if (type >= u->count || u->members[type].kind == FB_NONE) {
         uint64_t at;
         TRY(tbl_field(c, t, types->id, 1, &at));
-        return fail(c, PTMF_E_BAD_UNION_TYPE, at);
+        return fail(c, FB_E_BAD_UNION_TYPE, at);
     }
     m = &u->members[type];
     TRY(fld_union(c, t, f, m, &target));
-    if (!target || m->kind != FB_TABLE) return PTMF_OK;
+    if (!target || m->kind != FB_TABLE) return FB_OK;
     push(c, m->name, PATH_MEMBER);
     TRY(verify_table(c, v, m->ref, target, depth + 1));
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int verify_vector(ctx *c, const verifier *v, const tbl *t, const fb_field *f,
@@ -63,20 +63,20 @@ static int verify_vector(ctx *c, const verifier *v, const tbl *t, const fb_field
     if (offsets) push_field(c, f, NO_INDEX);
     TRY(fld_vec(c, t, f, &items));
     TRY(count_elements(c, items.count, items.data));
-    if (!offsets) return PTMF_OK;
+    if (!offsets) return FB_OK;
     pop(c);
     for (i = 0; i < items.count; i++) {
         uint64_t target;
         int rc;
         push_field(c, f, i);
         rc = vec_ref(c, &items, i, &target);
-        if (rc == PTMF_OK)
+        if (rc == FB_OK)
             rc = f->kind == FB_VEC_STRING ? verify_string(c, target)
                                           : verify_table(c, v, f->ref, target, depth + 1);
-        if (rc != PTMF_OK) return rc;
+        if (rc != FB_OK) return rc;
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* A shallow field: a string's extent and NUL, or a vector's extent; not its text nor
@@ -85,7 +85,7 @@ static int verify_shallow(ctx *c, const tbl *t, const fb_field *f) {
     vec items;
     if (f->kind == FB_STRING) return fld_str(c, t, f, &items);
     if (f->kind >= FB_VEC_SCALAR) return fld_vec(c, t, f, &items);
-    return fail(c, PTMF_E_BAD_ARGUMENT, t->pos);   /* only strings and vectors can be */
+    return fail(c, FB_E_BAD_ARGUMENT, t->pos);   /* only strings and vectors can be */
 }
 
 static int verify_field(ctx *c, const verifier *v, const tbl *t, const fb_field *fields,
@@ -99,13 +99,13 @@ static int verify_field(ctx *c, const verifier *v, const tbl *t, const fb_field 
         return tbl_field_aligned(c, t, f->id, f->size, f->align, &at);
     case FB_STRING:
         TRY(fld_ref(c, t, f, &at));
-        return at ? verify_string(c, at) : PTMF_OK;
+        return at ? verify_string(c, at) : FB_OK;
     case FB_TABLE:
         TRY(fld_ref(c, t, f, &at));
-        return at ? verify_table(c, v, f->ref, at, depth + 1) : PTMF_OK;
+        return at ? verify_table(c, v, f->ref, at, depth + 1) : FB_OK;
     case FB_UNION:
         /* fbsgen puts a union's type slot right before it */
-        if (i == 0 || fields[i - 1].kind != FB_UNION_TYPE) return fail(c, PTMF_E_BAD_ARGUMENT, t->pos);
+        if (i == 0 || fields[i - 1].kind != FB_UNION_TYPE) return fail(c, FB_E_BAD_ARGUMENT, t->pos);
         return verify_union(c, v, t, &fields[i - 1], f, depth);
     default:
         return verify_vector(c, v, t, f, depth);
@@ -118,8 +118,8 @@ static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
     tbl t;
     unsigned i;
     if (decl >= v->s->count || v->s->decls[decl].kind != FB_DECL_TABLE)
-        return fail(c, PTMF_E_BAD_ARGUMENT, pos);
-    if (depth > c->max_depth) return fail(c, PTMF_E_DEPTH_BUDGET, pos);
+        return fail(c, FB_E_BAD_ARGUMENT, pos);
+    if (depth > c->max_depth) return fail(c, FB_E_DEPTH_BUDGET, pos);
     d = &v->s->decls[decl];
     TRY(tbl_open(c, pos, &t));
     for (i = 0; i < d->count; i++) {
@@ -132,10 +132,10 @@ static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
         }
         push_field(c, f, NO_INDEX);
         rc = shallow ? verify_shallow(c, &t, f) : verify_field(c, v, &t, d->fields, i, depth);
-        if (rc != PTMF_OK) return rc;
+        if (rc != FB_OK) return rc;
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos) {

@@ -50,14 +50,14 @@ static int read_header(ctx *c, uint64_t *root) {
     push(c, "header", NO_INDEX);   /* whole-file rejections are located there */
     if (c->len >= 4 && memcmp(c->buf, "PK\x03\x04", 4) == 0)
         return fail(c, PTMF_E_ZIP_ARCHIVE, 0);
-    if (c->len < 8) return fail(c, PTMF_E_TOO_SMALL, 0);
-    if (c->len > ((uint64_t)1 << 32)) return fail(c, PTMF_E_TOO_LARGE, c->len);
-    if (ld32(c->buf + 4) != MOBILE_FILE_IDENTIFIER) return fail(c, PTMF_E_BAD_IDENTIFIER, 4);
+    if (c->len < 8) return fail(c, FB_E_TOO_SMALL, 0);
+    if (c->len > ((uint64_t)1 << 32)) return fail(c, FB_E_TOO_LARGE, c->len);
+    if (ld32(c->buf + 4) != MOBILE_FILE_IDENTIFIER) return fail(c, FB_E_BAD_IDENTIFIER, 4);
     pop(c);
     push(c, "root", NO_INDEX);
     TRY(deref(c, 0, root));
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
@@ -66,7 +66,7 @@ int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
     tbl m;
     vec v;
     int32_t sds;
-    if (!buf && len) return PTMF_E_BAD_ARGUMENT;
+    if (!buf && len) return FB_E_BAD_ARGUMENT;
     memset(s, 0, sizeof *s);
     ctx_init(&c, buf, len, opt, &s->visited, err);
     TRY(read_header(&c, &s->root));
@@ -101,10 +101,10 @@ int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
 #undef MODULE_FIELD
 
     push(&c, "state_obj", NO_INDEX);
-    if (s->state_obj >= s->n_ivalues) return fail(&c, PTMF_E_BAD_INDEX, s->root);
+    if (s->state_obj >= s->n_ivalues) return fail(&c, FB_E_BAD_INDEX, s->root);
     pop(&c);
     ctx_finish(&c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Files with at least this many bytes per storage read each storage's header
@@ -144,7 +144,7 @@ int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
         out[i].size = data.count;
     }
     ctx_finish(&c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* ---------------------------------------------------------------- tensors */
@@ -183,24 +183,24 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
             numel = 0;
             break;
         }
-        if (numel > UINT64_MAX / (uint64_t)size) return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
+        if (numel > UINT64_MAX / (uint64_t)size) return fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
         numel *= (uint64_t)size;
         expected = numel;
     }
     /* Torch counts bytes in int64 and numpy in intptr_t: the logical size must fit. */
     if (numel > (uint64_t)INT64_MAX / (bits >= 8 ? bits / 8 : 1))
-        return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
+        return fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
     r->numel = numel;
     r->contiguous = (uint8_t)contiguous;
     r->extent = 0;
-    if (numel == 0) return PTMF_OK;
+    if (numel == 0) return FB_OK;
     for (i = 0; i < sizes->count; i++) {
         int32_t size = as_i32(vec_u32(c, sizes, i));
         int32_t stride = as_i32(vec_u32(c, strides, i));
         uint64_t step;
         step = (uint64_t)(size - 1) * (uint64_t)stride;   /* < 2^62 */
         if (step > EXTENT_LIMIT || last > EXTENT_LIMIT - step)
-            return fail(c, PTMF_E_EXTENT_OVERFLOW, t->pos);
+            return fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
         last += step;
     }
     /* last <= EXTENT_LIMIT here, so the byte arithmetic below cannot overflow. */
@@ -208,7 +208,7 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
         r->extent = (last + 1) * (bits / 8);
     else
         r->extent = last / (8 / bits) + 1;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor_sink *k,
@@ -226,19 +226,19 @@ static int walk_qparams(ctx *c, const tbl *q, int64_t axis_size, tensor_sink *k,
         int32_t idx;
         push(c, mobile_quantized_schema[id].path, NO_INDEX);
         TRY(fld_table(c, q, &mobile_quantized_schema[id], &sub, &present));
-        if (!present) return fail(c, PTMF_E_MISSING_FIELD, q->pos);
+        if (!present) return fail(c, FB_E_MISSING_FIELD, q->pos);
         TRY(walk_tensor(c, &sub, PTMF_NO_IVALUE, 1, k, &idx));
         if (k->records) {
             const ptmf_tensor *p = &k->records[idx];
             if (p->ndim != 1 || k->dims[p->dims] != axis_size)
-                return fail(c, PTMF_E_LENGTH_MISMATCH, sub.pos);
+                return fail(c, FB_E_LENGTH_MISMATCH, sub.pos);
             if (p->scalar_type > 7 && p->scalar_type != 15)   /* real, unquantized */
-                return fail(c, PTMF_E_BAD_QUANTIZATION, sub.pos);
+                return fail(c, FB_E_BAD_QUANTIZATION, sub.pos);
         }
         *slots[id - MOBILE_QUANTIZED_SCHEMA_SCALES] = idx;
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Reads one TensorMetadata; with k->records NULL it only counts. */
@@ -253,7 +253,7 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
     ptmf_tensor *r = NULL;
     uint32_t self = k->n_tensors;
 
-    if (k->records && self >= k->capacity) return fail(c, PTMF_E_BAD_ARGUMENT, t->pos);
+    if (k->records && self >= k->capacity) return fail(c, FB_E_BAD_ARGUMENT, t->pos);
     k->n_tensors++;
     *record_index = (int32_t)self;
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_SIZES)->path, NO_INDEX);
@@ -261,7 +261,7 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
     pop(c);
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_STRIDES)->path, NO_INDEX);
     TRY(fld_vec(c, t, FIELD(tensor_metadata, TENSOR_METADATA_STRIDES), &strides));
-    if (strides.count != sizes.count) return fail(c, PTMF_E_LENGTH_MISMATCH, t->pos);
+    if (strides.count != sizes.count) return fail(c, FB_E_LENGTH_MISMATCH, t->pos);
     pop(c);
     TRY(count_elements(c, 2 * (uint64_t)sizes.count, t->pos));
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_QUANTIZED_SCHEMA)->path, NO_INDEX);
@@ -269,7 +269,7 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
     pop(c);
     if (k->records) {
         if (k->n_dims > k->dims_capacity || 2 * (uint64_t)sizes.count > k->dims_capacity - k->n_dims)
-            return fail(c, PTMF_E_BAD_ARGUMENT, t->pos);
+            return fail(c, FB_E_BAD_ARGUMENT, t->pos);
         r = &k->records[self];
         memset(r, 0, sizeof *r);
         r->pos = t->pos;
@@ -290,7 +290,7 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
             tbl sub;
             unsigned id;
             int32_t idx;
-            if (nested) return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+            if (nested) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
             for (id = MOBILE_QUANTIZED_SCHEMA_SCALES; id <= MOBILE_QUANTIZED_SCHEMA_ZERO_POINTS; id++) {
                 push(c, FIELD(tensor_metadata, TENSOR_METADATA_QUANTIZED_SCHEMA)->path, NO_INDEX);
                 push(c, mobile_quantized_schema[id].path, NO_INDEX);
@@ -300,20 +300,20 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
                 pop(c);
             }
         }
-        return PTMF_OK;
+        return FB_OK;
     }
 
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_STORAGE_LOCATION_INDEX)->path, NO_INDEX);
     TRY(fld_u32(c, t, FIELD(tensor_metadata, TENSOR_METADATA_STORAGE_LOCATION_INDEX), &storage));
-    if (storage >= k->n_storages) return fail(c, PTMF_E_BAD_STORAGE_INDEX, t->pos);
+    if (storage >= k->n_storages) return fail(c, FB_E_BAD_STORAGE_INDEX, t->pos);
     pop(c);
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_SCALAR_TYPE)->path, NO_INDEX);
     TRY(fld_u8(c, t, FIELD(tensor_metadata, TENSOR_METADATA_SCALAR_TYPE), &st_raw));
-    if (st_raw >= PTMF_SCALAR_TYPE_COUNT) return fail(c, PTMF_E_BAD_SCALAR_TYPE, t->pos);
+    if (st_raw >= PTMF_SCALAR_TYPE_COUNT) return fail(c, FB_E_BAD_SCALAR_TYPE, t->pos);
     pop(c);
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_STORAGE_OFFSET)->path, NO_INDEX);
     TRY(fld_i32(c, t, FIELD(tensor_metadata, TENSOR_METADATA_STORAGE_OFFSET), &offset));
-    if (offset < 0) return fail(c, PTMF_E_NEGATIVE_DIMENSION, t->pos);
+    if (offset < 0) return fail(c, FB_E_NEGATIVE_DIMENSION, t->pos);
     pop(c);
     TRY(fld_u8(c, t, FIELD(tensor_metadata, TENSOR_METADATA_REQUIRES_GRAD), &grad));
     r->storage = storage;
@@ -325,21 +325,21 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
         int32_t stride = as_i32(vec_u32(c, &strides, i));
         if (size < 0 || stride < 0) {
             push(c, size < 0 ? ".sizes" : ".strides", i);
-            return fail(c, PTMF_E_NEGATIVE_DIMENSION,
+            return fail(c, FB_E_NEGATIVE_DIMENSION,
                         (size < 0 ? sizes.data : strides.data) + 4 * (uint64_t)i);
         }
         k->dims[r->dims + i] = size;
         k->dims[r->dims + sizes.count + i] = stride;
     }
     TRY(tensor_extent(c, t, st_raw, offset, &sizes, &strides, r));
-    if (r->extent > k->storages[storage].size) return fail(c, PTMF_E_OUTSIDE_STORAGE, t->pos);
+    if (r->extent > k->storages[storage].size) return fail(c, FB_E_OUTSIDE_STORAGE, t->pos);
 
-    if (quantized != is_quantized_type(st_raw)) return fail(c, PTMF_E_BAD_QUANTIZATION, t->pos);
+    if (quantized != is_quantized_type(st_raw)) return fail(c, FB_E_BAD_QUANTIZATION, t->pos);
     if (quantized) {
         uint8_t qs;
         int32_t zp;
         push(c, ".quantized_schema", NO_INDEX);
-        if (nested) return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+        if (nested) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         TRY(fld_u8(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_QSCHEME), &qs));
         TRY(fld_f64(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_SCALE), &r->scale));
         TRY(fld_i32(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_ZERO_POINT), &zp));
@@ -349,16 +349,16 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
         if (qs == PTMF_PER_CHANNEL_AFFINE || qs == PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) {
             int64_t axis_size;
             if (r->axis < 0 || (uint32_t)r->axis >= sizes.count)
-                return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+                return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
             axis_size = as_i32(vec_u32(c, &sizes, (uint32_t)r->axis));
             TRY(walk_qparams(c, &q, axis_size, k, &k->records[self]));
         } else if (qs != PTMF_PER_TENSOR_AFFINE) {
             push(c, ".qscheme", NO_INDEX);
-            return fail(c, PTMF_E_BAD_QUANTIZATION, q.pos);
+            return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         }
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* The element at which each of tensor records todo[n] starts in the buffer seen as its
@@ -391,10 +391,10 @@ void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
 /* Checks that index `j` names an earlier ivalue and folds its depth in. */
 static int child(ctx *c, const ptmf_summary *s, const ptmf_ivalue *out, uint32_t self,
                  uint32_t j, uint64_t where, uint32_t *depth) {
-    if (j >= s->n_ivalues) return fail(c, PTMF_E_BAD_INDEX, where);
+    if (j >= s->n_ivalues) return fail(c, FB_E_BAD_INDEX, where);
     if (j >= self) return fail(c, PTMF_E_FORWARD_REFERENCE, where);
     if (out[j].depth + 1 > *depth) *depth = out[j].depth + 1;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int children(ctx *c, const ptmf_summary *s, const ptmf_ivalue *out, uint32_t self,
@@ -410,7 +410,7 @@ static int children(ctx *c, const ptmf_summary *s, const ptmf_ivalue *out, uint3
         }
         if (out[j].depth + 1 > *depth) *depth = out[j].depth + 1;
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* Dict keys are None, str, int, float, complex, bool or Tensor: TorchScript's key
@@ -428,7 +428,7 @@ static int dict_keys(ctx *c, const ptmf_ivalue *out, const vec *keys) {
             return fail(c, PTMF_E_UNHASHABLE_KEY, where);
         }
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue *out,
@@ -444,7 +444,7 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
     TRY(fld_u8(c, iv, FIELD(i_value, I_VALUE_VAL_TYPE), &type));
     if (type >= UT_COUNT) {
         push(c, FIELD(i_value, I_VALUE_VAL_TYPE)->path, NO_INDEX);
-        return fail(c, PTMF_E_BAD_UNION_TYPE, iv->pos);
+        return fail(c, FB_E_BAD_UNION_TYPE, iv->pos);
     }
     r->type = type;
     member = &mobile_i_value_union[type];
@@ -452,7 +452,7 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
     push(c, member->name, PATH_MEMBER);
     TRY(fld_union(c, iv, FIELD(i_value, I_VALUE_VAL), member, &target));
     r->pos = target;
-    if (type != UT_NONE && !target) return fail(c, PTMF_E_MISSING_FIELD, iv->pos);
+    if (type != UT_NONE && !target) return fail(c, FB_E_MISSING_FIELD, iv->pos);
     if (member->kind == FB_TABLE) TRY(tbl_open(c, target, &t));
     switch (type) {
     case UT_STRING:
@@ -492,7 +492,7 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
         pop(c);
         push(c, FIELD(dict, DICT_VALUES)->path, NO_INDEX);
         TRY(fld_vec(c, &t, FIELD(dict, DICT_VALUES), &values));
-        if (values.count != v.count) return fail(c, PTMF_E_LENGTH_MISMATCH, t.pos);
+        if (values.count != v.count) return fail(c, FB_E_LENGTH_MISMATCH, t.pos);
         TRY(children(c, s, out, i, &values, &depth));
         pop(c);
         r->a = v.data;
@@ -531,7 +531,7 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
         pop(c);
         push(c, FIELD(object, OBJECT_SETSTATE_FUNC)->path, NO_INDEX);
         TRY(fld_u32(c, &t, FIELD(object, OBJECT_SETSTATE_FUNC), &setstate));
-        if (setstate >= s->n_ivalues) return fail(c, PTMF_E_BAD_INDEX, t.pos);
+        if (setstate >= s->n_ivalues) return fail(c, FB_E_BAD_INDEX, t.pos);
         pop(c);
         push(c, FIELD(object, OBJECT_ATTRS)->path, NO_INDEX);
         TRY(fld_vec(c, &t, FIELD(object, OBJECT_ATTRS), &v));
@@ -579,9 +579,9 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
     }
     pop(c);
     pop(c);
-    if (depth > c->max_depth) return fail(c, PTMF_E_DEPTH_BUDGET, iv->pos);
+    if (depth > c->max_depth) return fail(c, FB_E_DEPTH_BUDGET, iv->pos);
     r->depth = depth;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int ptmf_index_ivalues(const uint8_t *buf, size_t len, const ptmf_options *opt,
@@ -604,7 +604,7 @@ int ptmf_index_ivalues(const uint8_t *buf, size_t len, const ptmf_options *opt,
     s->n_tensors = k.n_tensors;
     s->n_dims = k.n_dims;
     ctx_finish(&c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
@@ -638,10 +638,10 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
     }
     if (k.n_tensors != s->n_tensors || k.n_dims != s->n_dims) {
         push(&c, "ivalues", NO_INDEX);
-        return fail(&c, PTMF_E_BAD_ARGUMENT, s->ivalues);   /* the buffer changed between passes */
+        return fail(&c, FB_E_BAD_ARGUMENT, s->ivalues);   /* the buffer changed between passes */
     }
     ctx_finish(&c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* ------------------------------------------------------ functions & rest */
@@ -674,7 +674,7 @@ static int read_function(ctx *c, const ptmf_summary *s, uint64_t pos, ptmf_funct
         for (j = 0; j < v.count; j++)
             if (vec_u32(c, &v, j) >= s->n_ivalues) {
                 push(c, "", j);
-                return fail(c, PTMF_E_BAD_INDEX, v.data + 4 * (uint64_t)j);
+                return fail(c, FB_E_BAD_INDEX, v.data + 4 * (uint64_t)j);
             }
     }
     pop(c);
@@ -711,7 +711,7 @@ static int read_function(ctx *c, const ptmf_summary *s, uint64_t pos, ptmf_funct
     push(c, FIELD(function, FUNCTION_CLASS_TYPE)->path, NO_INDEX);
     TRY(fld_u32(c, &t, FIELD(function, FUNCTION_CLASS_TYPE), &f->class_type));
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* A table of two strings and, when `num` is given, an integer after them. The first
@@ -735,7 +735,7 @@ static int read_pair(ctx *c, const vec *v, uint32_t i, const fb_field *s0, const
         TRY(fld_u32(c, &t, num, &u));
         out->num = num->type == FB_I32 ? (int64_t)as_i32(u) : (int64_t)u;
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int read_operator(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
@@ -771,7 +771,7 @@ static int read_object_type(ctx *c, const vec *v, uint32_t i, ptmf_record *out) 
     TRY(fld_vec(c, &t, FIELD(object_type, OBJECT_TYPE_ATTR_NAMES), &s));
     out->v = s.data; out->v_len = s.count;
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* What the schema alone checks, by fb_verify_table_shallow: the whole root table but
@@ -794,11 +794,11 @@ static int verify_args(ctx *c, const ptmf_summary *s, const ptmf_function *f, in
         TRY(read_arg(c, &v, i, &a));
         if ((uint64_t)a.num >= s->n_ivalues) {
             push(c, ".default_value", NO_INDEX);
-            return fail(c, PTMF_E_BAD_INDEX, v.data + 4 * (uint64_t)i);
+            return fail(c, FB_E_BAD_INDEX, v.data + 4 * (uint64_t)i);
         }
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* What function ivalue i refers to. */
@@ -814,9 +814,9 @@ static int verify_function(ctx *c, const ptmf_summary *s, const ptmf_ivalue *iva
     TRY(verify_args(c, s, &f, 1));
     if (f.n_debug_handles != 0 && f.n_debug_handles != f.n_instructions) {
         push(c, ".debug_info.debug_handle", NO_INDEX);
-        return fail(c, PTMF_E_LENGTH_MISMATCH, f.debug_handles);
+        return fail(c, FB_E_LENGTH_MISMATCH, f.debug_handles);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 static int verify_object(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
@@ -828,7 +828,7 @@ static int verify_object(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalu
         if (o->n > ot->v_len) {
             pop(c);
             push(c, ".attrs", NO_INDEX);
-            return fail(c, PTMF_E_LENGTH_MISMATCH, o->a);
+            return fail(c, FB_E_LENGTH_MISMATCH, o->a);
         }
         break;
     case OT_CUSTOM_CLASS:
@@ -837,14 +837,14 @@ static int verify_object(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalu
         if (o->c >= s->n_ivalues || ivalues[o->c].type != UT_FUNCTION) {
             pop(c);
             push(c, ".setstate_func", NO_INDEX);
-            return fail(c, PTMF_E_KIND_MISMATCH, o->pos);
+            return fail(c, FB_E_KIND_MISMATCH, o->pos);
         }
         break;
     default:
         return fail(c, PTMF_E_BAD_OBJECT_KIND, o->pos);
     }
     pop(c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* TorchScript sources are text (an extra file's content is bytes). */
@@ -861,7 +861,7 @@ static int verify_jit_sources(ctx *c, const ptmf_summary *s) {
         pop(c);
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* What the schema says of the parts the index passes do not read: the root table but
@@ -889,12 +889,12 @@ static int verify_roots(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalue
     for (i = 0; i < count; i++) {
         uint32_t j = ld32(c->buf + data + 4 * (uint64_t)i);
         push(c, name, i);
-        if (j >= s->n_ivalues) return fail(c, PTMF_E_BAD_INDEX, data + 4 * (uint64_t)i);
+        if (j >= s->n_ivalues) return fail(c, FB_E_BAD_INDEX, data + 4 * (uint64_t)i);
         if (functions && ivalues[j].type != UT_FUNCTION)
-            return fail(c, PTMF_E_KIND_MISMATCH, data + 4 * (uint64_t)i);
+            return fail(c, FB_E_KIND_MISMATCH, data + 4 * (uint64_t)i);
         pop(c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
@@ -910,7 +910,7 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
     c.verify = 0;
     if (s->storage_data_size != (int32_t)s->n_storages) {
         push(&c, "storage_data_size", NO_INDEX);
-        return fail(&c, PTMF_E_LENGTH_MISMATCH, s->root);
+        return fail(&c, FB_E_LENGTH_MISMATCH, s->root);
     }
     for (i = 0; i < s->n_object_types; i++) {
         ptmf_record ot;
@@ -939,12 +939,12 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
     }
     if (ivalues[s->state_obj].type != UT_OBJECT) {
         push(&c, "state_obj", NO_INDEX);
-        return fail(&c, PTMF_E_KIND_MISMATCH, s->root);
+        return fail(&c, FB_E_KIND_MISMATCH, s->root);
     }
     TRY(verify_roots(&c, s, ivalues, s->methods, s->n_methods, "methods", 1));
     TRY(verify_roots(&c, s, ivalues, s->jit_constants, s->n_jit_constants, "jit_constants", 0));
     ctx_finish(&c);
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* ------------------------------------------------------ on-demand readers */
@@ -964,7 +964,7 @@ int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos, ptmf_functi
         ctx_init(&c, buf, len, NULL, NULL, err);                                    \
         v.data = data;                                                              \
         v.count = count;                                                            \
-        if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, PTMF_E_OUT_OF_BOUNDS, data); \
+        if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, FB_E_OUT_OF_BOUNDS, data); \
         return reader(&c, &v, i, out);                                              \
     }
 
@@ -978,7 +978,7 @@ int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t co
     vec v = {data, count}, s;
     uint32_t i;
     ctx_init(&c, buf, len, NULL, NULL, err);
-    if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, PTMF_E_OUT_OF_BOUNDS, data);
+    if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, FB_E_OUT_OF_BOUNDS, data);
     for (i = 0; i < count; i++) {
         uint64_t target;
         push(&c, "", i);
@@ -988,7 +988,7 @@ int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t co
         pos[i] = s.data;
         size[i] = s.count;
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
@@ -1001,13 +1001,13 @@ int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32
     ctx_init(&c, buf, len, NULL, NULL, err);
     cap = c.max_elements < UINT32_MAX ? c.max_elements : UINT32_MAX;   /* names numbered in 32 bits */
     *n_attrs = 0;
-    if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, PTMF_E_OUT_OF_BOUNDS, data);
+    if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, FB_E_OUT_OF_BOUNDS, data);
     for (i = 0; i < count; i++) {
         ptmf_record r;
         push(&c, "object_types", i);
         TRY(read_object_type(&c, &v, i, &r));
         /* Types may share one attr_names vector: its names count once per type. */
-        if (r.v_len > cap - total) return fail(&c, PTMF_E_ELEMENT_BUDGET, r.v);
+        if (r.v_len > cap - total) return fail(&c, FB_E_ELEMENT_BUDGET, r.v);
         types[i].name.pos = r.s0;
         types[i].name.len = r.s0_len;
         types[i].attr_names = r.v;
@@ -1018,7 +1018,7 @@ int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32
         pop(&c);
     }
     *n_attrs = total;
-    if (max_attrs < total) return PTMF_OK;
+    if (max_attrs < total) return FB_OK;
     for (i = 0; i < count; i++) {
         vec names;
         names.data = types[i].attr_names;
@@ -1036,5 +1036,5 @@ int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32
         }
         pop(&c);
     }
-    return PTMF_OK;
+    return FB_OK;
 }

@@ -153,7 +153,7 @@ int ptmf_scan_classes(const uint8_t *buf, size_t len, const ptmf_summary *s,
         ptmf_error sub;
         ptmf_span name;
         int rc = ptmf_read_extra_file(buf, len, s->jit_sources, s->n_jit_sources, i, &r, &sub);
-        if (rc != PTMF_OK) return fail_under(err, &sub, rc, "jit_sources", i);
+        if (rc != FB_OK) return fail_under(err, &sub, rc, "jit_sources", i);
         name.pos = r.s0;
         name.len = r.s0_len;
         /* A class has at most one per 7 bytes ("class X"), so these counts fit. */
@@ -161,8 +161,8 @@ int ptmf_scan_classes(const uint8_t *buf, size_t len, const ptmf_summary *s,
                     &names);
     }
     *n_listed = names.n;
-    if (err) err->code = PTMF_OK;
-    return PTMF_OK;
+    if (err) err->code = FB_OK;
+    return FB_OK;
 }
 
 /* -------------------------------------------------------- matching names */
@@ -308,20 +308,20 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
         if (!span_ok(len, k->source_name) || !span_ok(len, k->name)
             || k->first_listed > n_listed
             || (uint64_t)k->n_parameters + k->n_buffers > n_listed - k->first_listed)
-            return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+            return fail(&c, FB_E_BAD_ARGUMENT, 0);
         name = class_key(buf, k);
         class_order[i] = i;
         by_class.hash[i] = key_hash(&name);
     }
     for (i = 0; i < n_listed; i++) {
         key name;
-        if (!span_ok(len, listed[i])) return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+        if (!span_ok(len, listed[i])) return fail(&c, FB_E_BAD_ARGUMENT, 0);
         name = span_key(buf, listed[i]);
         listed_order[i] = i;
         by_name.hash[i] = key_hash(&name);
     }
     for (a = 0; a < n_attrs; a++) {
-        if (!span_ok(len, attrs[a])) return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+        if (!span_ok(len, attrs[a])) return fail(&c, FB_E_BAD_ARGUMENT, 0);
         role[a] = 0;
     }
     heap_sort(class_order, n_classes, &by_class);
@@ -340,7 +340,7 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
         module[t] = 0;
         if (!span_ok(len, ty->name) || ty->first_attr > n_attrs
             || ty->n_attrs > n_attrs - ty->first_attr)
-            return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+            return fail(&c, FB_E_BAD_ARGUMENT, 0);
         name = span_key(buf, ty->name);
         at = find_last(class_order, n_classes, &name, key_hash(&name), &by_class);
         if (at == n_classes) continue;
@@ -359,5 +359,5 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
                           ? PTMF_WALK_BUFFER : 0;
         }
     }
-    return PTMF_OK;
+    return FB_OK;
 }

@@ -49,9 +49,9 @@ uint32_t ptmf_payload_runs(const ptmf_storage *storages, const uint32_t *order, 
 /* Appends a step; the caller sized `steps` for every attribute the budget admits. */
 static int walk_emit(ctx *c, ptmf_walk_step *steps, uint64_t max_steps, uint64_t *n,
                      ptmf_walk_step step, uint64_t where) {
-    if (*n >= max_steps) return fail(c, PTMF_E_ELEMENT_BUDGET, where);
+    if (*n >= max_steps) return fail(c, FB_E_ELEMENT_BUDGET, where);
     steps[(*n)++] = step;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 /* The attributes of field object `i` that the walk takes, in state_dict order:
@@ -67,9 +67,9 @@ static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types
     if (t >= types->n_types) return fail(c, PTMF_E_BAD_TYPE_INDEX, r->pos);
     if (types->slot_count[t] > types->n_names
         || types->slot_base[t] > types->n_names - types->slot_count[t])
-        return fail(c, PTMF_E_BAD_ARGUMENT, r->pos);
+        return fail(c, FB_E_BAD_ARGUMENT, r->pos);
     if (count > types->slot_count[t]) count = types->slot_count[t];
-    if (!in_bounds(c, r->a, (uint64_t)r->n * 4)) return fail(c, PTMF_E_OUT_OF_BOUNDS, r->a);
+    if (!in_bounds(c, r->a, (uint64_t)r->n * 4)) return fail(c, FB_E_OUT_OF_BOUNDS, r->a);
     for (pass = 1; pass <= 3; pass++) {
         for (slot = 0; slot < count; slot++) {
             uint64_t where = r->a + 4 * (uint64_t)slot;
@@ -105,7 +105,7 @@ static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types
         stack[first_child] = stack[last - 1];
         stack[last - 1] = tmp;
     }
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues,
@@ -119,7 +119,7 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
     *n_steps = 0;
     if (max_steps > UINT32_MAX) max_steps = UINT32_MAX;   /* steps are numbered in 32 bits */
     if (root >= n_ivalues || ivalues[root].type != UT_OBJECT || max_steps == 0)
-        return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+        return fail(&c, FB_E_BAD_ARGUMENT, 0);
     first.parent = UINT32_MAX;
     first.name = UINT32_MAX;
     first.target = root;
@@ -135,14 +135,14 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
             pop(&c);
             continue;
         }
-        if (*budget < 1 + (uint64_t)r->n) return fail(&c, PTMF_E_ELEMENT_BUDGET, r->pos);
+        if (*budget < 1 + (uint64_t)r->n) return fail(&c, FB_E_ELEMENT_BUDGET, r->pos);
         *budget -= 1 + (uint64_t)r->n;
         TRY(walk_object(&c, ivalues, types, step.target, (uint32_t)self, steps, max_steps,
                         &n, stack, &sp));
         pop(&c);
     }
     *n_steps = n;
-    return PTMF_OK;
+    return FB_OK;
 }
 
 int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
@@ -152,23 +152,23 @@ int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
     uint64_t s, total = 0;
     ctx_init(&c, buf, len, NULL, NULL, err);
     *n_bytes = 0;
-    if (n_steps == 0) return PTMF_OK;
+    if (n_steps == 0) return FB_OK;
     key_end[0] = 0;   /* the walk's root: the empty key */
     for (s = 1; s < n_steps; s++) {
         const ptmf_walk_step *st = &steps[s];
         uint64_t size;
         if (st->parent >= s || st->name >= n_names || names[st->name].pos > c.len
             || names[st->name].len > c.len - names[st->name].pos)
-            return fail(&c, PTMF_E_BAD_ARGUMENT, 0);
+            return fail(&c, FB_E_BAD_ARGUMENT, 0);
         /* A key is its parent's, a dot and a name, each under the total so far. */
         size = names[st->name].len;
         if (st->parent) size += key_end[st->parent] - key_end[st->parent - 1] + 1;
-        if (size > UINT64_MAX - total) return fail(&c, PTMF_E_ELEMENT_BUDGET, 0);
+        if (size > UINT64_MAX - total) return fail(&c, FB_E_ELEMENT_BUDGET, 0);
         total += size;
         key_end[s] = total;
     }
     *n_bytes = total;
-    if (max_keys < total) return PTMF_OK;
+    if (max_keys < total) return FB_OK;
     for (s = 1; s < n_steps; s++) {
         const ptmf_walk_step *st = &steps[s];
         uint8_t *out = keys + key_end[s - 1];
@@ -180,5 +180,5 @@ int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
         }
         memcpy(out, buf + names[st->name].pos, (size_t)names[st->name].len);
     }
-    return PTMF_OK;
+    return FB_OK;
 }

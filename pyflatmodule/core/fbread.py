@@ -118,7 +118,7 @@ def decode_text(buf: Any, pos: int, n: int, where: Where) -> str:
     try:
         return str(memoryview(buf)[pos:pos + n], "utf-8")
     except UnicodeDecodeError as e:
-        raise format_error(lib.PTMF_E_BAD_UTF8, pos + e.start, path_of(where)) from None
+        raise format_error(lib.FB_E_BAD_UTF8, pos + e.start, path_of(where)) from None
 
 
 class Table:

@@ -26,7 +26,8 @@ __all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error"]
 
 def _code_name(status: int) -> str:
     name: str = ffi.string(lib.fb_status_name(status)).decode("ascii")
-    return name.replace("PTMF_E_", "").replace("PTMF_", "").lower()
+    # FB_E_OUT_OF_BOUNDS -> "out_of_bounds": the code is the name without its block's prefix.
+    return name.split("_E_", 1)[1].lower() if "_E_" in name else name.split("_", 1)[1].lower()
 
 
 def format_error(status: int, offset: Optional[int] = None, path: str = "",
@@ -53,6 +54,6 @@ def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:
 
 
 def check(status: int, err: Any, path_prefix: str = "") -> None:
-    """Raise FormatError unless ``status`` is PTMF_OK."""
-    if status != lib.PTMF_OK:
+    """Raise FormatError unless ``status`` is FB_OK."""
+    if status != lib.FB_OK:
         raise_error(status, err, path_prefix)

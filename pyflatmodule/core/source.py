@@ -153,7 +153,7 @@ def open_source(source: SourceLike, copy: bool = False, populate: bool = False) 
         if copy:
             return Source(bytes(source), "<bytes>", False)
         if isinstance(source, memoryview) and not source.c_contiguous:
-            raise format_error(lib.PTMF_E_BAD_ARGUMENT,
+            raise format_error(lib.FB_E_BAD_ARGUMENT,
                                message="memoryview source must be contiguous")
         return Source(source, f"<{type(source).__name__}>", False)
     read = getattr(source, "read", None)

@@ -351,12 +351,12 @@ class Program(_File):
             array = self._external.get(name)
             where = f"execution_plan[{int(r['plan'])}].values[{int(r['value'])}]"
             if array is None:
-                raise format_error(lib.PTMF_E_MISSING_DATA, int(r["table"]), where,
+                raise format_error(lib.ET_E_MISSING_DATA, int(r["table"]), where,
                                    f"external tensor {name!r} is in none of the data files "
                                    f"given ({len(self.data_files)})")
             dtype, shape, _ = self._layout(r)
             if array.dtype != numpy_dtype(int(r["scalar_type"])) or array.nbytes != int(r["nbytes"]):
-                raise format_error(lib.PTMF_E_DATA_MISMATCH, int(r["table"]), where,
+                raise format_error(lib.ET_E_DATA_MISMATCH, int(r["table"]), where,
                                    f"external tensor {name!r}: the program wants {dtype} "
                                    f"{list(shape)}, the data file holds {array.dtype} "
                                    f"{list(array.shape)}")

@@ -128,10 +128,10 @@ class XnnGraph:
         buf = ffi.from_buffer(payload)
         prefix = where + ".processed<XNNGraph>."
         status = lib.xnn_open(buf, len(payload), options, summary, err)
-        if status == lib.PTMF_OK:
+        if status == lib.FB_OK:
             records = ffi.new("xnn_value[]", max(1, summary.n_values))
             status = lib.xnn_index(buf, len(payload), summary, records, err)
-        if status != lib.PTMF_OK:
+        if status != lib.FB_OK:
             err.offset += offset
             check(status, err, prefix)
         self._payload = payload
@@ -260,11 +260,11 @@ class XnnGraph:
                         self.missing[i] = key
                         continue
                     if data is None:
-                        raise format_error(lib.PTMF_E_MISSING_DATA, at, where,
+                        raise format_error(lib.ET_E_MISSING_DATA, at, where,
                                            f"XNNPACK {what} of value {i}: named data {key!r} "
                                            "is in none of the files")
                     if len(data) < ref.nbytes:
-                        raise format_error(lib.PTMF_E_OUTSIDE_STORAGE, at, where,
+                        raise format_error(lib.FB_E_OUTSIDE_STORAGE, at, where,
                                            f"XNNPACK {what} of value {i} needs {ref.nbytes} "
                                            f"bytes, named data {key!r} holds {len(data)}")
                     raw = np.frombuffer(data, np.uint8, int(ref.nbytes))

@@ -149,7 +149,7 @@ class Image:
         status = lib.ptmf_index_tensors(self.cbuf, self.size, opt, s, c_index, c_storages,
                                         c_array("ptmf_tensor", self.tensor_index),
                                         c_array("int64_t", self.dims), err)
-        if status == lib.PTMF_E_NEGATIVE_DIMENSION:
+        if status == lib.FB_E_NEGATIVE_DIMENSION:
             self._explain_negative_size(status, err)
         check(status, err)
         if options.verify:
@@ -177,7 +177,7 @@ class Image:
         try:
             return str(self.view[pos:pos + size], "utf-8")
         except UnicodeDecodeError as e:
-            raise format_error(lib.PTMF_E_BAD_UTF8, pos + e.start, where) from None
+            raise format_error(lib.FB_E_BAD_UTF8, pos + e.start, where) from None
 
     def u32s(self, pos: int, count: int) -> Tuple[int, ...]:
         return struct.unpack_from(f"<{count}I", self.view, pos)
@@ -393,11 +393,11 @@ class Image:
                 self.cbuf, self.size, c_array("ptmf_ivalue", self.index), len(self.index),
                 types, root, c_array("ptmf_walk_step", steps),
                 c_array("ptmf_walk_step", stack), room, left, n, err)
-            if status != lib.PTMF_E_ELEMENT_BUDGET or room == max_steps:
+            if status != lib.FB_E_ELEMENT_BUDGET or room == max_steps:
                 break
             room = max_steps
         budget[0] = int(left[0])
-        if status == lib.PTMF_E_ELEMENT_BUDGET:
+        if status == lib.FB_E_ELEMENT_BUDGET:
             raise format_error(status, int(err.offset),
                                ffi.string(err.path).decode("utf-8", "replace"), WALK_TOO_LARGE)
         check(status, err)
@@ -420,7 +420,7 @@ class Image:
             if total[0] <= len(keys):
                 break
             if total[0] > _MAX_KEY_BYTES:
-                raise format_error(lib.PTMF_E_ELEMENT_BUDGET, None, "", WALK_TOO_LARGE)
+                raise format_error(lib.FB_E_ELEMENT_BUDGET, None, "", WALK_TOO_LARGE)
             keys = np.empty(total[0], np.uint8)
         raw = keys[:total[0]].tobytes()
         starts = np.concatenate((np.zeros(1, np.uint64), ends[:-1]))[wanted].tolist()

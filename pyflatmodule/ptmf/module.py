@@ -346,7 +346,7 @@ class Module:
         for k, j in enumerate(image.u32s(s.methods, s.n_methods)):
             f = decode(file, j, {}) if j < s.n_ivalues else None
             if not isinstance(f, Function):
-                raise format_error(lib.PTMF_E_KIND_MISMATCH, int(s.methods) + 4 * k,
+                raise format_error(lib.FB_E_KIND_MISMATCH, int(s.methods) + 4 * k,
                                    f"methods[{k}]", "method is not a Function")
             out.append(f)
         return Methods(out)
@@ -358,7 +358,7 @@ class Module:
         image = file.image
         i = int(image.summary.state_obj)
         if image.index["type"][i] != OBJECT:
-            raise format_error(lib.PTMF_E_KIND_MISMATCH, int(image.summary.root), "state_obj",
+            raise format_error(lib.FB_E_KIND_MISMATCH, int(image.summary.root), "state_obj",
                                "state_obj is not an Object")
         return file.objects([i])[0]
 

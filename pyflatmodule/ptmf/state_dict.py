@@ -56,7 +56,7 @@ _WALK_FLOOR = 65_536
 def _spend(budget: List[int], image: Image, i: int, attributes: int) -> None:
     budget[0] -= 1 + attributes
     if budget[0] < 0:
-        raise format_error(lib.PTMF_E_ELEMENT_BUDGET, int(image.index["pos"][i]), f"ivalues[{i}]",
+        raise format_error(lib.FB_E_ELEMENT_BUDGET, int(image.index["pos"][i]), f"ivalues[{i}]",
                            WALK_TOO_LARGE)
 
 

@@ -250,7 +250,7 @@ class TensorTable:
         if st in PACKED and numel > PACKED[st] * storage.size:
             # Only an expanded (stride 0) view names more values than its storage
             # holds; repacking it would allocate without bound.
-            raise format_error(lib.PTMF_E_ELEMENT_BUDGET, r.pos,
+            raise format_error(lib.FB_E_ELEMENT_BUDGET, r.pos,
                                f"ivalues[{r.ivalue}].val<TensorMetadata>",
                                "packed tensor view names more values than its storage holds")
         if not (contiguous and numel and st not in PACKED):

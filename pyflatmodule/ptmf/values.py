@@ -170,7 +170,7 @@ def decode(file: Decoding, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     image = file.image
     if depth > image.max_depth or depth > sys.getrecursionlimit() // 4:
         # Python's own stack bounds recursion too: each level costs a few frames.
-        raise format_error(lib.PTMF_E_DEPTH_BUDGET, int(image.index["pos"][i]),
+        raise format_error(lib.FB_E_DEPTH_BUDGET, int(image.index["pos"][i]),
                            f"ivalues[{i}]")
     t, pos, a, n, b, m, c, k = image.rows()[i]
     view = image.view
