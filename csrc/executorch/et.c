@@ -16,6 +16,8 @@
 
 #include "fb/fb.h"
 
+FB_STATUS_BLOCK(et_statuses, ET);
+
 #define EH_MAGIC 0x30306865u   /* "eh00" */
 #define FH_MAGIC 0x31304846u   /* "FH01" */
 

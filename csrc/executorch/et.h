@@ -9,6 +9,7 @@
 #ifndef ET_H
 #define ET_H
 
+#include "executorch/et_status.h"
 #include "fb/fb_common.h"
 #include "gen/executorch_flat_tensor.h"
 #include "gen/executorch_program.h"

@@ -8,6 +8,7 @@
 #ifndef XNN_H
 #define XNN_H
 
+#include "executorch/et_status.h"
 #include "fb/fb_common.h"
 #include "gen/xnnpack.h"
 
