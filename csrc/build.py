@@ -107,9 +107,8 @@ def module_source(texts: Dict[str, str]) -> str:
         return [name for p in order for name in
                 re.findall(rf"^extern const {kind} (\w+);", texts[p], re.M)]
 
-    order = ordered([p for p, t in texts.items()
-                     if BEGIN in t or re.search(r"^extern const fb_(status_block|schema) ", t, re.M)],
-                    texts)
+    declaring = re.compile(r"^extern const fb_(status_block|schema) ", re.M)
+    order = ordered([p for p, t in texts.items() if BEGIN in t or declaring.search(t)], texts)
     blocks, schemas = declared("fb_status_block"), declared("fb_schema")
     return ("".join(f'#include "{os.path.relpath(p, HERE)}"\n' for p in order)
             + "\nstatic const fb_status_block *const status_blocks[] = {"

@@ -961,7 +961,7 @@ int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos, ptmf_functi
 
 #define VECTOR_READER(fn, reader)                                                   \
     int fn(const uint8_t *buf, size_t len, uint64_t data, uint32_t count, uint32_t i, \
-           ptmf_record *out, fb_error *err) {                                    \
+           ptmf_record *out, fb_error *err) {                                      \
         ctx c;                                                                      \
         vec v;                                                                      \
         ctx_init(&c, buf, len, NULL, NULL, err);                                    \
