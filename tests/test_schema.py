@@ -643,8 +643,8 @@ def test_scalar_type_count_is_the_cores() -> None:
 
 
 def test_every_error_code_is_in_the_status_table() -> None:
-    """The Python side raises FormatError through the one status table: any code typed
-    out by hand must still be one of its names."""
+    """The Python side raises FormatError through the status blocks: any code typed
+    out by hand must still be one of their names."""
     names = {ffi.string(lib.fb_status_name(i)).decode().split("_E_")[-1].lower()
              for i in status_codes()}
     package = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
