@@ -1,11 +1,19 @@
 """cffi builder for the private ``pyflatmodule.core._c`` extension (the C core).
 
-The cdef comes from the headers themselves: the ``fb_status`` enum expanded from
-``FB_STATUS_TABLE`` in ``fb/fb_common.h``, then the declarations between the ``cdef``
-markers of ``fb/fb_common.h``, ``fb/fb_schema.h``, the generated schema headers in
-``gen/`` (written by ``schemas/fbsgen.py``), ``ptmf/ptmf.h`` and the other formats' headers; the
-module's source includes every one of them, so that each name of the cdef is declared.
-Every ``.c`` file under this directory is compiled.
+Everything is found, nothing is listed: every ``.c`` file under this directory is
+compiled, and the headers say the rest.
+
+- The cdef is the part between the ``cdef`` markers of every header that has them,
+  a header after the headers it includes (the generic ``fb/`` first, then the
+  generated schema headers in ``gen/``, written by ``schemas/fbsgen.py``, then each
+  format's folder), preceded by the codes of every status block: a header's
+  ``#define <P>_STATUS_TABLE(X)`` (see ``fb/fb_common.h``), whose values the compiler
+  gives.
+- The module's source includes those headers and the ones declaring a status block
+  (``extern const fb_status_block``) or a schema (``extern const fb_schema``), and
+  lists both for ``fb_status_block_at`` and ``fb_schema_find``.
+
+A new format adds its schema, its folder and its Python wing; nothing here changes.
 Extra compiler flags come from ``PTMF_CFLAGS`` (CI sets ``-Werror`` and the
 sanitizers there).
 """
@@ -13,38 +21,108 @@ import glob
 import os
 import re
 import shlex
-from typing import Iterable
+from typing import Dict, List, NamedTuple, Sequence
 
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: The status table, options and error every format shares.
-COMMON = os.path.join(HERE, "fb", "fb_common.h")
-HEADER = os.path.join(HERE, "ptmf", "ptmf.h")
-#: Headers whose cdef parts come between fb_common.h's and ptmf.h's: the descriptor
-#: types, then the generated schema headers; the other formats after ptmf.h.
-DESCRIPTORS = os.path.join(HERE, "fb", "fb_schema.h")
-GENERATED = sorted(glob.glob(os.path.join(HERE, "gen", "*.h")))
-FORMATS = [os.path.join(HERE, "ptmf", "ptmf_modules.h"), os.path.join(HERE, "executorch", "et.h"),
-           os.path.join(HERE, "executorch", "xnn.h")]
 SOURCES = sorted(glob.glob(os.path.join(HERE, "**", "*.c"), recursive=True))
 HEADERS = sorted(glob.glob(os.path.join(HERE, "**", "*.h"), recursive=True))
+#: The folders whose headers come first when includes leave the order open.
+FIRST = ("fb", "gen")
+
+BEGIN, END = "/* --- cdef begin --- */", "/* --- cdef end --- */"
+
+
+class StatusBlock(NamedTuple):
+    """One block of status codes as its header declares it."""
+
+    prefix: str        # "FB", "PTMF", ...
+    base: int
+    names: List[str]   # in table order: codes base, base + 1, ...
 
 
 def _cdef_part(text: str) -> str:
-    return text.split("/* --- cdef begin --- */")[1].split("/* --- cdef end --- */")[0]
+    return text.split(BEGIN)[1].split(END)[0]
 
 
-def cdef_source(common_text: str, header_text: str, generated: Iterable[str] = (),
-                after: Iterable[str] = ()) -> str:
-    """The cffi declarations: the status enum of the common header's table, then the cdef
-    parts of the common header, of the headers ptmf.h stands on (`generated`: descriptor
-    types and generated schema headers), of ptmf.h (`header_text`) and of the headers
-    after it (`after`)."""
-    names = re.findall(r"X\(([A-Z]+_(?:OK|E_\w+)),", common_text)
-    enum = "enum fb_status {\n" + "".join(f"    {n} = {i},\n" for i, n in enumerate(names))
-    parts = [_cdef_part(text) for text in [common_text, *generated, header_text, *after]]
-    return enum + "    FB_STATUS_COUNT\n};\n" + "".join(parts)
+def status_blocks(texts: Dict[str, str]) -> List[StatusBlock]:
+    """The status blocks the headers (path -> text) declare, by base; refuses blocks
+    whose codes would overlap."""
+    blocks = []
+    for text in texts.values():
+        for m in re.finditer(r"^#define (\w+)_STATUS_TABLE\(X\)((?:.*\\\n)*.*)$", text, re.M):
+            base = re.search(rf"^#define {m.group(1)}_STATUS_BASE (\d+)$", text, re.M)
+            if base is None:
+                raise ValueError(f"{m.group(1)}_STATUS_TABLE has no {m.group(1)}_STATUS_BASE")
+            blocks.append(StatusBlock(m.group(1), int(base.group(1)),
+                                      re.findall(r"X\((\w+),", m.group(2))))
+    blocks.sort(key=lambda b: b.base)
+    for a, b in zip(blocks, blocks[1:]):
+        if a.base + len(a.names) > b.base:
+            raise ValueError(f"status blocks {a.prefix} and {b.prefix} overlap")
+    return blocks
+
+
+def _includes(text: str) -> List[str]:
+    return [os.path.join(HERE, name) for name in re.findall(r'^#include "([^"]+)"', text, re.M)]
+
+
+def ordered(paths: Sequence[str], texts: Dict[str, str]) -> List[str]:
+    """`paths`, each after the headers among them it includes (directly or not); the
+    generic folder, then the generated one, then the others, where that leaves a choice."""
+    def rank(path: str) -> tuple:
+        folder = os.path.relpath(path, HERE).split(os.sep)[0]
+        return (FIRST.index(folder) if folder in FIRST else len(FIRST), path)
+
+    wanted, out, seen = set(paths), [], set()
+
+    def visit(path: str) -> None:
+        if path in seen:
+            return
+        seen.add(path)
+        for dep in sorted(_includes(texts[path]), key=rank):
+            if dep in wanted:
+                visit(dep)
+        out.append(path)
+
+    for path in sorted(paths, key=rank):
+        visit(path)
+    return out
+
+
+def cdef_source(texts: Dict[str, str]) -> str:
+    """The cffi declarations: every status block's codes (values from the compiler),
+    then the cdef parts of the headers, in include order."""
+    enums = "".join("enum {\n" + "".join(f"    {n},\n" for n in b.names) + "    ...\n};\n"
+                    for b in status_blocks(texts))
+    with_cdef = [p for p, t in texts.items() if BEGIN in t]
+    return enums + "".join(_cdef_part(texts[p]) for p in ordered(with_cdef, texts))
+
+
+def module_source(texts: Dict[str, str]) -> str:
+    """The C source of the module: its includes, then the registries of the status
+    blocks and the schemas that the headers declare."""
+    def declared(kind: str) -> List[str]:
+        return [name for p in order for name in
+                re.findall(rf"^extern const {kind} (\w+);", texts[p], re.M)]
+
+    declaring = re.compile(r"^extern const fb_(status_block|schema) ", re.M)
+    order = ordered([p for p, t in texts.items() if BEGIN in t or declaring.search(t)], texts)
+    blocks, schemas = declared("fb_status_block"), declared("fb_schema")
+    return ("".join(f'#include "{os.path.relpath(p, HERE)}"\n' for p in order)
+            + "\nstatic const fb_status_block *const status_blocks[] = {"
+            + ", ".join(f"&{b}" for b in blocks) + "};\n"
+            + "\nconst fb_status_block *fb_status_block_at(size_t i) {\n"
+            + "    return i < sizeof status_blocks / sizeof status_blocks[0]"
+            + " ? status_blocks[i] : NULL;\n}\n"
+            + "\nstatic const fb_schema *const schemas[] = {"
+            + ", ".join(f"&{s}" for s in schemas) + "};\n"
+            + "\nconst fb_schema *fb_schema_find(uint32_t identifier) {\n"
+            + "    size_t i;\n"
+            + "    for (i = 0; i < sizeof schemas / sizeof schemas[0]; i++)\n"
+            + "        if (schemas[i]->identifier == identifier) return schemas[i];\n"
+            + "    return NULL;\n}\n")
 
 
 def _read(path: str) -> str:
@@ -57,14 +135,12 @@ def _flags() -> list:
     return flags + shlex.split(os.environ.get("PTMF_CFLAGS", ""))
 
 
+TEXTS = {path: _read(path) for path in HEADERS}
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source(_read(COMMON), _read(HEADER),
-                            [_read(p) for p in [DESCRIPTORS] + GENERATED],
-                            [_read(p) for p in FORMATS]))
+ffibuilder.cdef(cdef_source(TEXTS))
 ffibuilder.set_source(
     "pyflatmodule.core._c",
-    "".join(f'#include "{os.path.relpath(path, HERE)}"\n'
-            for path in [HEADER] + GENERATED + FORMATS),
+    module_source(TEXTS),
     sources=[os.path.relpath(path) for path in SOURCES],
     depends=[os.path.relpath(path) for path in HEADERS],
     include_dirs=[os.path.relpath(HERE)],

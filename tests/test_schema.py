@@ -27,7 +27,7 @@ from flatbuffers.table import Table
 
 import pyflatmodule
 from pyflatmodule.ptmf.index import UNION_NAMES
-from pyflatmodule.core.native import ffi, lib
+from pyflatmodule.core.native import ffi, lib, status_codes
 from pyflatmodule.core.dtypes import DTYPE_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,11 +60,20 @@ def test_the_schemas_are_there() -> None:
 
 @pytest.mark.parametrize("path", SCHEMAS, ids=os.path.basename)
 def test_checked_in_header_is_what_the_schema_gives(path: str) -> None:
+    """Both generated files: the header and the source defining its descriptors."""
     stem = os.path.splitext(os.path.basename(path))[0]
     with open(path, encoding="utf-8") as f:
-        expected = fbsgen.generate(fbsgen.parse(f.read(), path), stem)
-    with open(os.path.join(CSRC, "gen", stem + ".h"), encoding="utf-8") as f:
-        assert f.read() == expected, f"regenerate: python csrc/schemas/fbsgen.py {path}"
+        schema = fbsgen.parse(f.read(), path)
+    for ext, expected in ((".h", fbsgen.generate(schema, stem)),
+                          (".c", fbsgen.generate_source(schema, stem))):
+        with open(os.path.join(CSRC, "gen", stem + ext), encoding="utf-8") as f:
+            assert f.read() == expected, f"regenerate: python csrc/schemas/fbsgen.py {path}"
+
+
+def test_gen_holds_only_what_the_schemas_give() -> None:
+    stems = {os.path.splitext(os.path.basename(p))[0] for p in SCHEMAS}
+    assert sorted(os.listdir(os.path.join(CSRC, "gen"))) == \
+        sorted(stem + ext for stem in stems for ext in (".c", ".h"))
 
 
 @pytest.mark.parametrize("path", SCHEMAS, ids=os.path.basename)
@@ -100,7 +109,7 @@ def test_generated_headers_declare_no_name_twice() -> None:
         with open(os.path.join(CSRC, "gen", stem + ".h"), encoding="utf-8") as f:
             text = f.read()
         names = set(re.findall(r"^\s+([A-Z][A-Z0-9_]*) = ", text, re.M))
-        names |= set(re.findall(r"^(?:static const \w+|enum) (\w+)", text, re.M))
+        names |= set(re.findall(r"^(?:extern const \w+|enum) (\w+)", text, re.M))
         names |= set(re.findall(r"^#define (\w+)", text, re.M))
         for n in names:
             assert owner.setdefault(n, stem) == stem, f"{n} in {owner[n]} and {stem}"
@@ -109,7 +118,8 @@ def test_generated_headers_declare_no_name_twice() -> None:
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_generated_headers_compile_together(tmp_path: Any) -> None:
     src = tmp_path / "all.c"
-    src.write_text("".join(f'#include "gen/{os.path.basename(p)[:-4]}.h"\n' for p in SCHEMAS)
+    src.write_text("".join(f'#include "gen/{os.path.basename(p)[:-4]}{ext}"\n'
+                           for ext in (".h", ".c") for p in SCHEMAS)
                    + "int main(void) { return 0; }\n")
     p = subprocess.run(["cc", "-fsyntax-only", "-std=c99", "-Wall", "-Wextra", "-Wconversion",
                         "-pedantic", "-Werror", "-I", CSRC, str(src)],
@@ -118,8 +128,8 @@ def test_generated_headers_compile_together(tmp_path: Any) -> None:
 
 
 #: The generic layer's files: they stand on one another alone.
-GENERIC = tuple(f"fb/{name}" for name in ("fb_common.h", "fb_schema.h", "fb.h", "fb.c",
-                                           "fb_verify.c"))
+GENERIC = tuple(f"fb/{name}" for name in ("fb_common.h", "fb_schema.h", "fb_tensor.h", "fb.h",
+                                           "fb.c", "fb_verify.c"))
 
 
 def test_the_generic_layer_includes_no_format() -> None:
@@ -629,14 +639,14 @@ def test_union_names_are_the_schemas() -> None:
 
 
 def test_scalar_type_count_is_the_cores() -> None:
-    assert len(DTYPE_NAMES) == lib.PTMF_SCALAR_TYPE_COUNT
+    assert len(DTYPE_NAMES) == lib.FB_SCALAR_TYPE_COUNT
 
 
 def test_every_error_code_is_in_the_status_table() -> None:
-    """The Python side raises FormatError through the one status table: any code typed
-    out by hand must still be one of its names."""
+    """The Python side raises FormatError through the status blocks: any code typed
+    out by hand must still be one of their names."""
     names = {ffi.string(lib.fb_status_name(i)).decode().split("_E_")[-1].lower()
-             for i in range(lib.FB_STATUS_COUNT)}
+             for i in status_codes()}
     package = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
     typed = set()
     for path in glob.glob(os.path.join(package, "**", "*.py"), recursive=True):
@@ -715,10 +725,11 @@ def test_prefixes_keep_the_executorch_schemas_apart() -> None:
 
 
 def test_a_table_without_fields_gets_ids_but_no_descriptor_array() -> None:
-    header = fbsgen.generate(fbsgen.parse("table E {} union U { E } table T { u:U; } "
-                                          "root_type T;", "empty.fbs"), "empty")
+    s = fbsgen.parse("table E {} union U { E } table T { u:U; } root_type T;", "empty.fbs")
+    header, source = fbsgen.generate(s, "empty"), fbsgen.generate_source(s, "empty")
     assert "EMPTY_E_FIELD_COUNT = 0" in header and "EMPTY_U_E = 1," in header
-    assert "empty_e[" not in header and "static const fb_field empty_t[" in header
+    assert "empty_e[" not in header + source
+    assert "extern const fb_field empty_t[" in header and "\nconst fb_field empty_t[" in source
 
 
 def test_union_aliases_name_members_of_one_table() -> None:
@@ -726,19 +737,20 @@ def test_union_aliases_name_members_of_one_table() -> None:
                      "table T { u:U; } root_type T;", "alias.fbs")
     assert s.decls["U"].values == [("P", 1), ("B", 2), ("Q", 3)]
     assert s.decls["U"].member_types == {"P": "A", "B": "B", "Q": "A"}
-    header = fbsgen.generate(s, "alias")
+    header, source = fbsgen.generate(s, "alias"), fbsgen.generate_source(s, "alias")
     assert "ALIAS_U_P = 1," in header and "ALIAS_U_Q = 3," in header
-    assert '{"P", FB_TABLE, 4, 4, ALIAS_DECL_A},' in header
-    assert '{"Q", FB_TABLE, 4, 4, ALIAS_DECL_A},' in header
+    assert '{"P", FB_TABLE, 4, 4, ALIAS_DECL_A},' in source
+    assert '{"Q", FB_TABLE, 4, 4, ALIAS_DECL_A},' in source
 
 
 def test_short_enums_and_underscore_names() -> None:
     s = fbsgen.parse("enum E : short { a_b = 0, c = 300 } table _T2x1 { e:E = c; } "
                      "root_type _T2x1;", "us.fbs")
-    header = fbsgen.generate(s, "us")
+    header, source = fbsgen.generate(s, "us"), fbsgen.generate_source(s, "us")
     assert "US_E_A_B = 0," in header and "US_E_C = 300" in header
-    assert '{"e", ".e", 0, FB_SCALAR, FB_I16, 2, 2, 0, 0, 0, 300, 0.0, US_DECL_E}' in header
-    assert "static const fb_field us__t2x1[" in header
+    assert '{"e", ".e", 0, FB_SCALAR, FB_I16, 2, 2, 0, 0, 0, 300, 0.0, US_DECL_E}' in source
+    assert "extern const fb_field us__t2x1[" in header and "\nconst fb_field us__t2x1[" in source
+    assert '{"a_b", 0},' in source and '{"c", 300},' in source
 
 
 def test_explicit_ids_order_fields_and_a_union_takes_two() -> None:

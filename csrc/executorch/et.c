@@ -16,6 +16,8 @@
 
 #include "fb/fb.h"
 
+FB_STATUS_BLOCK(et_statuses, ET);
+
 #define EH_MAGIC 0x30306865u   /* "eh00" */
 #define FH_MAGIC 0x31304846u   /* "FH01" */
 
@@ -60,53 +62,85 @@ typedef struct walk {
 
 /* ---------------------------------------------------------------- headers */
 
+/* The checks both headers end with: the flatbuffer after the header and inside the file,
+ * the segment data inside the file (its base offset at byte `at`, its size after it). */
+static int check_extents(ctx *c, uint32_t length, uint64_t flatbuffer_end, uint64_t base,
+                         uint64_t size, uint64_t at) {
+    if (flatbuffer_end < 8 + (uint64_t)length || flatbuffer_end > c->len)
+        return fail(c, ET_E_BAD_HEADER, 16);
+    if (base > c->len) return fail(c, ET_E_BAD_HEADER, at);
+    if (size > c->len - base) return fail(c, ET_E_BAD_HEADER, at + 8);
+    return FB_OK;
+}
+
+int et_read_extended_header(const uint8_t *buf, size_t size, et_extended_header *h,
+                            fb_error *err) {
+    ctx c;
+    uint64_t len = (uint64_t)size;
+    ctx_init(&c, buf, size, NULL, NULL, err);
+    memset(h, 0, sizeof *h);
+    if (len < 16 || ld32(buf + 8) != EH_MAGIC) {   /* none: all flatbuffer, no segments */
+        h->program_size = len;
+        h->segment_base_offset = len;
+        return FB_OK;
+    }
+    push(&c, "header", NO_INDEX);
+    /* eh00, u32 length, u64 program size, u64 segment base[, u64 segment data size] */
+    h->length = ld32(buf + 12);
+    if (h->length < 24 || h->length > len - 8) return fail(&c, ET_E_BAD_HEADER, 12);
+    h->program_size = ld64(buf + 16);
+    h->segment_base_offset = ld64(buf + 24);
+    h->segment_data_size = h->length >= 32 ? ld64(buf + 32)
+                           : (h->segment_base_offset <= len ? len - h->segment_base_offset : 0);
+    return check_extents(&c, h->length, h->program_size, h->segment_base_offset,
+                         h->segment_data_size, 24);
+}
+
+int et_read_flat_tensor_header(const uint8_t *buf, size_t size, et_flat_tensor_header *h,
+                               fb_error *err) {
+    ctx c;
+    uint64_t len = (uint64_t)size;
+    ctx_init(&c, buf, size, NULL, NULL, err);
+    memset(h, 0, sizeof *h);
+    push(&c, "header", NO_INDEX);
+    /* FH01, u32 length, u64 flatbuffer offset, u64 flatbuffer size, u64 segment base,
+     * u64 segment data size */
+    if (len < 16 || ld32(buf + 8) != FH_MAGIC) return fail(&c, ET_E_BAD_HEADER, 8);
+    h->length = ld32(buf + 12);
+    if (h->length < 40 || h->length > len - 8) return fail(&c, ET_E_BAD_HEADER, 12);
+    h->flatbuffer_offset = ld64(buf + 16);
+    h->flatbuffer_size = ld64(buf + 24);
+    if (h->flatbuffer_offset > len || h->flatbuffer_size > len - h->flatbuffer_offset)
+        return fail(&c, ET_E_BAD_HEADER, 16);
+    h->segment_base_offset = ld64(buf + 32);
+    h->segment_data_size = ld64(buf + 40);
+    return check_extents(&c, h->length, h->flatbuffer_offset + h->flatbuffer_size,
+                         h->segment_base_offset, h->segment_data_size, 32);
+}
+
+/* The identifier, then the header of a program or a data file, as the summary's extents. */
 static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error *err) {
     ctx c;
-    uint32_t magic;
-    uint64_t flatbuffer_end, base, size;
     ctx_init(&c, buf, len, NULL, NULL, err);
     if (len < 8) return fail(&c, FB_E_TOO_SMALL, 0);
     s->identifier = ld32(buf + 4);
-    if (s->identifier != ET_FILE_IDENTIFIER && s->identifier != FT_FILE_IDENTIFIER)
-        return fail(&c, FB_E_BAD_IDENTIFIER, 4);
-    push(&c, "header", NO_INDEX);
-    magic = len >= 16 ? ld32(buf + 8) : 0;
     if (s->identifier == ET_FILE_IDENTIFIER) {
-        if (magic != EH_MAGIC) {   /* no extended header: all flatbuffer, no segments */
-            s->flatbuffer_end = len;
-            s->segment_base = len;
-            s->segment_size = 0;
-            return FB_OK;
-        }
-        /* eh00, u32 length, u64 program size, u64 segment base[, u64 segment data size] */
-        s->header_length = ld32(buf + 12);
-        if (s->header_length < 24 || s->header_length > len - 8)
-            return fail(&c, ET_E_BAD_HEADER, 12);
-        flatbuffer_end = ld64(buf + 16);
-        base = ld64(buf + 24);
-        size = s->header_length >= 32 ? ld64(buf + 32) : (base <= len ? len - base : 0);
+        et_extended_header h;
+        TRY(et_read_extended_header(buf, (size_t)len, &h, err));
+        s->header_length = h.length;
+        s->flatbuffer_end = h.program_size;
+        s->segment_base = h.segment_base_offset;
+        s->segment_size = h.segment_data_size;
+    } else if (s->identifier == FT_FILE_IDENTIFIER) {
+        et_flat_tensor_header h;
+        TRY(et_read_flat_tensor_header(buf, (size_t)len, &h, err));
+        s->header_length = h.length;
+        s->flatbuffer_end = h.flatbuffer_offset + h.flatbuffer_size;
+        s->segment_base = h.segment_base_offset;
+        s->segment_size = h.segment_data_size;
     } else {
-        /* FH01, u32 length, u64 flatbuffer offset, u64 flatbuffer size, u64 segment base,
-         * u64 segment data size */
-        uint64_t fb_offset, fb_size;
-        if (magic != FH_MAGIC) return fail(&c, ET_E_BAD_HEADER, 8);
-        s->header_length = ld32(buf + 12);
-        if (s->header_length < 40 || s->header_length > len - 8)
-            return fail(&c, ET_E_BAD_HEADER, 12);
-        fb_offset = ld64(buf + 16);
-        fb_size = ld64(buf + 24);
-        if (fb_offset > len || fb_size > len - fb_offset) return fail(&c, ET_E_BAD_HEADER, 16);
-        flatbuffer_end = fb_offset + fb_size;
-        base = ld64(buf + 32);
-        size = ld64(buf + 40);
+        return fail(&c, FB_E_BAD_IDENTIFIER, 4);
     }
-    if (flatbuffer_end < 8 + (uint64_t)s->header_length || flatbuffer_end > len)
-        return fail(&c, ET_E_BAD_HEADER, 16);
-    if (base > len) return fail(&c, ET_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 24 : 32);
-    if (size > len - base) return fail(&c, ET_E_BAD_HEADER, s->identifier == ET_FILE_IDENTIFIER ? 32 : 40);
-    s->flatbuffer_end = flatbuffer_end;
-    s->segment_base = base;
-    s->segment_size = size;
     return FB_OK;
 }
 

@@ -9,6 +9,7 @@
 #ifndef ET_H
 #define ET_H
 
+#include "executorch/et_status.h"
 #include "fb/fb_common.h"
 #include "gen/executorch_flat_tensor.h"
 #include "gen/executorch_program.h"
@@ -22,6 +23,34 @@ enum et_stored {
     ET_STORED_EXTERNAL = 2,    /* in a data file, by the tensor's fully qualified name */
     ET_STORED_PLANNED = 3      /* in a memory-planned buffer (memory_id, memory_offset) */
 };
+
+/* A program's (.pte) extended header, after the root offset and identifier: magic
+ * "eh00" at byte 8, u32 length, u64 program size, u64 segment base offset[, u64 segment
+ * data size], little-endian. */
+typedef struct et_extended_header {
+    uint32_t length;               /* header bytes from its magic on; 0: the file has none
+                                      (it is all flatbuffer, without segments) */
+    uint64_t program_size;         /* the flatbuffer is bytes [0, program_size) */
+    uint64_t segment_base_offset;  /* segment data: [base offset, + segment data size) */
+    uint64_t segment_data_size;    /* the rest of the file if the header has no such field */
+} et_extended_header;
+
+/* A data file's (.ptd) header: magic "FH01" at byte 8, u32 length, u64 flatbuffer offset,
+ * u64 flatbuffer size, u64 segment base offset, u64 segment data size, little-endian. */
+typedef struct et_flat_tensor_header {
+    uint32_t length;               /* header bytes from its magic on */
+    uint64_t flatbuffer_offset;    /* the flatbuffer's extent */
+    uint64_t flatbuffer_size;
+    uint64_t segment_base_offset;  /* segment data: [base offset, + segment data size) */
+    uint64_t segment_data_size;
+} et_flat_tensor_header;
+
+/* Read a file's header and check that every extent it gives lies inside buf[0, len);
+ * failures are located at the field ("header", its byte offset). */
+int et_read_extended_header(const uint8_t *buf, size_t len, et_extended_header *h,
+                            fb_error *err);
+int et_read_flat_tensor_header(const uint8_t *buf, size_t len, et_flat_tensor_header *h,
+                               fb_error *err);
 
 /* What et_open finds; positions are absolute byte offsets in the file. */
 typedef struct et_summary {

@@ -52,38 +52,35 @@ static unsigned datatype_bits(int type) {
 
 /* ---------------------------------------------------------------- header */
 
-static int read_header(const uint8_t *buf, uint64_t len, xnn_summary *s, fb_error *err) {
+int xnn_read_header(const uint8_t *buf, size_t size, xnn_header *h, fb_error *err) {
     ctx c;
-    uint64_t fb_offset, fb_size, cd_offset, cd_size;
-    ctx_init(&c, buf, len, NULL, NULL, err);
+    uint64_t len = (uint64_t)size;
+    ctx_init(&c, buf, size, NULL, NULL, err);
+    memset(h, 0, sizeof *h);
     if (len < 8) return fail(&c, FB_E_TOO_SMALL, 0);
-    if (ld32(buf + 4) == XN_FILE_IDENTIFIER) {   /* no header: all flatbuffer */
-        s->flatbuffer_size = len;
-        s->constant_offset = len;
+    if (ld32(buf + 4) != XH_MAGIC) {   /* no header: all flatbuffer */
+        h->identifier = ld32(buf + 4);
+        h->flatbuffer_size = len;
+        h->constant_offset = len;
         return FB_OK;
     }
     push(&c, "header", NO_INDEX);
-    if (ld32(buf + 4) != XH_MAGIC) return fail(&c, FB_E_BAD_IDENTIFIER, 4);
     if (len < XH_LENGTH) return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 0);
-    s->header_length = ld16(buf + 8);
-    if (s->header_length < XH_LENGTH || s->header_length > len)
-        return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 8);
-    fb_offset = ld32(buf + 10);
-    fb_size = ld32(buf + 14);
-    cd_offset = ld32(buf + 18);
-    cd_size = ld64(buf + 22);
+    h->length = ld16(buf + 8);
+    if (h->length < XH_LENGTH || h->length > len) return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 8);
+    h->flatbuffer_offset = ld32(buf + 10);
+    h->flatbuffer_size = ld32(buf + 14);
+    h->constant_offset = ld32(buf + 18);
+    h->constant_size = ld64(buf + 22);
     /* 32-bit fields summed in 64 bits cannot overflow; the 64-bit size is compared
      * against what is left, never added */
-    if (fb_offset < s->header_length || fb_size < 8 || fb_offset + fb_size > len)
+    if (h->flatbuffer_offset < h->length || h->flatbuffer_size < 8
+        || h->flatbuffer_offset + h->flatbuffer_size > len)
         return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 10);
-    if (cd_offset < fb_offset + fb_size || cd_offset > len || cd_size > len - cd_offset)
+    if (h->constant_offset < h->flatbuffer_offset + h->flatbuffer_size
+        || h->constant_offset > len || h->constant_size > len - h->constant_offset)
         return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 18);
-    if (ld32(buf + fb_offset + 4) != XN_FILE_IDENTIFIER)
-        return fail(&c, FB_E_BAD_IDENTIFIER, fb_offset + 4);
-    s->flatbuffer = fb_offset;
-    s->flatbuffer_size = fb_size;
-    s->constant_offset = cd_offset;
-    s->constant_size = cd_size;
+    h->identifier = ld32(buf + h->flatbuffer_offset + 4);
     return FB_OK;
 }
 
@@ -110,9 +107,9 @@ static int constant_ref(walk *w, uint32_t index, uint64_t nbytes, uint64_t where
         r->key = w->base + key.data;
         r->key_len = key.count;
     } else {
-        if (offset > w->s->constant_size || size > w->s->constant_size - offset)
+        if (offset > w->s->header.constant_size || size > w->s->header.constant_size - offset)
             return fail(c, ET_E_BAD_SEGMENT, t.pos);
-        r->data = w->s->constant_offset + offset;
+        r->data = w->s->header.constant_offset + offset;
     }
     r->size = size;
     r->nbytes = nbytes;
@@ -361,10 +358,11 @@ static int rebase(int rc, const walk *w, fb_error *err) {
 static void walk_init(walk *w, const uint8_t *buf, const fb_options *opt,
                       const xnn_summary *s, xnn_value *values, fb_error *err) {
     memset(w, 0, sizeof *w);
-    ctx_init(&w->c, buf + s->flatbuffer, (size_t)s->flatbuffer_size, opt, NULL, err);
+    ctx_init(&w->c, buf + s->header.flatbuffer_offset, (size_t)s->header.flatbuffer_size, opt,
+             NULL, err);
     w->s = s;
     w->values = values;
-    w->base = s->flatbuffer;
+    w->base = s->header.flatbuffer_offset;
 }
 
 int xnn_open(const uint8_t *buf, size_t len, const fb_options *opt, xnn_summary *s,
@@ -375,14 +373,18 @@ int xnn_open(const uint8_t *buf, size_t len, const fb_options *opt, xnn_summary 
     uint64_t pos;
     int rc;
     memset(s, 0, sizeof *s);
-    TRY(read_header(buf, (uint64_t)len, s, err));
+    TRY(xnn_read_header(buf, len, &s->header, err));
     walk_init(&w, buf, opt, s, NULL, err);
+    if (s->header.identifier != XN_FILE_IDENTIFIER) {   /* located as the header's */
+        push(&w.c, "header", NO_INDEX);
+        return rebase(fail(&w.c, FB_E_BAD_IDENTIFIER, 4), &w, err);
+    }
     rc = deref(&w.c, 0, &pos);
     if (rc == FB_OK) rc = fb_verify_table(&w.c, &xn_schema_file, xn_schema_file.root, pos);
     if (rc == FB_OK) rc = tbl_open(&w.c, pos, &root);
     if (rc == FB_OK) rc = fld_vec(&w.c, &root, &xn_xnn_graph[XN_XNN_GRAPH_XVALUES], &xvalues);
     if (rc != FB_OK) return rebase(rc, &w, err);
-    s->root = s->flatbuffer + pos;
+    s->root = s->header.flatbuffer_offset + pos;
     s->n_values = xvalues.count;
     s->tables_visited = w.c.tables;
     s->elements_visited = w.c.elements;
@@ -398,17 +400,19 @@ int xnn_index(const uint8_t *buf, size_t len, const xnn_summary *s, xnn_value *v
     tbl root;
     fb_options opt;
     int rc;
+    const xnn_header *h = &s->header;
     fb_default_options(&opt);
     opt.verify = 0;
-    if (s->flatbuffer > len || s->flatbuffer_size > len - s->flatbuffer
-        || s->root < s->flatbuffer || s->root - s->flatbuffer >= s->flatbuffer_size) {
+    if (h->flatbuffer_offset > len || h->flatbuffer_size > len - h->flatbuffer_offset
+        || s->root < h->flatbuffer_offset
+        || s->root - h->flatbuffer_offset >= h->flatbuffer_size) {
         ctx c;
         ctx_init(&c, buf, len, NULL, NULL, err);
         return fail(&c, FB_E_BAD_ARGUMENT, 0);
     }
     walk_init(&w, buf, &opt, s, values, err);
     memset(values, 0, sizeof *values * s->n_values);
-    rc = tbl_open(&w.c, s->root - s->flatbuffer, &root);
+    rc = tbl_open(&w.c, s->root - h->flatbuffer_offset, &root);
     if (rc == FB_OK) rc = graph(&w, &root);
     return rebase(rc, &w, err);
 }

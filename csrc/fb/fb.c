@@ -1,32 +1,32 @@
 /*
- * fb.c: the out-of-line part of fb.h: the status table's names and messages, the default
- * options, the formatting of an error's path and the UTF-8 check of text.
+ * fb.c: the out-of-line part of fb.h: the generic status block and the lookup of any
+ * block's names and messages, the default options, the formatting of an error's path
+ * and the UTF-8 check of text.
  */
 #include "fb/fb.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const char *const status_messages[] = {
-#define FB_MESSAGE_ITEM(name, message) message,
-    FB_STATUS_TABLE(FB_MESSAGE_ITEM)
-#undef FB_MESSAGE_ITEM
-};
+FB_STATUS_BLOCK(fb_statuses, FB);
 
-static const char *const status_names[] = {
-#define FB_NAME_ITEM(name, message) #name,
-    FB_STATUS_TABLE(FB_NAME_ITEM)
-#undef FB_NAME_ITEM
-};
+/* The block holding `code`, NULL if none. */
+static const fb_status_block *block_of(int code) {
+    const fb_status_block *b;
+    size_t i;
+    for (i = 0; (b = fb_status_block_at(i)) != NULL; i++)
+        if (code >= b->base && code - b->base < b->count) return b;
+    return NULL;
+}
 
 const char *fb_strerror(int code) {
-    if (code < 0 || code >= FB_STATUS_COUNT) return "unknown status";
-    return status_messages[code];
+    const fb_status_block *b = block_of(code);
+    return b ? b->messages[code - b->base] : "unknown status";
 }
 
 const char *fb_status_name(int code) {
-    if (code < 0 || code >= FB_STATUS_COUNT) return "PTMF_E_UNKNOWN";
-    return status_names[code];
+    const fb_status_block *b = block_of(code);
+    return b ? b->names[code - b->base] : "FB_E_UNKNOWN";
 }
 
 void fb_default_options(fb_options *opt) {

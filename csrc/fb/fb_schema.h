@@ -1,6 +1,7 @@
 /*
- * fb_schema.h: the descriptors csrc/schemas/fbsgen.py writes for a schema's tables and
- * unions (csrc/gen/<schema>.h), which the readers in fb.h check every access against.
+ * fb_schema.h: the descriptors csrc/schemas/fbsgen.py writes for a schema's tables,
+ * unions and enums (declared in csrc/gen/<schema>.h, defined once in csrc/gen/<schema>.c),
+ * which the readers in fb.h check every access against.
  */
 #ifndef FB_SCHEMA_H
 #define FB_SCHEMA_H
@@ -59,6 +60,12 @@ typedef struct fb_member {
     uint16_t ref;
 } fb_member;
 
+/* One member of an enum, in schema order: the names Python reads instead of retyping. */
+typedef struct fb_enum_member {
+    const char *name;        /* as declared */
+    int64_t value;
+} fb_enum_member;
+
 /* What a declaration is. */
 enum fb_decl_kind { FB_DECL_ENUM, FB_DECL_UNION, FB_DECL_STRUCT, FB_DECL_TABLE };
 
@@ -82,7 +89,8 @@ typedef struct fb_schema {
     const fb_decl *decls;
 } fb_schema;
 
-/* The compiled schema whose file identifier is `identifier`, or NULL (schemas.c). */
+/* The compiled schema whose file identifier is `identifier`, or NULL (the module's
+ * source, which csrc/build.py writes, lists every generated schema). */
 const fb_schema *fb_schema_find(uint32_t identifier);
 
 /* --- cdef end --- */

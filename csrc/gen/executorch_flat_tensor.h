@@ -35,6 +35,7 @@ enum ft_scalar_type {  /* byte */
     FT_SCALAR_TYPE_UINT32 = 28,
     FT_SCALAR_TYPE_UINT64 = 29
 };
+extern const fb_enum_member ft_scalar_type[23];
 
 enum ft_tensor_layout_field {
     FT_TENSOR_LAYOUT_SCALAR_TYPE = 0,
@@ -75,39 +76,12 @@ enum ft_decl {
     FT_DECL_COUNT = 5
 };
 
-static const fb_field ft_tensor_layout[FT_TENSOR_LAYOUT_FIELD_COUNT] = {
-    {"scalar_type", ".scalar_type", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, FT_DECL_SCALAR_TYPE},
-    {"sizes", ".sizes", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"dim_order", ".dim_order", 2, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-};
-
-static const fb_field ft_data_segment[FT_DATA_SEGMENT_FIELD_COUNT] = {
-    {"offset", ".offset", 0, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"size", ".size", 1, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
-};
-
-static const fb_field ft_named_data[FT_NAMED_DATA_FIELD_COUNT] = {
-    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"segment_index", ".segment_index", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"tensor_layout", ".tensor_layout", 2, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, FT_DECL_TENSOR_LAYOUT},
-};
-
-static const fb_field ft_flat_tensor[FT_FLAT_TENSOR_FIELD_COUNT] = {
-    {"version", ".version", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"segments", ".segments", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, FT_DECL_DATA_SEGMENT},
-    {"named_data", ".named_data", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, FT_DECL_NAMED_DATA},
-};
-
-static const fb_decl ft_decl_table[FT_DECL_COUNT] = {
-    {"ScalarType", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
-    {"TensorLayout", FB_DECL_TABLE, 4, 4, 3, ft_tensor_layout, NULL},
-    {"DataSegment", FB_DECL_TABLE, 4, 4, 2, ft_data_segment, NULL},
-    {"NamedData", FB_DECL_TABLE, 4, 4, 3, ft_named_data, NULL},
-    {"FlatTensor", FB_DECL_TABLE, 4, 4, 3, ft_flat_tensor, NULL},
-};
-
-static const fb_schema ft_schema_file = {
-    "executorch_flat_tensor", 0x31305446, FT_DECL_FLAT_TENSOR, FT_DECL_COUNT, ft_decl_table
-};
+/* The descriptors, defined in the schema's source (<stem>.c). */
+extern const fb_field ft_tensor_layout[FT_TENSOR_LAYOUT_FIELD_COUNT];
+extern const fb_field ft_data_segment[FT_DATA_SEGMENT_FIELD_COUNT];
+extern const fb_field ft_named_data[FT_NAMED_DATA_FIELD_COUNT];
+extern const fb_field ft_flat_tensor[FT_FLAT_TENSOR_FIELD_COUNT];
+extern const fb_decl ft_decl_table[FT_DECL_COUNT];
+extern const fb_schema ft_schema_file;
 
 #endif /* EXECUTORCH_FLAT_TENSOR_GENERATED_H */

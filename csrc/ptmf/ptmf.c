@@ -21,12 +21,14 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+FB_STATUS_BLOCK(ptmf_statuses, PTMF);
+
 /* ----------------------------------------------------------- scalar types */
 
 /* Bits per element of each c10::ScalarType that a file can hold; 0 = invalid.
  * quint4x2 and quint2x4 pack several values into a byte; float4_e2m1fn_x2
  * counts bytes. */
-static const uint8_t scalar_type_bits[PTMF_SCALAR_TYPE_COUNT] = {
+static const uint8_t scalar_type_bits[FB_SCALAR_TYPE_COUNT] = {
     8, 8, 16, 32, 64, 16, 32, 64, 32, 64, 128, 8,  /* uint8 .. bool */
     8, 8, 32, 16, 4, 2,                             /* qint8 .. quint2x4 */
     8, 8, 8, 8, 16,                                 /* bits1x8 .. bits16 */
@@ -36,8 +38,8 @@ static const uint8_t scalar_type_bits[PTMF_SCALAR_TYPE_COUNT] = {
     8, 8};                                          /* e8m0fnu, float4_e2m1fn_x2 */
 
 static int is_quantized_type(int st) {
-    return st == PTMF_QINT8 || st == PTMF_QUINT8 || st == PTMF_QINT32 || st == PTMF_QUINT4X2
-        || st == PTMF_QUINT2X4;
+    return st == FB_SCALAR_TYPE_QINT8 || st == FB_SCALAR_TYPE_QUINT8 || st == FB_SCALAR_TYPE_QINT32
+        || st == FB_SCALAR_TYPE_QUINT4X2 || st == FB_SCALAR_TYPE_QUINT2X4;
 }
 
 const char *ptmf_ivalue_type_name(int type) {
@@ -50,9 +52,9 @@ static int read_header(ctx *c, uint64_t *root) {
     push(c, "header", NO_INDEX);   /* whole-file rejections are located there */
     if (c->len >= 4 && memcmp(c->buf, "PK\x03\x04", 4) == 0)
         return fail(c, PTMF_E_ZIP_ARCHIVE, 0);
-    if (c->len < 8) return fail(c, FB_E_TOO_SMALL, 0);
+    if (c->len < 8) return fail(c, PTMF_E_TOO_SMALL, 0);
     if (c->len > ((uint64_t)1 << 32)) return fail(c, FB_E_TOO_LARGE, c->len);
-    if (ld32(c->buf + 4) != MOBILE_FILE_IDENTIFIER) return fail(c, FB_E_BAD_IDENTIFIER, 4);
+    if (ld32(c->buf + 4) != MOBILE_FILE_IDENTIFIER) return fail(c, PTMF_E_BAD_IDENTIFIER, 4);
     pop(c);
     push(c, "root", NO_INDEX);
     TRY(deref(c, 0, root));
@@ -60,8 +62,8 @@ static int read_header(ctx *c, uint64_t *root) {
     return FB_OK;
 }
 
-int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
-              ptmf_summary *s, ptmf_error *err) {
+int ptmf_open(const uint8_t *buf, size_t len, const fb_options *opt,
+              ptmf_summary *s, fb_error *err) {
     ctx c;
     tbl m;
     vec v;
@@ -101,7 +103,7 @@ int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
 #undef MODULE_FIELD
 
     push(&c, "state_obj", NO_INDEX);
-    if (s->state_obj >= s->n_ivalues) return fail(&c, FB_E_BAD_INDEX, s->root);
+    if (s->state_obj >= s->n_ivalues) return fail(&c, PTMF_E_BAD_INDEX, s->root);
     pop(&c);
     ctx_finish(&c);
     return FB_OK;
@@ -113,8 +115,8 @@ int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
  * maps whole when large (up to 2 MiB of payload per storage in RSS). */
 #define PREAD_BYTES_PER_STORAGE (64u << 10)
 
-int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
-                        ptmf_summary *s, ptmf_storage *out, int fd, ptmf_error *err) {
+int ptmf_index_storages(const uint8_t *buf, size_t len, const fb_options *opt,
+                        ptmf_summary *s, ptmf_storage *out, int fd, fb_error *err) {
     ctx c;
     vec all = {s->storages, s->n_storages};
     uint8_t window[64];
@@ -284,8 +286,8 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
         /* Counting: only the nested parameter tensors matter. */
         uint8_t qs = 0;
         if (quantized) TRY(fld_u8(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_QSCHEME), &qs));
-        if (quantized && (qs == PTMF_PER_CHANNEL_AFFINE
-                          || qs == PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS)) {
+        if (quantized && (qs == FB_QSCHEME_PER_CHANNEL_AFFINE
+                          || qs == FB_QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS)) {
             int present;
             tbl sub;
             unsigned id;
@@ -309,7 +311,7 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
     pop(c);
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_SCALAR_TYPE)->path, NO_INDEX);
     TRY(fld_u8(c, t, FIELD(tensor_metadata, TENSOR_METADATA_SCALAR_TYPE), &st_raw));
-    if (st_raw >= PTMF_SCALAR_TYPE_COUNT) return fail(c, FB_E_BAD_SCALAR_TYPE, t->pos);
+    if (st_raw >= FB_SCALAR_TYPE_COUNT) return fail(c, FB_E_BAD_SCALAR_TYPE, t->pos);
     pop(c);
     push(c, FIELD(tensor_metadata, TENSOR_METADATA_STORAGE_OFFSET)->path, NO_INDEX);
     TRY(fld_i32(c, t, FIELD(tensor_metadata, TENSOR_METADATA_STORAGE_OFFSET), &offset));
@@ -346,13 +348,14 @@ static int walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, tensor
         TRY(fld_i32(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_AXIS), &r->axis));
         r->zero_point = zp;
         r->qscheme = (int8_t)qs;
-        if (qs == PTMF_PER_CHANNEL_AFFINE || qs == PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) {
+        if (qs == FB_QSCHEME_PER_CHANNEL_AFFINE
+            || qs == FB_QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) {
             int64_t axis_size;
             if (r->axis < 0 || (uint32_t)r->axis >= sizes.count)
                 return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
             axis_size = as_i32(vec_u32(c, &sizes, (uint32_t)r->axis));
             TRY(walk_qparams(c, &q, axis_size, k, &k->records[self]));
-        } else if (qs != PTMF_PER_TENSOR_AFFINE) {
+        } else if (qs != FB_QSCHEME_PER_TENSOR_AFFINE) {
             push(c, ".qscheme", NO_INDEX);
             return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
         }
@@ -375,7 +378,7 @@ void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
         if (todo[i] >= n_tensors) continue;
         r = &tensors[todo[i]];
         if (!r->contiguous || r->numel == 0 || r->qscheme >= 0 || r->scalar_type < 0
-            || r->scalar_type >= PTMF_SCALAR_TYPE_COUNT || r->storage >= n_storages
+            || r->scalar_type >= FB_SCALAR_TYPE_COUNT || r->storage >= n_storages
             || r->storage_offset < 0)
             continue;
         size = scalar_type_bits[r->scalar_type] / 8u;
@@ -391,7 +394,7 @@ void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
 /* Checks that index `j` names an earlier ivalue and folds its depth in. */
 static int child(ctx *c, const ptmf_summary *s, const ptmf_ivalue *out, uint32_t self,
                  uint32_t j, uint64_t where, uint32_t *depth) {
-    if (j >= s->n_ivalues) return fail(c, FB_E_BAD_INDEX, where);
+    if (j >= s->n_ivalues) return fail(c, PTMF_E_BAD_INDEX, where);
     if (j >= self) return fail(c, PTMF_E_FORWARD_REFERENCE, where);
     if (out[j].depth + 1 > *depth) *depth = out[j].depth + 1;
     return FB_OK;
@@ -444,7 +447,7 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
     TRY(fld_u8(c, iv, FIELD(i_value, I_VALUE_VAL_TYPE), &type));
     if (type >= UT_COUNT) {
         push(c, FIELD(i_value, I_VALUE_VAL_TYPE)->path, NO_INDEX);
-        return fail(c, FB_E_BAD_UNION_TYPE, iv->pos);
+        return fail(c, PTMF_E_BAD_UNION_TYPE, iv->pos);
     }
     r->type = type;
     member = &mobile_i_value_union[type];
@@ -531,7 +534,7 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
         pop(c);
         push(c, FIELD(object, OBJECT_SETSTATE_FUNC)->path, NO_INDEX);
         TRY(fld_u32(c, &t, FIELD(object, OBJECT_SETSTATE_FUNC), &setstate));
-        if (setstate >= s->n_ivalues) return fail(c, FB_E_BAD_INDEX, t.pos);
+        if (setstate >= s->n_ivalues) return fail(c, PTMF_E_BAD_INDEX, t.pos);
         pop(c);
         push(c, FIELD(object, OBJECT_ATTRS)->path, NO_INDEX);
         TRY(fld_vec(c, &t, FIELD(object, OBJECT_ATTRS), &v));
@@ -584,8 +587,8 @@ static int index_one(ctx *c, const ptmf_summary *s, tensor_sink *k, ptmf_ivalue 
     return FB_OK;
 }
 
-int ptmf_index_ivalues(const uint8_t *buf, size_t len, const ptmf_options *opt,
-                       ptmf_summary *s, ptmf_ivalue *out, ptmf_error *err) {
+int ptmf_index_ivalues(const uint8_t *buf, size_t len, const fb_options *opt,
+                       ptmf_summary *s, ptmf_ivalue *out, fb_error *err) {
     ctx c;
     vec all = {s->ivalues, s->n_ivalues};
     tensor_sink k;
@@ -607,10 +610,10 @@ int ptmf_index_ivalues(const uint8_t *buf, size_t len, const ptmf_options *opt,
     return FB_OK;
 }
 
-int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
+int ptmf_index_tensors(const uint8_t *buf, size_t len, const fb_options *opt,
                        ptmf_summary *s, ptmf_ivalue *ivalues,
                        const ptmf_storage *storages, ptmf_tensor *tensors,
-                       int64_t *dims, ptmf_error *err) {
+                       int64_t *dims, fb_error *err) {
     ctx c;
     tensor_sink k;
     uint32_t i;
@@ -674,7 +677,7 @@ static int read_function(ctx *c, const ptmf_summary *s, uint64_t pos, ptmf_funct
         for (j = 0; j < v.count; j++)
             if (vec_u32(c, &v, j) >= s->n_ivalues) {
                 push(c, "", j);
-                return fail(c, FB_E_BAD_INDEX, v.data + 4 * (uint64_t)j);
+                return fail(c, PTMF_E_BAD_INDEX, v.data + 4 * (uint64_t)j);
             }
     }
     pop(c);
@@ -794,7 +797,7 @@ static int verify_args(ctx *c, const ptmf_summary *s, const ptmf_function *f, in
         TRY(read_arg(c, &v, i, &a));
         if ((uint64_t)a.num >= s->n_ivalues) {
             push(c, ".default_value", NO_INDEX);
-            return fail(c, FB_E_BAD_INDEX, v.data + 4 * (uint64_t)i);
+            return fail(c, PTMF_E_BAD_INDEX, v.data + 4 * (uint64_t)i);
         }
         pop(c);
     }
@@ -889,7 +892,7 @@ static int verify_roots(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalue
     for (i = 0; i < count; i++) {
         uint32_t j = ld32(c->buf + data + 4 * (uint64_t)i);
         push(c, name, i);
-        if (j >= s->n_ivalues) return fail(c, FB_E_BAD_INDEX, data + 4 * (uint64_t)i);
+        if (j >= s->n_ivalues) return fail(c, PTMF_E_BAD_INDEX, data + 4 * (uint64_t)i);
         if (functions && ivalues[j].type != UT_FUNCTION)
             return fail(c, FB_E_KIND_MISMATCH, data + 4 * (uint64_t)i);
         pop(c);
@@ -897,8 +900,8 @@ static int verify_roots(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalue
     return FB_OK;
 }
 
-int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
-                     ptmf_summary *s, const ptmf_ivalue *ivalues, ptmf_error *err) {
+int ptmf_verify_rest(const uint8_t *buf, size_t len, const fb_options *opt,
+                     ptmf_summary *s, const ptmf_ivalue *ivalues, fb_error *err) {
     ctx c;
     uint32_t i;
     vec types = {s->object_types, s->n_object_types};
@@ -950,7 +953,7 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
 /* ------------------------------------------------------ on-demand readers */
 
 int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos, ptmf_function *out,
-                       ptmf_error *err) {
+                       fb_error *err) {
     ctx c;
     ctx_init(&c, buf, len, NULL, NULL, err);
     return read_function(&c, NULL, pos, out);
@@ -958,7 +961,7 @@ int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos, ptmf_functi
 
 #define VECTOR_READER(fn, reader)                                                   \
     int fn(const uint8_t *buf, size_t len, uint64_t data, uint32_t count, uint32_t i, \
-           ptmf_record *out, ptmf_error *err) {                                    \
+           ptmf_record *out, fb_error *err) {                                      \
         ctx c;                                                                      \
         vec v;                                                                      \
         ctx_init(&c, buf, len, NULL, NULL, err);                                    \
@@ -973,7 +976,7 @@ VECTOR_READER(ptmf_read_arg, read_arg)
 VECTOR_READER(ptmf_read_extra_file, read_extra_file)
 
 int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
-                      uint64_t *pos, uint32_t *size, ptmf_error *err) {
+                      uint64_t *pos, uint32_t *size, fb_error *err) {
     ctx c;
     vec v = {data, count}, s;
     uint32_t i;
@@ -993,7 +996,7 @@ int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t data, uint32_t co
 
 int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32_t count,
                            ptmf_object_type *types, ptmf_span *attrs, uint64_t max_attrs,
-                           uint64_t *n_attrs, ptmf_error *err) {
+                           uint64_t *n_attrs, fb_error *err) {
     ctx c;
     vec v = {data, count};
     uint64_t total = 0, cap;

@@ -7,8 +7,9 @@
  *
  * This header is the single source of truth for the Python binding: the cffi
  * builder feeds the part between the "cdef" markers to ffi.cdef(), after those of
- * fb_common.h (status table, options, error) and of the generated schema header,
- * gen/mobile_bytecode.h (union type numbers, enums, field ids).
+ * the headers it includes: fb_common.h (options, error), fb_tensor.h (scalar types,
+ * quantization schemes) and the generated schema header, gen/mobile_bytecode.h (union
+ * type numbers, enums, field ids).
  */
 #ifndef PTMF_H
 #define PTMF_H
@@ -17,31 +18,28 @@
 #include <stdint.h>
 
 #include "fb/fb_common.h"
+#include "fb/fb_tensor.h"
 #include "gen/mobile_bytecode.h"
 
+/* PTMF's block of status codes: what only its files mean, and its wording of generic
+ * checks (same codes as FB_E_TOO_SMALL, FB_E_BAD_IDENTIFIER, FB_E_BAD_UNION_TYPE and
+ * FB_E_BAD_INDEX, in the words of its own files). */
+#define PTMF_STATUS_BASE 100
+#define PTMF_STATUS_TABLE(X)                                                        \
+    X(PTMF_E_TOO_SMALL, "buffer is too small to hold a PTMF header")               \
+    X(PTMF_E_ZIP_ARCHIVE, "this is a zip archive (TorchScript/pickle .ptl), not a PTMF flatbuffer") \
+    X(PTMF_E_BAD_IDENTIFIER, "file identifier is not 'PTMF'")                      \
+    X(PTMF_E_BAD_UNION_TYPE, "unknown IValue union type")                          \
+    X(PTMF_E_BAD_INDEX, "ivalue index is out of range")                            \
+    X(PTMF_E_FORWARD_REFERENCE, "ivalue reference does not point to an earlier value") \
+    X(PTMF_E_BAD_TYPE_INDEX, "object type index is out of range")                  \
+    X(PTMF_E_BAD_OBJECT_KIND, "invalid object type kind")                          \
+    X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex, bool or Tensor: no TorchScript dict key")
+
+FB_STATUS_CODES(ptmf_status, PTMF);
+extern const fb_status_block ptmf_statuses;   /* ptmf.c */
+
 /* --- cdef begin --- */
-
-/* PTMF's entry points name the generic options and error so. */
-typedef fb_options ptmf_options;
-typedef fb_error ptmf_error;
-
-/* c10::ScalarType numbers the reader treats apart; a file holds types
- * 0 .. PTMF_SCALAR_TYPE_COUNT - 1. */
-enum ptmf_scalar_type {
-    PTMF_QINT8 = 12,
-    PTMF_QUINT8 = 13,
-    PTMF_QINT32 = 14,
-    PTMF_QUINT4X2 = 16,           /* 2 values a byte, low nibble first */
-    PTMF_QUINT2X4 = 17,           /* 4 values a byte */
-    PTMF_SCALAR_TYPE_COUNT = 46
-};
-
-/* at::QScheme numbers a file's quantized tensors use (ptmf_tensor.qscheme). */
-enum ptmf_qscheme {
-    PTMF_PER_TENSOR_AFFINE = 0,
-    PTMF_PER_CHANNEL_AFFINE = 1,
-    PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS = 4
-};
 
 /* ptmf_tensor.ivalue of the records of a tensor's per-channel scales and zero points. */
 #define PTMF_NO_IVALUE 0xFFFFFFFF
@@ -142,13 +140,13 @@ typedef struct ptmf_record {
 const char *ptmf_ivalue_type_name(int type);
 
 /* Header and root Module table. */
-int ptmf_open(const uint8_t *buf, size_t len, const ptmf_options *opt,
-              ptmf_summary *s, ptmf_error *err);
+int ptmf_open(const uint8_t *buf, size_t len, const fb_options *opt,
+              ptmf_summary *s, fb_error *err);
 /* storages[s->n_storages]. fd: the file buf maps, or -1; with it, files with
  * large storages have each storage header read with pread, not through buf. */
-int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
+int ptmf_index_storages(const uint8_t *buf, size_t len, const fb_options *opt,
                         ptmf_summary *s, ptmf_storage *storages, int fd,
-                        ptmf_error *err);
+                        fb_error *err);
 /* The byte ranges a mapping should read ahead in: the payloads of at least `page`
  * bytes, taken in the order `order` gives (storage indices sorted by position),
  * merged while the gap after the run so far is under `gap` bytes, and trimmed to
@@ -157,13 +155,13 @@ int ptmf_index_storages(const uint8_t *buf, size_t len, const ptmf_options *opt,
 uint32_t ptmf_payload_runs(const ptmf_storage *storages, const uint32_t *order, uint32_t n,
                            uint64_t page, uint64_t gap, uint64_t *runs);
 /* out[s->n_ivalues]; sets s->n_tensors and s->n_dims. */
-int ptmf_index_ivalues(const uint8_t *buf, size_t len, const ptmf_options *opt,
-                       ptmf_summary *s, ptmf_ivalue *out, ptmf_error *err);
+int ptmf_index_ivalues(const uint8_t *buf, size_t len, const fb_options *opt,
+                       ptmf_summary *s, ptmf_ivalue *out, fb_error *err);
 /* tensors[s->n_tensors], dims[s->n_dims]; needs the filled ivalue and storage records. */
-int ptmf_index_tensors(const uint8_t *buf, size_t len, const ptmf_options *opt,
+int ptmf_index_tensors(const uint8_t *buf, size_t len, const fb_options *opt,
                        ptmf_summary *s, ptmf_ivalue *ivalues,
                        const ptmf_storage *storages, ptmf_tensor *tensors,
-                       int64_t *dims, ptmf_error *err);
+                       int64_t *dims, fb_error *err);
 /* The element at which each of tensor records todo[n] starts in the buffer seen as its
  * dtype (out[i]), or -1 when it is no plain view of it: not contiguous, empty,
  * quantized, packed several to a byte, or not aligned to its element size. */
@@ -174,18 +172,18 @@ void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
  * ivalues and storages the index passes checked) and of every function, by the schema;
  * then what functions, object types, objects, jit sources and the root's references
  * mean. */
-int ptmf_verify_rest(const uint8_t *buf, size_t len, const ptmf_options *opt,
-                     ptmf_summary *s, const ptmf_ivalue *ivalues, ptmf_error *err);
+int ptmf_verify_rest(const uint8_t *buf, size_t len, const fb_options *opt,
+                     ptmf_summary *s, const ptmf_ivalue *ivalues, fb_error *err);
 
 /* On-demand readers; bounds-checked whether or not the buffer was verified. */
 int ptmf_read_function(const uint8_t *buf, size_t len, uint64_t pos,
-                       ptmf_function *out, ptmf_error *err);
+                       ptmf_function *out, fb_error *err);
 int ptmf_read_operator(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
-                       uint32_t i, ptmf_record *out, ptmf_error *err);
+                       uint32_t i, ptmf_record *out, fb_error *err);
 int ptmf_read_arg(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
-                  uint32_t i, ptmf_record *out, ptmf_error *err);
+                  uint32_t i, ptmf_record *out, fb_error *err);
 int ptmf_read_extra_file(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
-                         uint32_t i, ptmf_record *out, ptmf_error *err);
+                         uint32_t i, ptmf_record *out, fb_error *err);
 
 /* Bytes [pos, pos + len) of the file. */
 typedef struct ptmf_span {
@@ -209,10 +207,10 @@ typedef struct ptmf_object_type {
  * none counts. */
 int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
                            ptmf_object_type *types, ptmf_span *attrs, uint64_t max_attrs,
-                           uint64_t *n_attrs, ptmf_error *err);
+                           uint64_t *n_attrs, fb_error *err);
 /* Every string of a vector of strings: pos[count], size[count]. */
 int ptmf_read_strings(const uint8_t *buf, size_t len, uint64_t vec, uint32_t count,
-                      uint64_t *pos, uint32_t *size, ptmf_error *err);
+                      uint64_t *pos, uint32_t *size, fb_error *err);
 
 /* What nn.Module.state_dict() walks, per object type and attribute name. Names are
  * numbered type by type: type t's slot s is name slot_base[t] + s (s < slot_count[t]). */
@@ -244,7 +242,7 @@ typedef struct ptmf_walk_step {
 int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues,
                       uint32_t n_ivalues, const ptmf_walk_types *types, uint32_t root,
                       ptmf_walk_step *steps, ptmf_walk_step *stack, uint64_t max_steps,
-                      uint64_t *budget, uint64_t *n_steps, ptmf_error *err);
+                      uint64_t *budget, uint64_t *n_steps, fb_error *err);
 
 /* --- cdef end --- */
 

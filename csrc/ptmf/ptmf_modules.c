@@ -128,7 +128,7 @@ static void scan_source(const uint8_t *p, uint64_t n, uint64_t base, ptmf_span s
 }
 
 /* Copies a failure of a reader that had its own context, under `name[i]`. */
-static int fail_under(ptmf_error *err, const ptmf_error *sub, int code, const char *name,
+static int fail_under(fb_error *err, const fb_error *sub, int code, const char *name,
                       uint32_t i) {
     if (err) {
         err->code = code;
@@ -143,14 +143,14 @@ static int fail_under(ptmf_error *err, const ptmf_error *sub, int code, const ch
 int ptmf_scan_classes(const uint8_t *buf, size_t len, const ptmf_summary *s,
                       ptmf_class *classes, uint32_t max_classes, uint32_t *n_classes,
                       ptmf_span *listed, uint64_t max_listed, uint64_t *n_listed,
-                      ptmf_error *err) {
+                      fb_error *err) {
     sink names = {listed, max_listed, 0};
     uint32_t i;
     *n_classes = 0;
     *n_listed = 0;
     for (i = 0; i < s->n_jit_sources; i++) {
         ptmf_record r;
-        ptmf_error sub;
+        fb_error sub;
         ptmf_span name;
         int rc = ptmf_read_extra_file(buf, len, s->jit_sources, s->n_jit_sources, i, &r, &sub);
         if (rc != FB_OK) return fail_under(err, &sub, rc, "jit_sources", i);
@@ -294,7 +294,7 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
                       const ptmf_object_type *types, uint32_t n_types,
                       const ptmf_span *attrs, uint64_t n_attrs, uint64_t *scratch,
                       uint32_t *class_of_type, uint8_t *module, uint8_t *role,
-                      ptmf_error *err) {
+                      fb_error *err) {
     ctx c;
     uint64_t *class_order = scratch, *listed_order = scratch + 2 * (uint64_t)n_classes;
     order_env by_class = {buf, classes, NULL, scratch + n_classes};

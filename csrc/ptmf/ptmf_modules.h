@@ -35,7 +35,7 @@ typedef struct ptmf_class {
 int ptmf_scan_classes(const uint8_t *buf, size_t len, const ptmf_summary *s,
                       ptmf_class *classes, uint32_t max_classes, uint32_t *n_classes,
                       ptmf_span *listed, uint64_t max_listed, uint64_t *n_listed,
-                      ptmf_error *err);
+                      fb_error *err);
 
 /* Per object type, what the state_dict walk needs (ptmf_walk_types): class_of_type[t],
  * the last class whose qualified name is the type's name (UINT32_MAX: none); module[t]
@@ -50,7 +50,7 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
                       const ptmf_object_type *types, uint32_t n_types,
                       const ptmf_span *attrs, uint64_t n_attrs, uint64_t *scratch,
                       uint32_t *class_of_type, uint8_t *module, uint8_t *role,
-                      ptmf_error *err);
+                      fb_error *err);
 
 /* The dotted key of each step of a module walk (ptmf_walk_modules) but the first: its
  * module's key, ".", its name (names[step.name]). The first step, the walk's root, has
@@ -59,7 +59,7 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
  * total; keys is written only when max_keys holds it. */
 int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
                    uint64_t n_steps, const ptmf_span *names, uint64_t n_names, uint8_t *keys,
-                   uint64_t max_keys, uint64_t *key_end, uint64_t *n_bytes, ptmf_error *err);
+                   uint64_t max_keys, uint64_t *key_end, uint64_t *n_bytes, fb_error *err);
 
 /* --- cdef end --- */
 

@@ -111,7 +111,7 @@ static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types
 int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues,
                       uint32_t n_ivalues, const ptmf_walk_types *types, uint32_t root,
                       ptmf_walk_step *steps, ptmf_walk_step *stack, uint64_t max_steps,
-                      uint64_t *budget, uint64_t *n_steps, ptmf_error *err) {
+                      uint64_t *budget, uint64_t *n_steps, fb_error *err) {
     ctx c;
     uint64_t n = 0, sp = 0;
     ptmf_walk_step first;
@@ -147,7 +147,7 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
 
 int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
                    uint64_t n_steps, const ptmf_span *names, uint64_t n_names, uint8_t *keys,
-                   uint64_t max_keys, uint64_t *key_end, uint64_t *n_bytes, ptmf_error *err) {
+                   uint64_t max_keys, uint64_t *key_end, uint64_t *n_bytes, fb_error *err) {
     ctx c;
     uint64_t s, total = 0;
     ctx_init(&c, buf, len, NULL, NULL, err);

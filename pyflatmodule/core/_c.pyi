@@ -1,4 +1,4 @@
-# The cffi extension built from csrc/ptmf.h; its declarations live in that header.
+# The cffi extension csrc/build.py builds; its declarations live in the C headers.
 from typing import Any
 
 ffi: Any

@@ -10,7 +10,7 @@ from .native import lib
 
 __all__ = ["DTYPE_NAMES", "QuantizedTensor", "numpy_dtype", "scalar_type_name"]
 
-#: torch's name of every scalar type a PTMF file can hold, by c10::ScalarType number.
+#: torch's name of every scalar type a tensor can hold, by c10::ScalarType number.
 DTYPE_NAMES: Tuple[str, ...] = (
     "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
     "complex32", "complex64", "complex128", "bool", "qint8", "quint8", "qint32",
@@ -41,14 +41,15 @@ _DTYPES: List[Optional[np.dtype]] = (
 )
 #: ml_dtypes names them as torch does.
 _ML_DTYPES = {st: DTYPE_NAMES[st] for st, dtype in enumerate(_DTYPES) if dtype is None}
-assert len(_DTYPES) == len(DTYPE_NAMES) == lib.PTMF_SCALAR_TYPE_COUNT
+assert len(_DTYPES) == len(DTYPE_NAMES) == lib.FB_SCALAR_TYPE_COUNT
 
 #: Packed quantized types: values per byte.
-PACKED = {lib.PTMF_QUINT4X2: 2, lib.PTMF_QUINT2X4: 4}
+PACKED = {lib.FB_SCALAR_TYPE_QUINT4X2: 2, lib.FB_SCALAR_TYPE_QUINT2X4: 4}
 
-QSCHEME_NAMES = {lib.PTMF_PER_TENSOR_AFFINE: "per_tensor_affine",
-                 lib.PTMF_PER_CHANNEL_AFFINE: "per_channel_affine",
-                 lib.PTMF_PER_CHANNEL_AFFINE_FLOAT_QPARAMS: "per_channel_affine_float_qparams"}
+QSCHEME_NAMES = {lib.FB_QSCHEME_PER_TENSOR_AFFINE: "per_tensor_affine",
+                 lib.FB_QSCHEME_PER_CHANNEL_AFFINE: "per_channel_affine",
+                 lib.FB_QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS:
+                 "per_channel_affine_float_qparams"}
 
 
 def numpy_dtype(scalar_type: int) -> np.dtype:
@@ -125,7 +126,8 @@ def _packed(storage: np.ndarray, per_byte: int, offset: int, shape: Tuple[int, .
             and offset % per_byte == 0):
         start = offset // per_byte
         return storage[start:start + nbytes]
-    st = lib.PTMF_QUINT4X2 if per_byte == PACKED[lib.PTMF_QUINT4X2] else lib.PTMF_QUINT2X4
+    quint4x2, quint2x4 = lib.FB_SCALAR_TYPE_QUINT4X2, lib.FB_SCALAR_TYPE_QUINT2X4
+    st = quint4x2 if per_byte == PACKED[quint4x2] else quint2x4
     values = unpack(storage, st, offset, shape, strides).reshape(-1)
     padded = np.zeros(nbytes * per_byte, np.uint8)
     padded[:numel] = values
@@ -144,7 +146,7 @@ class QuantizedTensor:
     the integers in the tensor's shape, or for the packed 4- and 2-bit types the
     packed bytes (low bits first). Per-tensor schemes set ``scale`` and
     ``zero_point``; per-channel schemes set ``scales``, ``zero_points`` and ``axis``;
-    per-channel-group schemes (XNNPACK's blockwise weights, 2-D) also ``group_size``:
+    per-channel-group schemes (blockwise weights, 2-D) also ``group_size``:
     ``scales[c, g]`` applies to channel ``c`` (along ``axis``), elements
     ``g * group_size .. (g + 1) * group_size - 1`` of the other dimension.
     """

@@ -19,8 +19,8 @@ import numpy as np
 
 from .native import ffi, format_error, lib
 
-__all__ = ["FieldInfo", "Schema", "Table", "Tables", "Where", "decode_text", "path_of",
-           "schema_of"]
+__all__ = ["FieldInfo", "Schema", "Table", "Tables", "Where", "decode_text", "enum_names",
+           "path_of", "schema_of"]
 
 #: struct format and numpy dtype of each fb_type (FB_OFFSET reads as a uint32).
 _SCALARS: Dict[int, Tuple[str, str]] = {
@@ -85,6 +85,12 @@ class Schema:
 
 
 _SCHEMAS: Dict[int, Schema] = {}
+
+
+def enum_names(members: Any) -> Dict[int, str]:
+    """A schema enum's member names (as declared) by value, from the member table the
+    generator writes for it (``lib.<prefix>_<enum>``)."""
+    return {int(m.value): ffi.string(m.name).decode() for m in members}
 
 
 def schema_of(identifier: int) -> Schema:

@@ -1,7 +1,7 @@
 """The compiled core: status codes turned into FormatError."""
 from __future__ import annotations
 
-from typing import Any, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional
 
 from ..errors import FormatError
 
@@ -21,7 +21,19 @@ except ModuleNotFoundError as _exc:
         "directory first. Run from another directory, or build in place there with "
         "`python setup.py build_ext --inplace` (or `pip install -e .`).") from None
 
-__all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error"]
+__all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error", "status_codes"]
+
+
+def status_codes() -> List[int]:
+    """Every status code of every block compiled into the core, block by block."""
+    out: List[int] = []
+    i = 0
+    while True:
+        block = lib.fb_status_block_at(i)
+        if block == ffi.NULL:
+            return out
+        out += range(block.base, block.base + block.count)
+        i += 1
 
 
 def _code_name(status: int) -> str:
@@ -32,9 +44,10 @@ def _code_name(status: int) -> str:
 
 def format_error(status: int, offset: Optional[int] = None, path: str = "",
                  message: Optional[str] = None) -> FormatError:
-    """The FormatError for ``status`` (a ``PTMF_E_*`` of the one status table): its code
-    is the status's name, its message the table's unless ``message`` says more. C and
-    Python-side checks raise through it alike; ``offset`` is None when none is known."""
+    """The FormatError for ``status`` (a code of any status block: ``FB_E_*`` or a
+    format's): its code is the status's name, its message the block's unless ``message``
+    says more. C and Python-side checks raise through it alike; ``offset`` is None when
+    none is known."""
     if message is None:
         message = ffi.string(lib.fb_strerror(status)).decode("utf-8")
     return FormatError(_code_name(status), message, offset, path)

@@ -1,5 +1,5 @@
 """The options of one load, defined once: every format's loader and every nested check
-(an XNNPACK payload inside a program) take the same ``Options``."""
+(a payload that one file holds inside it) take the same ``Options``."""
 from __future__ import annotations
 
 from typing import Any, Optional

@@ -104,8 +104,8 @@ def _map_fd(fd: int, name: str, populate: bool, owned: bool = False) -> Source:
         # data (readahead windows reach megabytes). Storage ranges get normal
         # readahead back once the index knows where they are.
         _madvise(mm, "MADV_RANDOM")
-        # The index reads storage headers with pread (see ptmf_index_storages); without
-        # a descriptor to spare it reads them through the mapping.
+        # A format's index may read storage headers with pread; without a descriptor
+        # to spare it reads them through the mapping.
         if owned:
             spare, fd = fd, -1
         else:
@@ -158,7 +158,7 @@ def open_source(source: SourceLike, copy: bool = False, populate: bool = False) 
         return Source(source, f"<{type(source).__name__}>", False)
     read = getattr(source, "read", None)
     if read is None:
-        raise TypeError(f"cannot load a PTMF model from {type(source).__name__}")
+        raise TypeError(f"cannot load a model from {type(source).__name__}")
     name = str(getattr(source, "name", "<file>"))
     if not copy:
         try:

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
-from ..core.fbread import Table, Where
+from ..core.fbread import Table, Where, enum_names
 from ..core.native import format_error, lib
 from ..core.options import Options
 from ..core.source import Source
@@ -22,6 +22,9 @@ __all__ = ["Chain", "Delegate", "DelegateCall", "Frame", "FreeCall", "Instructio
            "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator", "Program",
            "TensorSpec"]
 
+#: Where a delegate's payload is, by DataLocation: the schema's names, lower-cased (the
+#: core refuses any other number).
+DATA_LOCATIONS = {v: n.lower() for v, n in enum_names(lib.et_data_location).items()}
 #: Where a tensor's bytes are, by et_record.stored.
 STORED = {lib.ET_STORED_NONE: "none", lib.ET_STORED_CONSTANT: "constant",
           lib.ET_STORED_EXTERNAL: "external", lib.ET_STORED_PLANNED: "planned"}
@@ -188,7 +191,7 @@ class Delegate:
         """``"inline"`` (in the program's flatbuffer) or ``"segment"``."""
         ref = self._table.table("processed")
         assert ref is not None   # verified
-        return "inline" if ref.scalar("location") == lib.ET_DATA_LOCATION_INLINE else "segment"
+        return DATA_LOCATIONS[int(ref.scalar("location"))]
 
     @property
     def data(self) -> memoryview:

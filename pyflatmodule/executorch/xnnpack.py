@@ -16,12 +16,13 @@ their first two dimensions swapped before that, linear weights as the module has
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
-from ..core.fbread import Table, schema_of
+from ..core.fbread import Table, enum_names, schema_of
 from ..core.native import check, ffi, format_error, lib, new_error
 
 __all__ = ["DATATYPES", "Quantization", "XnnGraph", "XnnNode", "XnnValue", "XNN_NO_ID", "is_legacy"]
@@ -37,26 +38,25 @@ _DTYPES: Dict[str, str] = {
     "qpint8": "i1", "int32": "<i4", "pfp32": "<f4", "bf16": "bfloat16",
 }
 _PACKED = ("qcint4", "qbint4")
-_DATATYPE_PREFIX = "XN_XNN_DATATYPE_XNN_DATATYPE_"
-#: datatype names by number, from the constants the schema's header declares
-DATATYPES: Dict[int, str] = {getattr(lib, n): n[len(_DATATYPE_PREFIX):].lower()
-                             for n in dir(lib) if n.startswith(_DATATYPE_PREFIX)}
-#: the quantization parameter members, as :attr:`Quantization.kind` names them
-_QUANT_KINDS = {"PerTensorQuant": "per_tensor", "PerChannelQuant": "per_channel",
-                "PerChannelGroupQuant": "per_channel_group",
-                "PerTokenDynamicQuant": "per_token_dynamic"}
+_DATATYPE_PREFIX = "xnn_datatype_"
+#: datatype names by number: the schema's XNNDatatype names without their prefix
+DATATYPES: Dict[int, str] = {v: n[len(_DATATYPE_PREFIX):]
+                             for v, n in enum_names(lib.xn_xnn_datatype).items()}
+
+
+def _quant_kind(member: str) -> str:
+    """:attr:`Quantization.kind` of an XNNQuantParams member: its name in snake case
+    without the ``Quant`` suffix (``PerChannelGroupQuant`` -> ``per_channel_group``)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", member[:-len("Quant")]).lower()
 
 
 def is_legacy(payload: memoryview) -> bool:
     """Whether an XNNPACK payload is in the older ``XN00`` format (its constants inside
-    the flatbuffer), which this reader leaves opaque: bare, or behind an ``XH00`` header
-    whose flatbuffer offset (uint32 at byte 10) points at it."""
-    if bytes(payload[4:8]) == b"XN00":
-        return True
-    if bytes(payload[4:8]) != b"XH00" or len(payload) < 14:
-        return False
-    at = int.from_bytes(payload[10:14], "little")
-    return bytes(payload[at + 4:at + 8]) == b"XN00"
+    the flatbuffer), which this reader leaves opaque: its flatbuffer, bare or behind the
+    ``XH00`` header the C core reads, has identifier ``XN00``."""
+    header = ffi.new("xnn_header *")
+    status = lib.xnn_read_header(ffi.from_buffer(payload), len(payload), header, new_error())
+    return bool(status == lib.FB_OK and header.identifier == lib.XNN_LEGACY_IDENTIFIER)
 
 
 class Quantization(NamedTuple):
@@ -152,10 +152,11 @@ class XnnGraph:
     def header(self) -> Dict[str, int]:
         """The payload's XH00 header: flatbuffer and constant data (offset and size in
         the payload; a payload without the header is all flatbuffer)."""
-        s = self._summary
-        return {"flatbuffer_offset": int(s.flatbuffer), "flatbuffer_size": int(s.flatbuffer_size),
-                "constant_data_offset": int(s.constant_offset),
-                "constant_data_size": int(s.constant_size)}
+        h = self._summary.header
+        return {"flatbuffer_offset": int(h.flatbuffer_offset),
+                "flatbuffer_size": int(h.flatbuffer_size),
+                "constant_data_offset": int(h.constant_offset),
+                "constant_data_size": int(h.constant_size)}
 
     @property
     def version(self) -> str:
@@ -221,7 +222,7 @@ class XnnGraph:
         member = self._root.schema.unions["XNNQuantParams"][int(r.quant_kind)]
         table = self._root.schema.union_types["XNNQuantParams"][int(r.quant_kind)]
         q = Table(self._root.schema, self._payload, int(r.quant), table)
-        kind = _QUANT_KINDS[member]
+        kind = _quant_kind(member)
         if kind == "per_tensor":
             return Quantization(kind, scale=float(q.scalar("scale")),
                                 zero_point=int(q.scalar("zero_point")))

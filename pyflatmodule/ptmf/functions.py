@@ -160,7 +160,7 @@ class Function:
         n = int(self._image.summary.n_ivalues)
         for j in indices:
             if j >= n:
-                raise format_error(lib.FB_E_BAD_INDEX, f.constants, self._where() + ".constants")
+                raise format_error(lib.PTMF_E_BAD_INDEX, f.constants, self._where() + ".constants")
         return indices
 
     @property
@@ -201,7 +201,7 @@ class Function:
             check(lib.ptmf_read_arg(image.cbuf, image.size, vec, count, i, r, err), err, where)
             default = int(r.num)
             if default >= image.summary.n_ivalues:
-                raise format_error(lib.FB_E_BAD_INDEX, vec, where + ".default_value")
+                raise format_error(lib.PTMF_E_BAD_INDEX, vec, where + ".default_value")
             out.append(Argument(image.text(r.s0, r.s0_len, where + ".name"),
                                 image.text(r.s1, r.s1_len, where + ".type"),
                                 decode(self._file, default, {}) if default else None))

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from ..core.fbread import enum_names
 from ..core.native import check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.records import c_array, struct_dtype
@@ -24,9 +25,12 @@ from .jit_source import ClassDecl
 
 __all__ = ["Image", "ObjectType"]
 
-KIND_NAMES = {lib.MOBILE_TYPE_TYPE_CLASS_WITH_FIELD: "class_with_field",
-              lib.MOBILE_TYPE_TYPE_CUSTOM_CLASS: "custom_class",
-              lib.MOBILE_TYPE_TYPE_CLASS_WITH_SETSTATE: "class_with_setstate"}
+#: An object type's kind by number: the schema's TypeType names, lower-cased, of the kinds
+#: a class may have (CLASS_WITH_FIELD .. CLASS_WITH_SETSTATE, what the verifier accepts);
+#: any other reads as "unknown(<n>)".
+KIND_NAMES = {v: n.lower() for v, n in enum_names(lib.mobile_type_type).items()
+              if lib.MOBILE_TYPE_TYPE_CLASS_WITH_FIELD <= v
+              <= lib.MOBILE_TYPE_TYPE_CLASS_WITH_SETSTATE}
 #: The most bytes a state_dict's keys may take: far above any model's (a shared
 #: module's paths are each a key), far below what would exhaust the memory.
 _MAX_KEY_BYTES = 1 << 30

@@ -265,7 +265,7 @@ class TensorTable:
                 return array
         common = (array, tuple(sizes), scalar_type_name(st),
                   QSCHEME_NAMES[qscheme], values)
-        if qscheme == lib.PTMF_PER_TENSOR_AFFINE:
+        if qscheme == lib.FB_QSCHEME_PER_TENSOR_AFFINE:
             return QuantizedTensor(*common, scale=r.scale, zero_point=r.zero_point)
         return QuantizedTensor(*common, scales=self.tensor(r.scales),
                                zero_points=self.tensor(r.zero_points), axis=r.axis)
