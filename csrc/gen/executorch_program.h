@@ -494,7 +494,7 @@ static const fb_member et_instruction_arguments[ET_INSTRUCTION_ARGUMENTS_COUNT] 
 
 static const fb_field et_instruction[ET_INSTRUCTION_FIELD_COUNT] = {
     {"instr_args_type", ".instr_args_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_INSTRUCTION_ARGUMENTS},
-    {"instr_args", ".instr_args", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_INSTRUCTION_ARGUMENTS},
+    {"instr_args", ".instr_args", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, ET_DECL_INSTRUCTION_ARGUMENTS},
 };
 
 static const fb_field et_frame[ET_FRAME_FIELD_COUNT] = {
@@ -527,7 +527,7 @@ static const fb_field et_compile_spec[ET_COMPILE_SPEC_FIELD_COUNT] = {
 
 static const fb_field et_backend_delegate[ET_BACKEND_DELEGATE_FIELD_COUNT] = {
     {"id", ".id", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
-    {"processed", ".processed", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE_DATA_REFERENCE},
+    {"processed", ".processed", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, ET_DECL_BACKEND_DELEGATE_DATA_REFERENCE},
     {"compile_specs", ".compile_specs", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_COMPILE_SPEC},
 };
 
