@@ -708,7 +708,25 @@ BAD: Dict[str, Tuple[str, str]] = {
                                        "field ids must be 0..n-1"),
     "generated names clash": ("table A { b_c:int; } table A_B { c:int; } root_type A;",
                               "generate the C name"),
+    "value_ref undeclared": ("table T { x:uint (value_ref); } root_type T;",
+                             "attribute 'value_ref' on T.x is not declared"),
+    "value_ref on a string": ("attribute \"value_ref\"; table T { x:string (value_ref); } "
+                              "root_type T;", "needs an integer or integers"),
+    "required scalar": ("table T { x:int (required); } root_type T;",
+                        "a scalar cannot be"),
 }
+
+
+def test_required_and_value_ref_reach_the_descriptor() -> None:
+    """`required` and the declared `value_ref` become the descriptor's flags."""
+    s = fbsgen.parse("attribute \"value_ref\"; table S { y:int; } "
+                     "table T { s:S (required); ids:[uint] (value_ref); i:uint (value_ref); "
+                     "n:uint; } root_type T;", "flags.fbs")
+    source = fbsgen.generate_source(s, "flags")   # the descriptors' one definition
+    assert '{"s", ".s", 0, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0,' in source
+    assert '{"ids", ".ids", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, FB_VALUE_REF, 0,' in source
+    assert '{"i", ".i", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0,' in source
+    assert '{"n", ".n", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0,' in source
 
 
 def test_good_schema_parses() -> None:
@@ -748,7 +766,7 @@ def test_short_enums_and_underscore_names() -> None:
                      "root_type _T2x1;", "us.fbs")
     header, source = fbsgen.generate(s, "us"), fbsgen.generate_source(s, "us")
     assert "US_E_A_B = 0," in header and "US_E_C = 300" in header
-    assert '{"e", ".e", 0, FB_SCALAR, FB_I16, 2, 2, 0, 0, 0, 300, 0.0, US_DECL_E}' in source
+    assert '{"e", ".e", 0, FB_SCALAR, FB_I16, 2, 2, 0, 0, 0, 0, 300, 0.0, US_DECL_E}' in source
     assert "extern const fb_field us__t2x1[" in header and "\nconst fb_field us__t2x1[" in source
     assert '{"a_b", 0},' in source and '{"c", 300},' in source
 

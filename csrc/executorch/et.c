@@ -163,15 +163,12 @@ static int segment_at(walk *w, uint32_t index, uint64_t where, uint64_t *start,
     return FB_OK;
 }
 
-static int check_segments(walk *w) {
+/* Every segment of the file's segments field f lies inside the segment data. */
+static int check_segments(walk *w, const fb_field *f) {
     uint32_t i;
     for (i = 0; i < w->segments.count; i++) {
         uint64_t start, size;
-        int rc;
-        push(&w->c, "segments", i);
-        rc = segment_at(w, i, w->segments.data, &start, &size);
-        if (rc != FB_OK) return rc;
-        pop(&w->c);
+        TRY(at_field(&w->c, f, i, segment_at(w, i, w->segments.data, &start, &size)));
     }
     return FB_OK;
 }
@@ -298,6 +295,40 @@ static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) 
     return FB_OK;
 }
 
+/* A tensor's ExtraTensorInfo: where its data is and, when external, its name. */
+static int extra_tensor_info(walk *w, const tbl *extra, uint8_t *location, et_record *r) {
+    ctx *c = &w->c;
+    vec name;
+    TRY(fld_u8(c, extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_LOCATION], location));
+    TRY(fld_text(c, extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FULLY_QUALIFIED_NAME],
+                 &name));
+    if (*location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, FB_E_BAD_INDEX, extra->pos);
+    if (*location == ET_TENSOR_DATA_LOCATION_EXTERNAL && name.data == 0)   /* its meaning */
+        return fail(c, FB_E_MISSING_FIELD, extra->pos);
+    r->name = name.data;
+    r->name_len = name.count;
+    return FB_OK;
+}
+
+/* A memory-planned tensor's AllocationDetails: inside its arena. */
+static int allocation_info(walk *w, const tbl *alloc, et_record *r) {
+    ctx *c = &w->c;
+    uint32_t id, low, high;
+    int64_t size;
+    TRY(fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_ID], &id));
+    TRY(fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_LOW], &low));
+    TRY(fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_HIGH], &high));
+    if (id >= w->buffer_sizes.count) return fail(c, FB_E_BAD_INDEX, alloc->pos);
+    size = (int64_t)ld64(c->buf + w->buffer_sizes.data + 8 * (uint64_t)id);
+    r->memory_id = id;
+    r->memory_offset = (uint64_t)low | ((uint64_t)high << 32);
+    if (size < 0 || r->memory_offset > (uint64_t)size
+        || r->nbytes > (uint64_t)size - r->memory_offset)
+        return fail(c, FB_E_OUTSIDE_STORAGE, alloc->pos);
+    r->stored = ET_STORED_PLANNED;
+    return FB_OK;
+}
+
 static int tensor_value(walk *w, const tbl *t, uint32_t value) {
     ctx *c = &w->c;
     et_record rec, *r;
@@ -315,39 +346,14 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
     TRY(fld_u32(c, t, &et_tensor[ET_TENSOR_DATA_BUFFER_IDX], &index));
     TRY(fld_table(c, t, &et_tensor[ET_TENSOR_ALLOCATION_INFO], &alloc, &has_alloc));
     TRY(fld_table(c, t, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], &extra, &has_extra));
-    if (has_extra) {
-        vec name;
-        push(c, ".extra_tensor_info", NO_INDEX);
-        TRY(fld_u8(c, &extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_LOCATION], &location));
-        TRY(fld_text(c, &extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FULLY_QUALIFIED_NAME],
-                     &name));
-        if (location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, FB_E_BAD_INDEX, extra.pos);
-        if (location == ET_TENSOR_DATA_LOCATION_EXTERNAL && name.data == 0)
-            return fail(c, FB_E_MISSING_FIELD, extra.pos);
-        r->name = name.data;
-        r->name_len = name.count;
-        pop(c);
-    }
+    if (has_extra)
+        TRY(at_field(c, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], NO_INDEX,
+                     extra_tensor_info(w, &extra, &location, r)));
     if (location == ET_TENSOR_DATA_LOCATION_EXTERNAL) {
         r->stored = ET_STORED_EXTERNAL;
     } else if (has_alloc) {
-        uint32_t id, low, high;
-        int64_t size;
-        push(c, ".allocation_info", NO_INDEX);
-        TRY(fld_u32(c, &alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_ID], &id));
-        TRY(fld_u32(c, &alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_LOW],
-                    &low));
-        TRY(fld_u32(c, &alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_HIGH],
-                    &high));
-        if (id >= w->buffer_sizes.count) return fail(c, FB_E_BAD_INDEX, alloc.pos);
-        size = (int64_t)ld64(c->buf + w->buffer_sizes.data + 8 * (uint64_t)id);
-        r->memory_id = id;
-        r->memory_offset = (uint64_t)low | ((uint64_t)high << 32);
-        if (size < 0 || r->memory_offset > (uint64_t)size
-            || r->nbytes > (uint64_t)size - r->memory_offset)
-            return fail(c, FB_E_OUTSIDE_STORAGE, alloc.pos);
-        r->stored = ET_STORED_PLANNED;
-        pop(c);
+        TRY(at_field(c, &et_tensor[ET_TENSOR_ALLOCATION_INFO], NO_INDEX,
+                     allocation_info(w, &alloc, r)));
         if (index > 0 && w->mutable_segments.count) {
             /* a mutable buffer's first values: sub-buffer data_buffer_idx of mutable data
              * segment extra_tensor_info.mutable_data_segments_idx */
@@ -408,90 +414,91 @@ static int value_list_field(walk *w, const tbl *t, const fb_field *f, int option
     return value_indices(w, &v, optional);
 }
 
-static int instruction(walk *w, const tbl *t, uint32_t n_instructions) {
-    ctx *c = &w->c;
-    const fb_member *members = et_instruction_arguments;
-    uint8_t type;
-    uint64_t pos;
-    tbl a;
-    TRY(fld_u8(c, t, &et_instruction[ET_INSTRUCTION_INSTR_ARGS_TYPE], &type));
-    if (type == 0 || type >= ET_INSTRUCTION_ARGUMENTS_COUNT)
-        return fail(c, FB_E_MISSING_FIELD, t->pos);
-    TRY(fld_union(c, t, &et_instruction[ET_INSTRUCTION_INSTR_ARGS], &members[type], &pos));
-    if (!pos) return fail(c, FB_E_MISSING_FIELD, t->pos);
-    TRY(tbl_open(c, pos, &a));
-    push(c, ".instr_args", NO_INDEX);
-    push(c, members[type].name, PATH_MEMBER);
+/* What the arguments `a` of an instruction of type `type` index. */
+static int instruction_args(walk *w, uint8_t type, const tbl *a, uint32_t n_instructions) {
     switch (type) {
     case ET_INSTRUCTION_ARGUMENTS_KERNEL_CALL:
-        TRY(index_field(w, &a, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], w->n_operators));
-        TRY(value_list_field(w, &a, &et_kernel_call[ET_KERNEL_CALL_ARGS], 0));
+        TRY(index_field(w, a, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], w->n_operators));
+        TRY(value_list_field(w, a, &et_kernel_call[ET_KERNEL_CALL_ARGS], 0));
         break;
     case ET_INSTRUCTION_ARGUMENTS_DELEGATE_CALL:
-        TRY(index_field(w, &a, &et_delegate_call[ET_DELEGATE_CALL_DELEGATE_INDEX],
+        TRY(index_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_DELEGATE_INDEX],
                         w->n_delegates));
-        TRY(value_list_field(w, &a, &et_delegate_call[ET_DELEGATE_CALL_ARGS], 0));
+        TRY(value_list_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_ARGS], 0));
         break;
     case ET_INSTRUCTION_ARGUMENTS_MOVE_CALL:
-        TRY(index_field(w, &a, &et_move_call[ET_MOVE_CALL_MOVE_FROM], w->n_values));
-        TRY(index_field(w, &a, &et_move_call[ET_MOVE_CALL_MOVE_TO], w->n_values));
+        TRY(index_field(w, a, &et_move_call[ET_MOVE_CALL_MOVE_FROM], w->n_values));
+        TRY(index_field(w, a, &et_move_call[ET_MOVE_CALL_MOVE_TO], w->n_values));
         break;
     case ET_INSTRUCTION_ARGUMENTS_JUMP_FALSE_CALL:
-        TRY(index_field(w, &a, &et_jump_false_call[ET_JUMP_FALSE_CALL_COND_VALUE_INDEX],
+        TRY(index_field(w, a, &et_jump_false_call[ET_JUMP_FALSE_CALL_COND_VALUE_INDEX],
                         w->n_values));
         /* One past the last instruction is the end of the chain: ExecuTorch jumps there
          * past a branch that ends the chain (torch.cond), and the runtime stops there. */
-        TRY(index_field(w, &a, &et_jump_false_call[ET_JUMP_FALSE_CALL_DESTINATION_INSTRUCTION],
+        TRY(index_field(w, a, &et_jump_false_call[ET_JUMP_FALSE_CALL_DESTINATION_INSTRUCTION],
                         (uint64_t)n_instructions + 1));
         break;
     default:
-        TRY(index_field(w, &a, &et_free_call[ET_FREE_CALL_VALUE_INDEX], w->n_values));
+        TRY(index_field(w, a, &et_free_call[ET_FREE_CALL_VALUE_INDEX], w->n_values));
         break;
     }
-    pop(c);
-    pop(c);
     return FB_OK;
 }
 
-static int chain(walk *w, const tbl *t) {
+/* Instruction i of a chain's `instructions`. */
+static int instruction(walk *w, const vec *instructions, uint32_t i) {
+    const fb_field *f = &et_instruction[ET_INSTRUCTION_INSTR_ARGS];
+    union_value u;
+    tbl t;
+    TRY(vec_table(&w->c, instructions, i, &t));
+    TRY(union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
+    return at_member(&w->c, f, u.member,
+                     instruction_args(w, u.type, &u.table, instructions->count));
+}
+
+/* Chain i of a plan's `chains`. */
+static int chain(walk *w, const vec *chains, uint32_t i) {
+    const fb_field *f = &et_chain[ET_CHAIN_INSTRUCTIONS];
     vec instructions;
-    uint32_t i;
-    TRY(value_list_field(w, t, &et_chain[ET_CHAIN_INPUTS], 0));
-    TRY(value_list_field(w, t, &et_chain[ET_CHAIN_OUTPUTS], 0));
-    TRY(fld_vec(&w->c, t, &et_chain[ET_CHAIN_INSTRUCTIONS], &instructions));
-    for (i = 0; i < instructions.count; i++) {
-        tbl ins;
-        push(&w->c, ".instructions", i);
-        TRY(vec_table(&w->c, &instructions, i, &ins));
-        TRY(instruction(w, &ins, instructions.count));
-        pop(&w->c);
-    }
+    tbl t;
+    uint32_t k;
+    TRY(vec_table(&w->c, chains, i, &t));
+    TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_INPUTS], 0));
+    TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_OUTPUTS], 0));
+    TRY(fld_vec(&w->c, &t, f, &instructions));
+    for (k = 0; k < instructions.count; k++)
+        TRY_IN_FIELD(&w->c, f, k, instruction(w, &instructions, k));
     return FB_OK;
 }
 
-static int delegate(walk *w, const tbl *t, uint32_t n_inline) {
+/* Where a delegate's payload is (ref): inline data or a segment. */
+static int processed(walk *w, const tbl *ref, uint32_t n_inline) {
     ctx *c = &w->c;
-    tbl ref;
-    int present;
     uint8_t location;
     uint32_t index;
-    TRY(fld_table(c, t, &et_backend_delegate[ET_BACKEND_DELEGATE_PROCESSED], &ref, &present));
-    if (!present) return fail(c, FB_E_MISSING_FIELD, t->pos);
-    push(c, ".processed", NO_INDEX);
-    TRY(fld_u8(c, &ref, &et_backend_delegate_data_reference[
-                            ET_BACKEND_DELEGATE_DATA_REFERENCE_LOCATION], &location));
-    TRY(fld_u32(c, &ref, &et_backend_delegate_data_reference[
-                             ET_BACKEND_DELEGATE_DATA_REFERENCE_INDEX], &index));
+    TRY(fld_u8(c, ref, &et_backend_delegate_data_reference[
+                           ET_BACKEND_DELEGATE_DATA_REFERENCE_LOCATION], &location));
+    TRY(fld_u32(c, ref, &et_backend_delegate_data_reference[
+                            ET_BACKEND_DELEGATE_DATA_REFERENCE_INDEX], &index));
     if (location == ET_DATA_LOCATION_INLINE) {
-        if (index >= n_inline) return fail(c, FB_E_BAD_INDEX, ref.pos);
+        if (index >= n_inline) return fail(c, FB_E_BAD_INDEX, ref->pos);
     } else if (location == ET_DATA_LOCATION_SEGMENT) {
         uint64_t start, size;
-        TRY(segment_at(w, index, ref.pos, &start, &size));
+        TRY(segment_at(w, index, ref->pos, &start, &size));
     } else {
-        return fail(c, FB_E_BAD_INDEX, ref.pos);
+        return fail(c, FB_E_BAD_INDEX, ref->pos);
     }
-    pop(c);
     return FB_OK;
+}
+
+/* Delegate i of a plan's `delegates`. */
+static int delegate(walk *w, const vec *delegates, uint32_t i, uint32_t n_inline) {
+    const fb_field *f = &et_backend_delegate[ET_BACKEND_DELEGATE_PROCESSED];
+    tbl t, ref;
+    int present;
+    TRY(vec_table(&w->c, delegates, i, &t));
+    TRY(fld_table(&w->c, &t, f, &ref, &present));
+    return at_field(&w->c, f, NO_INDEX, processed(w, &ref, n_inline));
 }
 
 /* The items of a list value: indices of values of kind `kind` (boxed lists: an IntList
@@ -517,36 +524,41 @@ static int list_items(walk *w, const tbl *t, const fb_field *f, uint8_t kind, in
     return FB_OK;
 }
 
-static int evalue(walk *w, const tbl *t, uint32_t value) {
-    ctx *c = &w->c;
-    uint8_t type;
-    uint64_t pos;
-    tbl v;
-    TRY(fld_u8(c, t, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
-    if (type == ET_KERNEL_TYPES_NONE || type >= ET_KERNEL_TYPES_COUNT) return FB_OK;
-    TRY(fld_union(c, t, &et_e_value[ET_E_VALUE_VAL], &et_kernel_types[type], &pos));
-    if (!pos) return fail(c, FB_E_MISSING_FIELD, t->pos);
-    TRY(tbl_open(c, pos, &v));
-    push(c, ".val", NO_INDEX);
-    push(c, et_kernel_types[type].name, PATH_MEMBER);
+/* What value `value` of union type `type` (table v) holds. */
+static int evalue_member(walk *w, uint8_t type, const tbl *v, uint32_t value) {
     if (type == ET_KERNEL_TYPES_TENSOR)
-        TRY(tensor_value(w, &v, value));
-    else if (type == ET_KERNEL_TYPES_INT_LIST)
-        TRY(list_items(w, &v, &et_int_list[ET_INT_LIST_ITEMS], ET_KERNEL_TYPES_INT, 1, 0));
-    else if (type == ET_KERNEL_TYPES_TENSOR_LIST)
-        TRY(list_items(w, &v, &et_tensor_list[ET_TENSOR_LIST_ITEMS], ET_KERNEL_TYPES_TENSOR, 0, 0));
-    else if (type == ET_KERNEL_TYPES_OPTIONAL_TENSOR_LIST)
-        TRY(list_items(w, &v, &et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_ITEMS],
-                       ET_KERNEL_TYPES_TENSOR, 0, 1));
-    pop(c);
-    pop(c);
+        return tensor_value(w, v, value);
+    if (type == ET_KERNEL_TYPES_INT_LIST)
+        return list_items(w, v, &et_int_list[ET_INT_LIST_ITEMS], ET_KERNEL_TYPES_INT, 1, 0);
+    if (type == ET_KERNEL_TYPES_TENSOR_LIST)
+        return list_items(w, v, &et_tensor_list[ET_TENSOR_LIST_ITEMS], ET_KERNEL_TYPES_TENSOR, 0, 0);
+    if (type == ET_KERNEL_TYPES_OPTIONAL_TENSOR_LIST)
+        return list_items(w, v, &et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_ITEMS],
+                          ET_KERNEL_TYPES_TENSOR, 0, 1);
     return FB_OK;
 }
 
-static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
+/* Value i of the plan's `values`. */
+static int evalue(walk *w, uint32_t i) {
+    const fb_field *f = &et_e_value[ET_E_VALUE_VAL];
+    union_value u;
+    tbl t;
+    TRY(vec_table(&w->c, &w->values, i, &t));
+    TRY(union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
+    if (u.type != ET_KERNEL_TYPES_NONE)
+        TRY_IN_MEMBER(&w->c, f, u.member, evalue_member(w, u.type, &u.table, i));
+    return FB_OK;
+}
+
+/* Execution plan `index` of `plans`. */
+static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_inline) {
     ctx *c = &w->c;
     vec chains, operators, delegates, devices;
+    tbl plan;
+    const tbl *t = &plan;
     uint32_t i;
+    int rc;
+    TRY(vec_table(c, plans, index, &plan));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
@@ -559,96 +571,121 @@ static int execution_plan(walk *w, const tbl *t, uint32_t n_inline) {
     w->n_delegates = delegates.count;
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_INPUTS], 0));
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_OUTPUTS], 0));
-    for (i = 0; i < w->values.count; i++) {
-        tbl v;
-        push(c, ".values", i);
-        TRY(vec_table(c, &w->values, i, &v));
-        TRY(evalue(w, &v, i));
-        pop(c);
-    }
-    for (i = 0; i < chains.count; i++) {
-        tbl ch;
-        push(c, ".chains", i);
-        TRY(vec_table(c, &chains, i, &ch));
-        TRY(chain(w, &ch));
-        pop(c);
-    }
-    for (i = 0; i < delegates.count; i++) {
-        tbl d;
-        push(c, ".delegates", i);
-        TRY(vec_table(c, &delegates, i, &d));
-        TRY(delegate(w, &d, n_inline));
-        pop(c);
-    }
+    for (i = 0; i < w->values.count; i++)
+        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], i, evalue(w, i));
+    for (i = 0; i < chains.count; i++)
+        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], i, chain(w, &chains, i));
+    for (i = 0; i < delegates.count; i++)
+        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], i,
+                     delegate(w, &delegates, i, n_inline));
     for (i = 0; i < devices.count; i++) {
         tbl d;
-        push(c, ".non_const_buffer_device", i);
-        TRY(vec_table(c, &devices, i, &d));
-        TRY(index_field(w, &d, &et_non_const_buffer_device[ET_NON_CONST_BUFFER_DEVICE_BUFFER_IDX],
-                        w->buffer_sizes.count));
-        pop(c);
+        rc = vec_table(c, &devices, i, &d);
+        if (rc == FB_OK)
+            rc = index_field(w, &d, &et_non_const_buffer_device[ET_NON_CONST_BUFFER_DEVICE_BUFFER_IDX],
+                             w->buffer_sizes.count);
+        TRY(at_field(c, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], i, rc));
     }
     return FB_OK;
 }
 
 /* -------------------------------------------------------------- the files */
 
+/* The program's constant segment (cs): its offsets, inside its segment. */
+static int constant_segment(walk *w, const tbl *cs) {
+    uint32_t index;
+    TRY(fld_vec(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS],
+                &w->constant_offsets));
+    TRY(fld_u32(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
+    if (w->constant_offsets.count)
+        TRY(segment_at(w, index, cs->pos, &w->constant_start, &w->constant_size));
+    return FB_OK;
+}
+
+/* Mutable data segment i: its segment, and its offsets inside it. */
+static int mutable_segment(walk *w, uint32_t i) {
+    ctx *c = &w->c;
+    tbl m;
+    uint32_t index, k;
+    uint64_t start, size;
+    vec offsets;
+    TRY(vec_table(c, &w->mutable_segments, i, &m));
+    TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
+    TRY(segment_at(w, index, m.pos, &start, &size));
+    TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
+    for (k = 0; k < offsets.count; k++)
+        if (ld64(c->buf + offsets.data + 8 * (uint64_t)k) > size)
+            return fail(c, ET_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
+    return FB_OK;
+}
+
 static int program(walk *w, const tbl *root) {
     ctx *c = &w->c;
     vec plans, inline_data, named;
     tbl cs;
-    int has_cs;
+    int has_cs, rc;
     uint32_t i;
     TRY(fld_vec(c, root, &et_program[ET_PROGRAM_SEGMENTS], &w->segments));
-    TRY(check_segments(w));
+    TRY(check_segments(w, &et_program[ET_PROGRAM_SEGMENTS]));
     TRY(fld_vec(c, root, &et_program[ET_PROGRAM_CONSTANT_BUFFER], &w->constant_buffer));
     TRY(fld_vec(c, root, &et_program[ET_PROGRAM_BACKEND_DELEGATE_DATA], &inline_data));
     TRY(fld_table(c, root, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], &cs, &has_cs));
-    if (has_cs) {
-        uint32_t index;
-        push(c, "constant_segment", NO_INDEX);
-        TRY(fld_vec(c, &cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS],
-                    &w->constant_offsets));
-        TRY(fld_u32(c, &cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
-        if (w->constant_offsets.count)
-            TRY(segment_at(w, index, cs.pos, &w->constant_start, &w->constant_size));
-        pop(c);
-    }
+    if (has_cs)
+        TRY(at_field(c, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], NO_INDEX,
+                     constant_segment(w, &cs)));
     TRY(fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &w->mutable_segments));
-    for (i = 0; i < w->mutable_segments.count; i++) {
-        tbl m;
-        uint32_t index, k;
-        uint64_t start, size;
-        vec offsets;
-        push(c, "mutable_data_segments", i);
-        TRY(vec_table(c, &w->mutable_segments, i, &m));
-        TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
-        TRY(segment_at(w, index, m.pos, &start, &size));
-        TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
-        for (k = 0; k < offsets.count; k++)
-            if (ld64(c->buf + offsets.data + 8 * (uint64_t)k) > size)
-                return fail(c, ET_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
-        pop(c);
-    }
+    for (i = 0; i < w->mutable_segments.count; i++)
+        TRY(at_field(c, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], i,
+                     mutable_segment(w, i)));
     TRY(fld_vec(c, root, &et_program[ET_PROGRAM_NAMED_DATA], &named));
     for (i = 0; i < named.count; i++) {
         tbl nd;
-        push(c, "named_data", i);
-        TRY(vec_table(c, &named, i, &nd));
-        TRY(named_data(w, &nd, &et_named_data[ET_NAMED_DATA_KEY],
-                       &et_named_data[ET_NAMED_DATA_SEGMENT_INDEX], -1));
-        pop(c);
+        rc = vec_table(c, &named, i, &nd);
+        if (rc == FB_OK)
+            rc = named_data(w, &nd, &et_named_data[ET_NAMED_DATA_KEY],
+                            &et_named_data[ET_NAMED_DATA_SEGMENT_INDEX], -1);
+        TRY(at_field(c, &et_program[ET_PROGRAM_NAMED_DATA], i, rc));
     }
     TRY(fld_vec(c, root, &et_program[ET_PROGRAM_EXECUTION_PLAN], &plans));
     for (i = 0; i < plans.count; i++) {
-        tbl p;
-        push(c, "execution_plan", i);
         w->plan = i;
-        TRY(vec_table(c, &plans, i, &p));
-        TRY(execution_plan(w, &p, inline_data.count));
-        pop(c);
+        TRY_IN_FIELD(c, &et_program[ET_PROGRAM_EXECUTION_PLAN], i,
+                     execution_plan(w, &plans, i, inline_data.count));
     }
     return FB_OK;
+}
+
+/* Entry i of a data file's named data: its blob and, with a layout, its tensor. */
+static int data_entry(walk *w, const vec *named, uint32_t i) {
+    const fb_field *layout_f = &ft_named_data[FT_NAMED_DATA_TENSOR_LAYOUT];
+    ctx *c = &w->c;
+    tbl nd, layout;
+    int has_layout;
+    int32_t tensor = -1;
+    TRY(vec_table(c, named, i, &nd));
+    TRY(fld_table(c, &nd, layout_f, &layout, &has_layout));
+    if (has_layout) {
+        et_record rec, *r;
+        uint32_t index;
+        uint64_t size;
+        vec key;
+        TRY(record_slot(w, &rec, &r));
+        TRY(at_field(c, layout_f, NO_INDEX,
+                     tensor_layout(w, &layout, &ft_tensor_layout[FT_TENSOR_LAYOUT_SCALAR_TYPE],
+                                   &ft_tensor_layout[FT_TENSOR_LAYOUT_SIZES],
+                                   &ft_tensor_layout[FT_TENSOR_LAYOUT_DIM_ORDER], r)));
+        TRY(fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
+        TRY(segment_at(w, index, nd.pos, &r->data, &size));
+        if (r->nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, nd.pos);
+        TRY(fld_str(c, &nd, &ft_named_data[FT_NAMED_DATA_KEY], &key));
+        r->name = key.data;
+        r->name_len = key.count;
+        r->value = i;
+        r->stored = ET_STORED_CONSTANT;
+        tensor = (int32_t)w->n_tensors++;
+    }
+    return named_data(w, &nd, &ft_named_data[FT_NAMED_DATA_KEY],
+                      &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], tensor);
 }
 
 static int data_file(walk *w, const tbl *root) {
@@ -656,40 +693,10 @@ static int data_file(walk *w, const tbl *root) {
     vec named;
     uint32_t i;
     TRY(fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS], &w->segments));
-    TRY(check_segments(w));
+    TRY(check_segments(w, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS]));
     TRY(fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], &named));
-    for (i = 0; i < named.count; i++) {
-        tbl nd, layout;
-        int has_layout;
-        int32_t tensor = -1;
-        push(c, "named_data", i);
-        TRY(vec_table(c, &named, i, &nd));
-        TRY(fld_table(c, &nd, &ft_named_data[FT_NAMED_DATA_TENSOR_LAYOUT], &layout, &has_layout));
-        if (has_layout) {
-            et_record rec, *r;
-            uint32_t index;
-            uint64_t size;
-            vec key;
-            TRY(record_slot(w, &rec, &r));
-            push(c, ".tensor_layout", NO_INDEX);
-            TRY(tensor_layout(w, &layout, &ft_tensor_layout[FT_TENSOR_LAYOUT_SCALAR_TYPE],
-                              &ft_tensor_layout[FT_TENSOR_LAYOUT_SIZES],
-                              &ft_tensor_layout[FT_TENSOR_LAYOUT_DIM_ORDER], r));
-            pop(c);
-            TRY(fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
-            TRY(segment_at(w, index, nd.pos, &r->data, &size));
-            if (r->nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, nd.pos);
-            TRY(fld_str(c, &nd, &ft_named_data[FT_NAMED_DATA_KEY], &key));
-            r->name = key.data;
-            r->name_len = key.count;
-            r->value = i;
-            r->stored = ET_STORED_CONSTANT;
-            tensor = (int32_t)w->n_tensors++;
-        }
-        TRY(named_data(w, &nd, &ft_named_data[FT_NAMED_DATA_KEY],
-                       &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], tensor));
-        pop(c);
-    }
+    for (i = 0; i < named.count; i++)
+        TRY_IN_FIELD(c, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], i, data_entry(w, &named, i));
     return FB_OK;
 }
 

@@ -6,8 +6,8 @@
  * and `XH00`, then u16 header length (30), u32 flatbuffer offset, u32 flatbuffer size,
  * u32 constant data offset (at or after the flatbuffer's end), u64 constant data size;
  * a payload without the header is all flatbuffer (its identifier at byte 4). Value ids
- * (id_out) are 0 .. n-1, one per xvalue; a node's `*_id` fields name values, ~0 meaning
- * none (an absent bias, unused concatenation inputs). constant_buffer_idx and
+ * (id_out) are 0 .. n-1, one per xvalue; a node's fields that the schema marks
+ * value_ref name values, ~0 meaning none (an absent bias, unused concatenation inputs). constant_buffer_idx and
  * scale_buffer_idx index constant_data, entry 0 meaning none; an entry with a non-empty
  * named_key is in the program's named data (offset 2^64-1), else at offset in the
  * constant data. 4-bit types pack two values a byte along the last dimension, a row
@@ -86,17 +86,13 @@ int xnn_read_header(const uint8_t *buf, size_t size, xnn_header *h, fb_error *er
 
 /* ---------------------------------------------------------------- meaning */
 
-/* Constant data entry `index` for `nbytes` bytes: inline inside the constant data, or a
+/* Constant data entry `index` (checked) for `nbytes` bytes: inline inside the constant data, or a
  * named data key (whose size the caller checks against the program's named data). */
-static int constant_ref(walk *w, uint32_t index, uint64_t nbytes, uint64_t where,
-                        xnn_ref *r) {
+static int constant_entry(walk *w, uint32_t index, uint64_t nbytes, xnn_ref *r) {
     ctx *c = &w->c;
     tbl t;
     uint64_t offset, size;
     vec key;
-    if (index == 0 || index >= w->constant_data.count)
-        return fail(c, FB_E_BAD_STORAGE_INDEX, where);
-    push(c, "constant_data", index);
     TRY(vec_table(c, &w->constant_data, index, &t));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_OFFSET], &offset));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_SIZE], &size));
@@ -114,7 +110,16 @@ static int constant_ref(walk *w, uint32_t index, uint64_t nbytes, uint64_t where
     r->size = size;
     r->nbytes = nbytes;
     r->index = index;
-    pop(c);
+    return FB_OK;
+}
+
+static int constant_ref(walk *w, uint32_t index, uint64_t nbytes, uint64_t where,
+                        xnn_ref *r) {
+    if (index == 0 || index >= w->constant_data.count)
+        return fail(&w->c, FB_E_BAD_STORAGE_INDEX, where);
+    /* located as it always was: the bare name, wherever it is */
+    TRY_IN(&w->c, xn_xnn_graph[XN_XNN_GRAPH_CONSTANT_DATA].name, index,
+           constant_entry(w, index, nbytes, r));
     return FB_OK;
 }
 
@@ -159,40 +164,27 @@ static int scales(walk *w, const tbl *q, const fb_field *scale_f, const fb_field
     return constant_ref(w, index, (uint64_t)num * esize, q->pos, &v->scales);
 }
 
-static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
+/* The quantization parameters of kind `kind` in table q, for value v of dims `dims`. */
+static int quant_params(walk *w, uint8_t kind, const tbl *q, const vec *dims, xnn_value *v) {
     ctx *c = &w->c;
-    uint8_t kind;
-    uint64_t pos;
-    tbl q;
     int type = v->datatype;
     int32_t cd;
-    TRY(fld_u8(c, qv, &xn_xnn_quantized_tensor_value[XN_XNN_QUANTIZED_TENSOR_VALUE_QUANT_PARAMS_TYPE],
-               &kind));
-    if (kind == 0 || kind >= XN_XNN_QUANT_PARAMS_COUNT) return fail(c, FB_E_MISSING_FIELD, qv->pos);
-    TRY(fld_union(c, qv, &xn_xnn_quantized_tensor_value[XN_XNN_QUANTIZED_TENSOR_VALUE_QUANT_PARAMS],
-                  &xn_xnn_quant_params[kind], &pos));
-    if (!pos) return fail(c, FB_E_MISSING_FIELD, qv->pos);
-    TRY(tbl_open(c, pos, &q));
-    v->quant = w->base + pos;
-    v->quant_kind = kind;
-    push(c, ".quant_params", NO_INDEX);
-    push(c, xn_xnn_quant_params[kind].name, PATH_MEMBER);
     switch (kind) {
     case XN_XNN_QUANT_PARAMS_PER_TENSOR_QUANT:
         if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QINT8 && type != XN_XNN_DATATYPE_XNN_DATATYPE_QUINT8
             && type != XN_XNN_DATATYPE_XNN_DATATYPE_QINT32)
-            return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
+            return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
         break;
     case XN_XNN_QUANT_PARAMS_PER_TOKEN_DYNAMIC_QUANT:
-        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QDINT8) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
+        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QDINT8) return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
         break;
     case XN_XNN_QUANT_PARAMS_PER_CHANNEL_QUANT:
         if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QCINT8 && type != XN_XNN_DATATYPE_XNN_DATATYPE_QCINT32
             && type != XN_XNN_DATATYPE_XNN_DATATYPE_QCINT4)
-            return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
-        TRY(fld_i32(c, &q, &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_CHANNEL_DIM], &cd));
-        if (cd < 0 || (uint32_t)cd >= dims->count) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
-        TRY(scales(w, &q, &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_SCALE],
+            return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
+        TRY(fld_i32(c, q, &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_CHANNEL_DIM], &cd));
+        if (cd < 0 || (uint32_t)cd >= dims->count) return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
+        TRY(scales(w, q, &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_SCALE],
                    &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_SCALE_BUFFER_IDX],
                    &xn_per_channel_quant[XN_PER_CHANNEL_QUANT_NUM_SCALES], 4,
                    vec_u32(c, dims, (uint32_t)cd), v));
@@ -200,151 +192,143 @@ static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
     default: {   /* per channel and group: 2-D, groups along the other dimension */
         int32_t group;
         uint64_t channels, other;
-        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QBINT4) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
-        TRY(fld_i32(c, &q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_CHANNEL_DIM], &cd));
-        TRY(fld_i32(c, &q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_GROUP_SIZE],
+        if (type != XN_XNN_DATATYPE_XNN_DATATYPE_QBINT4) return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
+        TRY(fld_i32(c, q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_CHANNEL_DIM], &cd));
+        TRY(fld_i32(c, q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_GROUP_SIZE],
                     &group));
         if (dims->count != 2 || (cd != 0 && cd != 1) || group <= 0)
-            return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
+            return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
         channels = vec_u32(c, dims, (uint32_t)cd);
         other = vec_u32(c, dims, (uint32_t)(1 - cd));
-        TRY(scales(w, &q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_SCALE],
+        TRY(scales(w, q, &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_SCALE],
                    &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_SCALE_BUFFER_IDX],
                    &xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_NUM_SCALES], 2,
                    channels * ((other + (uint64_t)group - 1) / (uint64_t)group), v));
         break;
     }
     }
-    pop(c);
-    pop(c);
     return FB_OK;
 }
 
-/* One xvalue: its id, layout, constant data and quantization. */
-static int value(walk *w, const tbl *xv, uint32_t index) {
+static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
+    const fb_field *f = &xn_xnn_quantized_tensor_value[XN_XNN_QUANTIZED_TENSOR_VALUE_QUANT_PARAMS];
+    union_value u;
+    TRY(union_open(&w->c, qv, f, &xn_schema_file.decls[f->ref], &u));
+    v->quant = w->base + u.pos;
+    v->quant_kind = u.type;
+    TRY_IN_MEMBER(&w->c, f, u.member, quant_params(w, u.type, &u.table, dims, v));
+    return FB_OK;
+}
+
+/* The XNNTensorValue t of xvalue `index`: its id, layout and constant data, into the
+ * value record it names (*out; `scratch` without records) and its dims. */
+static int tensor_value(walk *w, const tbl *t, uint32_t index, xnn_value *scratch,
+                        xnn_value **out, vec *dims) {
     ctx *c = &w->c;
-    uint8_t kind;
-    uint64_t pos;
     uint16_t datatype;
     uint32_t id, num_dims, buffer;
-    tbl qv, t;
-    vec dims;
-    xnn_value *v, scratch;
-    TRY(fld_u8(c, xv, &xn_x_value[XN_X_VALUE_XVALUE_UNION_TYPE], &kind));
-    if (kind == 0 || kind >= XN_X_VALUE_UNION_COUNT) return fail(c, FB_E_MISSING_FIELD, xv->pos);
-    TRY(fld_union(c, xv, &xn_x_value[XN_X_VALUE_XVALUE_UNION], &xn_x_value_union[kind], &pos));
-    if (!pos) return fail(c, FB_E_MISSING_FIELD, xv->pos);
-    push(c, ".xvalue_union", NO_INDEX);
-    push(c, xn_x_value_union[kind].name, PATH_MEMBER);
-    TRY(tbl_open(c, pos, &t));
-    if (kind == XN_X_VALUE_UNION_XNN_QUANTIZED_TENSOR_VALUE) {
-        int present;
-        qv = t;
-        TRY(fld_table(c, &qv, &xn_xnn_quantized_tensor_value[
-                                  XN_XNN_QUANTIZED_TENSOR_VALUE_TENSOR_VALUE], &t, &present));
-        if (!present) return fail(c, FB_E_MISSING_FIELD, qv.pos);
-        push(c, ".tensor_value", NO_INDEX);
-    }
-    TRY(fld_u32(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_ID_OUT], &id));
-    if (id >= w->s->n_values) return fail(c, ET_E_BAD_VALUE_ID, t.pos);
-    v = w->values ? &w->values[id] : &scratch;
-    if (w->values && v->tensor) return fail(c, ET_E_BAD_VALUE_ID, t.pos);   /* twice */
+    xnn_value *v;
+    TRY(fld_u32(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_ID_OUT], &id));
+    if (id >= w->s->n_values) return fail(c, ET_E_BAD_VALUE_ID, t->pos);
+    v = w->values ? &w->values[id] : scratch;
+    if (w->values && v->tensor) return fail(c, ET_E_BAD_VALUE_ID, t->pos);   /* twice */
     memset(v, 0, sizeof *v);
-    v->tensor = w->base + t.pos;
+    v->tensor = w->base + t->pos;
     v->xvalue = index;
-    TRY(fld_u16(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DATATYPE], &datatype));
+    TRY(fld_u16(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DATATYPE], &datatype));
     v->datatype = (int16_t)datatype;
-    TRY(fld_u32(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_NUM_DIMS], &num_dims));
-    TRY(fld_vec(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], &dims));
-    if (num_dims != dims.count) return fail(c, FB_E_LENGTH_MISMATCH, t.pos);
-    if (!datatype_bits(v->datatype)) return fail(c, FB_E_BAD_SCALAR_TYPE, t.pos);
-    TRY(fld_u32(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_CONSTANT_BUFFER_IDX], &buffer));
+    TRY(fld_u32(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_NUM_DIMS], &num_dims));
+    TRY(fld_vec(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], dims));
+    if (num_dims != dims->count) return fail(c, FB_E_LENGTH_MISMATCH, t->pos);
+    if (!datatype_bits(v->datatype)) return fail(c, FB_E_BAD_SCALAR_TYPE, t->pos);
+    TRY(fld_u32(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_CONSTANT_BUFFER_IDX], &buffer));
     if (buffer) {
         uint64_t nbytes;
-        TRY(extent(w, &dims, v->datatype, t.pos, &nbytes));
-        TRY(constant_ref(w, buffer, nbytes, t.pos, &v->constant));
+        TRY(extent(w, dims, v->datatype, t->pos, &nbytes));
+        TRY(constant_ref(w, buffer, nbytes, t->pos, &v->constant));
     }
-    if (kind == XN_X_VALUE_UNION_XNN_QUANTIZED_TENSOR_VALUE) {
-        pop(c);
-        TRY(quantization(w, &qv, &dims, v));
-    }
-    pop(c);
-    pop(c);
+    *out = v;
     return FB_OK;
 }
 
-/* Every `*_id` field of a node's table names a value (or none: ~0). */
-static int node(walk *w, const tbl *xn) {
-    ctx *c = &w->c;
-    const fb_schema *s = &xn_schema_file;
-    const fb_member *m;
-    const fb_decl *d;
-    uint8_t kind;
-    uint64_t pos;
+/* What union member `u` of xvalue `index` holds: a tensor value, or a quantized one. */
+static int xvalue(walk *w, const union_value *u, uint32_t index) {
+    const fb_field *tv = &xn_xnn_quantized_tensor_value[XN_XNN_QUANTIZED_TENSOR_VALUE_TENSOR_VALUE];
+    xnn_value scratch, *v;
+    vec dims;
     tbl t;
+    int present;
+    if (u->type != XN_X_VALUE_UNION_XNN_QUANTIZED_TENSOR_VALUE)
+        return tensor_value(w, &u->table, index, &scratch, &v, &dims);
+    TRY(fld_table(&w->c, &u->table, tv, &t, &present));
+    TRY_IN_FIELD(&w->c, tv, NO_INDEX, tensor_value(w, &t, index, &scratch, &v, &dims));
+    return quantization(w, &u->table, &dims, v);
+}
+
+/* Xvalue `index` of the graph. */
+static int value(walk *w, const vec *xvalues, uint32_t index) {
+    const fb_field *f = &xn_x_value[XN_X_VALUE_XVALUE_UNION];
+    union_value u;
+    tbl xv;
+    TRY(vec_table(&w->c, xvalues, index, &xv));
+    TRY(union_open(&w->c, &xv, f, &xn_schema_file.decls[f->ref], &u));
+    TRY_IN_MEMBER(&w->c, f, u.member, xvalue(w, &u, index));
+    return FB_OK;
+}
+
+/* Every field of node table t that the schema marks value_ref names a value (or none). */
+static int node_values(walk *w, const fb_member *m, const tbl *t) {
+    ctx *c = &w->c;
+    const fb_decl *d = &xn_schema_file.decls[m->ref];
     unsigned i;
-    TRY(fld_u8(c, xn, &xn_x_node[XN_X_NODE_XNODE_UNION_TYPE], &kind));
-    if (kind == 0 || kind >= XN_X_NODE_UNION_COUNT) return fail(c, FB_E_MISSING_FIELD, xn->pos);
-    m = &xn_x_node_union[kind];
-    TRY(fld_union(c, xn, &xn_x_node[XN_X_NODE_XNODE_UNION], m, &pos));
-    if (!pos) return fail(c, FB_E_MISSING_FIELD, xn->pos);
-    TRY(tbl_open(c, pos, &t));
-    push(c, ".xnode_union", NO_INDEX);
-    push(c, m->name, PATH_MEMBER);
-    d = &s->decls[m->ref];
     for (i = 0; i < d->count; i++) {
         const fb_field *f = &d->fields[i];
-        size_t n = strlen(f->name);
         uint32_t id;
-        if (f->kind != FB_SCALAR || f->type != FB_U32 || n < 3 || strcmp(f->name + n - 3, "_id"))
-            continue;
-        TRY(fld_u32(c, &t, f, &id));
+        if (!(f->flags & FB_VALUE_REF)) continue;
+        TRY(fld_u32(c, t, f, &id));
         if (id != XNN_NO_ID && id >= w->s->n_values) {
             uint64_t at;
-            TRY(tbl_field(c, &t, f->id, 4, &at));
-            push(c, f->path, NO_INDEX);
-            return fail(c, ET_E_BAD_VALUE_ID, at ? at : t.pos);
+            TRY(tbl_field(c, t, f->id, 4, &at));
+            return fail_at(c, f, NO_INDEX, ET_E_BAD_VALUE_ID, at ? at : t->pos);
         }
     }
-    pop(c);
-    pop(c);
     return FB_OK;
 }
 
+/* Xnode `index` of the graph. */
+static int node(walk *w, const vec *xnodes, uint32_t index) {
+    const fb_field *f = &xn_x_node[XN_X_NODE_XNODE_UNION];
+    union_value u;
+    tbl xn;
+    TRY(vec_table(&w->c, xnodes, index, &xn));
+    TRY(union_open(&w->c, &xn, f, &xn_schema_file.decls[f->ref], &u));
+    TRY_IN_MEMBER(&w->c, f, u.member, node_values(w, u.member, &u.table));
+    return FB_OK;
+}
+
+/* Every id of the graph's value_ref list f names a value. */
 static int id_list(walk *w, const tbl *root, const fb_field *f) {
     vec ids;
     uint32_t i;
     TRY(fld_vec(&w->c, root, f, &ids));
     for (i = 0; i < ids.count; i++)
-        if (vec_u32(&w->c, &ids, i) >= w->s->n_values) {
-            push(&w->c, f->name, i);
-            return fail(&w->c, ET_E_BAD_VALUE_ID, ids.data + 4 * (uint64_t)i);
-        }
+        if (vec_u32(&w->c, &ids, i) >= w->s->n_values)
+            return fail_at(&w->c, f, i, ET_E_BAD_VALUE_ID, ids.data + 4 * (uint64_t)i);
     return FB_OK;
 }
 
 static int graph(walk *w, const tbl *root) {
     ctx *c = &w->c;
+    const fb_field *values = &xn_xnn_graph[XN_XNN_GRAPH_XVALUES];
+    const fb_field *nodes = &xn_xnn_graph[XN_XNN_GRAPH_XNODES];
     vec xvalues, xnodes;
     uint32_t i;
     TRY(fld_vec(c, root, &xn_xnn_graph[XN_XNN_GRAPH_CONSTANT_DATA], &w->constant_data));
-    TRY(fld_vec(c, root, &xn_xnn_graph[XN_XNN_GRAPH_XVALUES], &xvalues));
+    TRY(fld_vec(c, root, values, &xvalues));
     if (xvalues.count != w->s->n_values) return fail(c, FB_E_BAD_ARGUMENT, 0);
-    for (i = 0; i < xvalues.count; i++) {
-        tbl xv;
-        push(c, "xvalues", i);
-        TRY(vec_table(c, &xvalues, i, &xv));
-        TRY(value(w, &xv, i));
-        pop(c);
-    }
-    TRY(fld_vec(c, root, &xn_xnn_graph[XN_XNN_GRAPH_XNODES], &xnodes));
-    for (i = 0; i < xnodes.count; i++) {
-        tbl xn;
-        push(c, "xnodes", i);
-        TRY(vec_table(c, &xnodes, i, &xn));
-        TRY(node(w, &xn));
-        pop(c);
-    }
+    for (i = 0; i < xvalues.count; i++) TRY_IN_FIELD(c, values, i, value(w, &xvalues, i));
+    TRY(fld_vec(c, root, nodes, &xnodes));
+    for (i = 0; i < xnodes.count; i++) TRY_IN_FIELD(c, nodes, i, node(w, &xnodes, i));
     TRY(id_list(w, root, &xn_xnn_graph[XN_XNN_GRAPH_INPUT_IDS]));
     return id_list(w, root, &xn_xnn_graph[XN_XNN_GRAPH_OUTPUT_IDS]);
 }

@@ -35,6 +35,21 @@ void fb_default_options(fb_options *opt) {
     opt->verify = 1;
 }
 
+/* Writes segment (name, index) at e->path + *used, within the array; 0 if it cannot. */
+static int put_segment(fb_error *e, size_t *used, const char *name, int64_t index) {
+    int w;
+    if (index >= 0)
+        w = snprintf(e->path + *used, sizeof e->path - *used, "%s[%lld]", name, (long long)index);
+    else if (index == PATH_MEMBER)
+        w = snprintf(e->path + *used, sizeof e->path - *used, "<%s>", name);
+    else
+        w = snprintf(e->path + *used, sizeof e->path - *used, "%s", name);
+    if (w < 0) return 0;
+    *used += (size_t)w;
+    if (*used >= sizeof e->path) *used = sizeof e->path - 1;
+    return 1;
+}
+
 void fb_fail(const ctx *c, int code, uint64_t offset) {
     fb_error *e = c->err;
     size_t used = 0;
@@ -44,19 +59,17 @@ void fb_fail(const ctx *c, int code, uint64_t offset) {
     e->offset = offset;
     e->path[0] = '\0';
     n = c->depth < PATH_MAX_SEGMENTS ? c->depth : PATH_MAX_SEGMENTS;
-    for (i = 0; i < n && used + 1 < sizeof e->path; i++) {
-        int w;
-        if (c->path[i].index >= 0)
-            w = snprintf(e->path + used, sizeof e->path - used, "%s[%lld]",
-                         c->path[i].name, (long long)c->path[i].index);
-        else if (c->path[i].index == PATH_MEMBER)
-            w = snprintf(e->path + used, sizeof e->path - used, "<%s>", c->path[i].name);
-        else
-            w = snprintf(e->path + used, sizeof e->path - used, "%s", c->path[i].name);
-        if (w < 0) break;
-        used += (size_t)w;
-        if (used >= sizeof e->path) used = sizeof e->path - 1;
-    }
+    for (i = 0; i < n && used + 1 < sizeof e->path; i++)
+        if (!put_segment(e, &used, c->path[i].name, c->path[i].index)) break;
+}
+
+int fb_locate(const ctx *c, const char *name, int64_t index, int code) {
+    fb_error *e = c->err;
+    size_t used;
+    if (!e || c->depth >= PATH_MAX_SEGMENTS) return code;   /* as push would drop it */
+    used = strlen(e->path);
+    if (used + 1 < sizeof e->path) (void)put_segment(e, &used, name, index);
+    return code;
 }
 
 /* Python's strict decoder: no overlong forms, no surrogates, nothing above U+10FFFF. */

@@ -120,6 +120,63 @@ static inline int fail(ctx *c, int code, uint64_t offset) {
         if (rc_ != FB_OK) return rc_; \
     } while (0)
 
+/* ------------------------------------------------------------- locating */
+
+/* Errors are located from the descriptors: a field's segment is its bare name at the
+ * root of the path, else its descriptor's path ("." + name). */
+static inline const char *field_segment(const ctx *c, const fb_field *f) {
+    return c->depth == 0 ? f->name : f->path;
+}
+
+/* Appends the segment (name, index) to the path of the failure just recorded, as if it
+ * had been pushed before it (it is the path's leaf); returns `code` (fb.c). */
+int fb_locate(const ctx *c, const char *name, int64_t index, int code);
+
+/* `rc`; a failure located at field f (its element `index`, or NO_INDEX). What a read or
+ * a check of one field adds to the path, built only when it fails. */
+static inline int at_field(ctx *c, const fb_field *f, int64_t index, int rc) {
+    if (rc != FB_OK) fb_locate(c, field_segment(c, f), index, rc);
+    return rc;   /* rc itself, so that callers see a success is one */
+}
+
+/* `rc`; a failure located at union field f holding member m (".f<Member>"), unless m is
+ * NULL (the failure came before the member was known). */
+static inline int at_member(ctx *c, const fb_field *f, const fb_member *m, int rc) {
+    if (rc == FB_OK || !m) return rc;
+    fb_locate(c, field_segment(c, f), NO_INDEX, rc);
+    c->depth++;
+    fb_locate(c, m->name, PATH_MEMBER, rc);
+    c->depth--;
+    return rc;
+}
+
+/* Fails at field f (its element `index`, or NO_INDEX). */
+static inline int fail_at(ctx *c, const fb_field *f, int64_t index, int code, uint64_t offset) {
+    return at_field(c, f, index, fail(c, code, offset));
+}
+
+/* Runs `expr` inside the path segment (name, index) of a region that holds more than one
+ * read: a vector's element, a table or a union member that a format walks further. */
+#define TRY_IN(c, name, index, expr) \
+    do {                             \
+        push((c), (name), (index));  \
+        TRY(expr);                   \
+        pop(c);                      \
+    } while (0)
+
+/* TRY_IN at field f, or at its element `index`. */
+#define TRY_IN_FIELD(c, f, index, expr) TRY_IN((c), field_segment((c), (f)), (index), (expr))
+
+/* TRY_IN at member m of union field f. */
+#define TRY_IN_MEMBER(c, f, m, expr)                            \
+    do {                                                        \
+        push((c), field_segment((c), (f)), NO_INDEX);           \
+        push((c), (m)->name, PATH_MEMBER);                      \
+        TRY(expr);                                              \
+        pop(c);                                                 \
+        pop(c);                                                 \
+    } while (0)
+
 /* ------------------------------------------------------------ raw reads */
 
 static inline int in_bounds(const ctx *c, uint64_t pos, uint64_t size) {
@@ -294,10 +351,12 @@ static inline int fld_ref(ctx *c, const tbl *t, const fb_field *f, uint64_t *tar
     return FB_OK;
 }
 
+/* A table field; a `required` one absent fails at its table. */
 static inline int fld_table(ctx *c, const tbl *t, const fb_field *f, tbl *sub, int *present) {
     uint64_t target;
     TRY(fld_kind(c, t, f->kind == FB_TABLE));
     TRY(fld_ref(c, t, f, &target));
+    if (!target && (f->flags & FB_REQUIRED)) return fail(c, FB_E_MISSING_FIELD, t->pos);
     *present = target != 0;
     if (target) TRY(tbl_open(c, target, sub));
     return FB_OK;
@@ -310,6 +369,39 @@ static inline int fld_union(ctx *c, const tbl *t, const fb_field *f, const fb_me
     TRY(fld_kind(c, t, f->kind == FB_UNION));
     TRY(fld_ref(c, t, f, target));
     if (*target && m->kind == FB_STRUCT) TRY(need(c, *target, m->size, m->align));
+    return FB_OK;
+}
+
+/* A union field as a reader opens it: its type, the member that names, the value's
+ * position and, for a table member, the table. */
+typedef struct union_value {
+    uint8_t type;
+    const fb_member *member;   /* NULL until the type is known to name one */
+    uint64_t pos;              /* 0 for NONE: its offset is not followed */
+    tbl table;
+} union_value;
+
+/* Opens union field f of table t as union declaration u (its type in the slot fbsgen puts
+ * right before f). A required union fails with FB_E_MISSING_FIELD at t when its type is
+ * NONE or unknown or its value absent; one that is not takes NONE (no value read), fails
+ * a type u does not have at the type's field and a member without its value at t.
+ * Nothing is located here beyond the type: callers locate at the member (at_member). */
+static inline int union_open(ctx *c, const tbl *t, const fb_field *f, const fb_decl *u,
+                             union_value *v) {
+    v->member = NULL;
+    v->pos = 0;
+    TRY(fld_kind(c, t, f->kind == FB_UNION));
+    TRY(fld_u8(c, t, f - 1, &v->type));
+    if (v->type == 0 || v->type >= u->count || u->members[v->type].kind == FB_NONE) {
+        if (f->flags & FB_REQUIRED) return fail(c, FB_E_MISSING_FIELD, t->pos);
+        if (v->type != 0) return fail_at(c, f - 1, NO_INDEX, FB_E_BAD_UNION_TYPE, t->pos);
+        v->member = &u->members[0];
+        return FB_OK;
+    }
+    v->member = &u->members[v->type];
+    TRY(fld_union(c, t, f, v->member, &v->pos));
+    if (!v->pos) return fail(c, FB_E_MISSING_FIELD, t->pos);
+    if (v->member->kind == FB_TABLE) TRY(tbl_open(c, v->pos, &v->table));
     return FB_OK;
 }
 
@@ -385,6 +477,24 @@ static inline int fld_str(ctx *c, const tbl *t, const fb_field *f, vec *s) {
 static inline int fld_text(ctx *c, const tbl *t, const fb_field *f, vec *s) {
     TRY(fld_str(c, t, f, s));
     return check_text(c, s);
+}
+
+/* The readers above with their failures located at the field. */
+#define LOCATED_READER(name, reader, type)                                         \
+    static inline int name(ctx *c, const tbl *t, const fb_field *f, type *out) {   \
+        return at_field(c, f, NO_INDEX, reader(c, t, f, out));                     \
+    }
+LOCATED_READER(fld_u8_at, fld_u8, uint8_t)
+LOCATED_READER(fld_u32_at, fld_u32, uint32_t)
+LOCATED_READER(fld_i32_at, fld_i32, int32_t)
+LOCATED_READER(fld_vec_at, fld_vec, vec)
+LOCATED_READER(fld_str_at, fld_str, vec)
+LOCATED_READER(fld_text_at, fld_text, vec)
+#undef LOCATED_READER
+
+static inline int fld_table_at(ctx *c, const tbl *t, const fb_field *f, tbl *sub,
+                               int *present) {
+    return at_field(c, f, NO_INDEX, fld_table(c, t, f, sub, present));
 }
 
 /* Element i of a vector of offsets (to tables or strings). */

@@ -34,6 +34,12 @@ enum fb_type {
 
 #define FB_NO_REF 0xffffu
 
+/* What the schema's attributes say of a field (its flags). */
+enum fb_flag {
+    FB_REQUIRED = 1,          /* `required`: the readers refuse it absent */
+    FB_VALUE_REF = 2          /* `value_ref`: names an entry of the format's value table */
+};
+
 /* One table field, at index = its vtable id. */
 typedef struct fb_field {
     const char *name;        /* as declared; "<union>_type" for a union's type slot */
@@ -46,6 +52,7 @@ typedef struct fb_field {
     uint8_t elem_size;       /* vector element (4 for offsets) or string byte; 0 otherwise */
     uint8_t elem_align;
     uint8_t force_align;     /* the schema's force_align on a vector, 0 if none */
+    uint8_t flags;           /* enum fb_flag */
     int64_t int_default;     /* default of an integer, bool or enum scalar */
     double real_default;     /* default of a float or double */
     uint16_t ref;            /* declaration number of the table, struct, union or enum */

@@ -50,71 +50,71 @@ const fb_enum_member et_data_location[2] = {
 };
 
 const fb_field et_container_metadata[ET_CONTAINER_METADATA_FIELD_COUNT] = {
-    {"encoded_inp_str", ".encoded_inp_str", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"encoded_out_str", ".encoded_out_str", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"encoded_inp_str", ".encoded_inp_str", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"encoded_out_str", ".encoded_out_str", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_allocation_details[ET_ALLOCATION_DETAILS_FIELD_COUNT] = {
-    {"memory_id", ".memory_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"memory_offset_low", ".memory_offset_low", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"memory_offset_high", ".memory_offset_high", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"memory_id", ".memory_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"memory_offset_low", ".memory_offset_low", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"memory_offset_high", ".memory_offset_high", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FIELD_COUNT] = {
-    {"mutable_data_segments_idx", ".mutable_data_segments_idx", 0, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"fully_qualified_name", ".fully_qualified_name", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"location", ".location", 2, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_TENSOR_DATA_LOCATION},
-    {"device_type", ".device_type", 3, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_DEVICE_TYPE},
-    {"device_index", ".device_index", 4, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"mutable_data_segments_idx", ".mutable_data_segments_idx", 0, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"fully_qualified_name", ".fully_qualified_name", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"location", ".location", 2, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_TENSOR_DATA_LOCATION},
+    {"device_type", ".device_type", 3, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_DEVICE_TYPE},
+    {"device_index", ".device_index", 4, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_tensor[ET_TENSOR_FIELD_COUNT] = {
-    {"scalar_type", ".scalar_type", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_SCALAR_TYPE},
-    {"storage_offset", ".storage_offset", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"sizes", ".sizes", 2, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"dim_order", ".dim_order", 3, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"requires_grad", ".requires_grad", 4, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"data_buffer_idx", ".data_buffer_idx", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"allocation_info", ".allocation_info", 6, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, ET_DECL_ALLOCATION_DETAILS},
-    {"layout", ".layout", 7, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"shape_dynamism", ".shape_dynamism", 8, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_TENSOR_SHAPE_DYNAMISM},
-    {"extra_tensor_info", ".extra_tensor_info", 9, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, ET_DECL_EXTRA_TENSOR_INFO},
+    {"scalar_type", ".scalar_type", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_SCALAR_TYPE},
+    {"storage_offset", ".storage_offset", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"sizes", ".sizes", 2, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"dim_order", ".dim_order", 3, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"requires_grad", ".requires_grad", 4, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"data_buffer_idx", ".data_buffer_idx", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"allocation_info", ".allocation_info", 6, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_ALLOCATION_DETAILS},
+    {"layout", ".layout", 7, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"shape_dynamism", ".shape_dynamism", 8, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_TENSOR_SHAPE_DYNAMISM},
+    {"extra_tensor_info", ".extra_tensor_info", 9, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_EXTRA_TENSOR_INFO},
 };
 
 const fb_field et_int[ET_INT_FIELD_COUNT] = {
-    {"int_val", ".int_val", 0, FB_SCALAR, FB_I64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"int_val", ".int_val", 0, FB_SCALAR, FB_I64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_bool[ET_BOOL_FIELD_COUNT] = {
-    {"bool_val", ".bool_val", 0, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"bool_val", ".bool_val", 0, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_double[ET_DOUBLE_FIELD_COUNT] = {
-    {"double_val", ".double_val", 0, FB_SCALAR, FB_F64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"double_val", ".double_val", 0, FB_SCALAR, FB_F64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_string[ET_STRING_FIELD_COUNT] = {
-    {"string_val", ".string_val", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"string_val", ".string_val", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_int_list[ET_INT_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_double_list[ET_DOUBLE_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_F64, 4, 4, 8, 8, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_F64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_bool_list[ET_BOOL_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_BOOL, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_BOOL, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_tensor_list[ET_TENSOR_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_member et_kernel_types[ET_KERNEL_TYPES_COUNT] = {
@@ -133,37 +133,37 @@ const fb_member et_kernel_types[ET_KERNEL_TYPES_COUNT] = {
 };
 
 const fb_field et_e_value[ET_E_VALUE_FIELD_COUNT] = {
-    {"val_type", ".val_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_KERNEL_TYPES},
-    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, ET_DECL_KERNEL_TYPES},
+    {"val_type", ".val_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_KERNEL_TYPES},
+    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_KERNEL_TYPES},
 };
 
 const fb_field et_operator[ET_OPERATOR_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"overload", ".overload", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"overload", ".overload", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_kernel_call[ET_KERNEL_CALL_FIELD_COUNT] = {
-    {"op_index", ".op_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"args", ".args", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
+    {"op_index", ".op_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"args", ".args", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_delegate_call[ET_DELEGATE_CALL_FIELD_COUNT] = {
-    {"delegate_index", ".delegate_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"args", ".args", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
+    {"delegate_index", ".delegate_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"args", ".args", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_move_call[ET_MOVE_CALL_FIELD_COUNT] = {
-    {"move_from", ".move_from", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"move_to", ".move_to", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"move_from", ".move_from", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"move_to", ".move_to", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_jump_false_call[ET_JUMP_FALSE_CALL_FIELD_COUNT] = {
-    {"cond_value_index", ".cond_value_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"destination_instruction", ".destination_instruction", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"cond_value_index", ".cond_value_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"destination_instruction", ".destination_instruction", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_free_call[ET_FREE_CALL_FIELD_COUNT] = {
-    {"value_index", ".value_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"value_index", ".value_index", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_member et_instruction_arguments[ET_INSTRUCTION_ARGUMENTS_COUNT] = {
@@ -176,95 +176,95 @@ const fb_member et_instruction_arguments[ET_INSTRUCTION_ARGUMENTS_COUNT] = {
 };
 
 const fb_field et_instruction[ET_INSTRUCTION_FIELD_COUNT] = {
-    {"instr_args_type", ".instr_args_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_INSTRUCTION_ARGUMENTS},
-    {"instr_args", ".instr_args", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, ET_DECL_INSTRUCTION_ARGUMENTS},
+    {"instr_args_type", ".instr_args_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_INSTRUCTION_ARGUMENTS},
+    {"instr_args", ".instr_args", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, ET_DECL_INSTRUCTION_ARGUMENTS},
 };
 
 const fb_field et_frame[ET_FRAME_FIELD_COUNT] = {
-    {"filename", ".filename", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"lineno", ".lineno", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"name", ".name", 2, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"context", ".context", 3, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"filename", ".filename", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"lineno", ".lineno", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"name", ".name", 2, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"context", ".context", 3, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_frame_list[ET_FRAME_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_FRAME},
+    {"items", ".items", 0, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_FRAME},
 };
 
 const fb_field et_chain[ET_CHAIN_FIELD_COUNT] = {
-    {"inputs", ".inputs", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"outputs", ".outputs", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"instructions", ".instructions", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_INSTRUCTION},
-    {"stacktrace", ".stacktrace", 3, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_FRAME_LIST},
+    {"inputs", ".inputs", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"outputs", ".outputs", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"instructions", ".instructions", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_INSTRUCTION},
+    {"stacktrace", ".stacktrace", 3, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_FRAME_LIST},
 };
 
 const fb_field et_backend_delegate_data_reference[ET_BACKEND_DELEGATE_DATA_REFERENCE_FIELD_COUNT] = {
-    {"location", ".location", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_DATA_LOCATION},
-    {"index", ".index", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"location", ".location", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_DATA_LOCATION},
+    {"index", ".index", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_compile_spec[ET_COMPILE_SPEC_FIELD_COUNT] = {
-    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"value", ".value", 1, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"value", ".value", 1, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_backend_delegate[ET_BACKEND_DELEGATE_FIELD_COUNT] = {
-    {"id", ".id", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"processed", ".processed", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE_DATA_REFERENCE},
-    {"compile_specs", ".compile_specs", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_COMPILE_SPEC},
+    {"id", ".id", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"processed", ".processed", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, ET_DECL_BACKEND_DELEGATE_DATA_REFERENCE},
+    {"compile_specs", ".compile_specs", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_COMPILE_SPEC},
 };
 
 const fb_field et_non_const_buffer_device[ET_NON_CONST_BUFFER_DEVICE_FIELD_COUNT] = {
-    {"buffer_idx", ".buffer_idx", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"device_type", ".device_type", 1, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, ET_DECL_DEVICE_TYPE},
-    {"device_index", ".device_index", 2, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"buffer_idx", ".buffer_idx", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"device_type", ".device_type", 1, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_DEVICE_TYPE},
+    {"device_index", ".device_index", 2, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_execution_plan[ET_EXECUTION_PLAN_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"container_meta_type", ".container_meta_type", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, ET_DECL_CONTAINER_METADATA},
-    {"values", ".values", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_E_VALUE},
-    {"inputs", ".inputs", 3, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"outputs", ".outputs", 4, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"chains", ".chains", 5, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_CHAIN},
-    {"operators", ".operators", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_OPERATOR},
-    {"delegates", ".delegates", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE},
-    {"non_const_buffer_sizes", ".non_const_buffer_sizes", 8, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0.0, FB_NO_REF},
-    {"non_const_buffer_device", ".non_const_buffer_device", 9, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_NON_CONST_BUFFER_DEVICE},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"container_meta_type", ".container_meta_type", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_CONTAINER_METADATA},
+    {"values", ".values", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_E_VALUE},
+    {"inputs", ".inputs", 3, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"outputs", ".outputs", 4, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"chains", ".chains", 5, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_CHAIN},
+    {"operators", ".operators", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_OPERATOR},
+    {"delegates", ".delegates", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE},
+    {"non_const_buffer_sizes", ".non_const_buffer_sizes", 8, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
+    {"non_const_buffer_device", ".non_const_buffer_device", 9, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_NON_CONST_BUFFER_DEVICE},
 };
 
 const fb_field et_buffer[ET_BUFFER_FIELD_COUNT] = {
-    {"storage", ".storage", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0.0, FB_NO_REF},
+    {"storage", ".storage", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_backend_delegate_inline_data[ET_BACKEND_DELEGATE_INLINE_DATA_FIELD_COUNT] = {
-    {"data", ".data", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0.0, FB_NO_REF},
+    {"data", ".data", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_data_segment[ET_DATA_SEGMENT_FIELD_COUNT] = {
-    {"offset", ".offset", 0, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"size", ".size", 1, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"offset", ".offset", 0, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"size", ".size", 1, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_FIELD_COUNT] = {
-    {"segment_index", ".segment_index", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"offsets", ".offsets", 1, FB_VEC_SCALAR, FB_U64, 4, 4, 8, 8, 0, 0, 0.0, FB_NO_REF},
+    {"segment_index", ".segment_index", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"offsets", ".offsets", 1, FB_VEC_SCALAR, FB_U64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_named_data[ET_NAMED_DATA_FIELD_COUNT] = {
-    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"segment_index", ".segment_index", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"segment_index", ".segment_index", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_program[ET_PROGRAM_FIELD_COUNT] = {
-    {"version", ".version", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"execution_plan", ".execution_plan", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_EXECUTION_PLAN},
-    {"constant_buffer", ".constant_buffer", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_BUFFER},
-    {"backend_delegate_data", ".backend_delegate_data", 3, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE_INLINE_DATA},
-    {"segments", ".segments", 4, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_DATA_SEGMENT},
-    {"constant_segment", ".constant_segment", 5, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, ET_DECL_SUBSEGMENT_OFFSETS},
-    {"mutable_data_segments", ".mutable_data_segments", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_SUBSEGMENT_OFFSETS},
-    {"named_data", ".named_data", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, ET_DECL_NAMED_DATA},
+    {"version", ".version", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"execution_plan", ".execution_plan", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_EXECUTION_PLAN},
+    {"constant_buffer", ".constant_buffer", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_BUFFER},
+    {"backend_delegate_data", ".backend_delegate_data", 3, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE_INLINE_DATA},
+    {"segments", ".segments", 4, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_DATA_SEGMENT},
+    {"constant_segment", ".constant_segment", 5, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_SUBSEGMENT_OFFSETS},
+    {"mutable_data_segments", ".mutable_data_segments", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_SUBSEGMENT_OFFSETS},
+    {"named_data", ".named_data", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_NAMED_DATA},
 };
 
 const fb_decl et_decl_table[ET_DECL_COUNT] = {

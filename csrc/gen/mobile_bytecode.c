@@ -3,57 +3,57 @@
 #include "gen/mobile_bytecode.h"
 
 const fb_field mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_FIELD_COUNT] = {
-    {"qscheme", ".qscheme", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"scale", ".scale", 1, FB_SCALAR, FB_F64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"zero_point", ".zero_point", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"scales", ".scales", 3, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, MOBILE_DECL_TENSOR_METADATA},
-    {"zero_points", ".zero_points", 4, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, MOBILE_DECL_TENSOR_METADATA},
-    {"axis", ".axis", 5, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"qscheme", ".qscheme", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scale", ".scale", 1, FB_SCALAR, FB_F64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"zero_point", ".zero_point", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scales", ".scales", 3, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_TENSOR_METADATA},
+    {"zero_points", ".zero_points", 4, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_TENSOR_METADATA},
+    {"axis", ".axis", 5, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_tensor_metadata[MOBILE_TENSOR_METADATA_FIELD_COUNT] = {
-    {"storage_location_index", ".storage_location_index", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"scalar_type", ".scalar_type", 1, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"storage_offset", ".storage_offset", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"sizes", ".sizes", 3, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"strides", ".strides", 4, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"requires_grad", ".requires_grad", 5, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"quantized_schema", ".quantized_schema", 6, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, MOBILE_DECL_QUANTIZED_SCHEMA},
+    {"storage_location_index", ".storage_location_index", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scalar_type", ".scalar_type", 1, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"storage_offset", ".storage_offset", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"sizes", ".sizes", 3, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"strides", ".strides", 4, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"requires_grad", ".requires_grad", 5, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"quantized_schema", ".quantized_schema", 6, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_QUANTIZED_SCHEMA},
 };
 
 const fb_field mobile_string[MOBILE_STRING_FIELD_COUNT] = {
-    {"data", ".data", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"data", ".data", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_device[MOBILE_DEVICE_FIELD_COUNT] = {
-    {"str", ".str", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"str", ".str", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_list[MOBILE_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"annotation_str", ".annotation_str", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"annotation_str", ".annotation_str", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_int_list[MOBILE_INT_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_double_list[MOBILE_DOUBLE_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_F64, 4, 4, 8, 8, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_F64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_bool_list[MOBILE_BOOL_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_BOOL, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_BOOL, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_tuple[MOBILE_TUPLE_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_dict[MOBILE_DICT_FIELD_COUNT] = {
-    {"keys", ".keys", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"values", ".values", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"annotation_str", ".annotation_str", 2, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"keys", ".keys", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"values", ".values", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"annotation_str", ".annotation_str", 2, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_enum_member mobile_type_type[5] = {
@@ -65,58 +65,58 @@ const fb_enum_member mobile_type_type[5] = {
 };
 
 const fb_field mobile_object_type[MOBILE_OBJECT_TYPE_FIELD_COUNT] = {
-    {"type_name", ".type_name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"type", ".type", 1, FB_SCALAR, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, MOBILE_DECL_TYPE_TYPE},
-    {"attr_names", ".attr_names", 2, FB_VEC_STRING, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
+    {"type_name", ".type_name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"type", ".type", 1, FB_SCALAR, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_TYPE_TYPE},
+    {"attr_names", ".attr_names", 2, FB_VEC_STRING, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_object[MOBILE_OBJECT_FIELD_COUNT] = {
-    {"type_index", ".type_index", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"state", ".state", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"attrs", ".attrs", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"setstate_func", ".setstate_func", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"type_index", ".type_index", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"state", ".state", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"attrs", ".attrs", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"setstate_func", ".setstate_func", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_enum_value[MOBILE_ENUM_VALUE_FIELD_COUNT] = {
-    {"type_name", ".type_name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"value", ".value", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"type_name", ".type_name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"value", ".value", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_operator[MOBILE_OPERATOR_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"overload_name", ".overload_name", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"num_args_serialized", ".num_args_serialized", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, -1, 0.0, FB_NO_REF},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"overload_name", ".overload_name", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"num_args_serialized", ".num_args_serialized", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, -1, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_arg[MOBILE_ARG_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"type", ".type", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"default_value", ".default_value", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"type", ".type", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"default_value", ".default_value", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_schema[MOBILE_SCHEMA_FIELD_COUNT] = {
-    {"arguments", ".arguments", 0, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_ARG},
-    {"returns", ".returns", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_ARG},
+    {"arguments", ".arguments", 0, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_ARG},
+    {"returns", ".returns", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_ARG},
 };
 
 const fb_field mobile_debug_info[MOBILE_DEBUG_INFO_FIELD_COUNT] = {
-    {"debug_handle", ".debug_handle", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0.0, FB_NO_REF},
+    {"debug_handle", ".debug_handle", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_function[MOBILE_FUNCTION_FIELD_COUNT] = {
-    {"qn", ".qn", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"instructions", ".instructions", 1, FB_VEC_STRUCT, FB_OFFSET, 4, 4, 8, 4, 0, 0, 0.0, MOBILE_DECL_INSTRUCTION},
-    {"operators", ".operators", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_OPERATOR},
-    {"constants", ".constants", 3, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"type_annotations", ".type_annotations", 4, FB_VEC_STRING, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"register_size", ".register_size", 5, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"schema", ".schema", 6, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, MOBILE_DECL_SCHEMA},
-    {"debug_info", ".debug_info", 7, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, MOBILE_DECL_DEBUG_INFO},
-    {"class_type", ".class_type", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"qn", ".qn", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"instructions", ".instructions", 1, FB_VEC_STRUCT, FB_OFFSET, 4, 4, 8, 4, 0, 0, 0, 0.0, MOBILE_DECL_INSTRUCTION},
+    {"operators", ".operators", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_OPERATOR},
+    {"constants", ".constants", 3, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"type_annotations", ".type_annotations", 4, FB_VEC_STRING, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"register_size", ".register_size", 5, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"schema", ".schema", 6, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_SCHEMA},
+    {"debug_info", ".debug_info", 7, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_DEBUG_INFO},
+    {"class_type", ".class_type", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_storage_data[MOBILE_STORAGE_DATA_FIELD_COUNT] = {
-    {"data", ".data", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0.0, FB_NO_REF},
+    {"data", ".data", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_member mobile_i_value_union[MOBILE_I_VALUE_UNION_COUNT] = {
@@ -140,28 +140,28 @@ const fb_member mobile_i_value_union[MOBILE_I_VALUE_UNION_COUNT] = {
 };
 
 const fb_field mobile_i_value[MOBILE_I_VALUE_FIELD_COUNT] = {
-    {"val_type", ".val_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, MOBILE_DECL_I_VALUE_UNION},
-    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, MOBILE_DECL_I_VALUE_UNION},
+    {"val_type", ".val_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_I_VALUE_UNION},
+    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, MOBILE_DECL_I_VALUE_UNION},
 };
 
 const fb_field mobile_extra_file[MOBILE_EXTRA_FILE_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"content", ".content", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"content", ".content", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field mobile_module[MOBILE_MODULE_FIELD_COUNT] = {
-    {"bytecode_version", ".bytecode_version", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"extra_files", ".extra_files", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_EXTRA_FILE},
-    {"methods", ".methods", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"state_obj", ".state_obj", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"ivalues", ".ivalues", 4, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_I_VALUE},
-    {"storage_data_size", ".storage_data_size", 5, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"storage_data", ".storage_data", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_STORAGE_DATA},
-    {"object_types", ".object_types", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_OBJECT_TYPE},
-    {"jit_sources", ".jit_sources", 8, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, MOBILE_DECL_EXTRA_FILE},
-    {"jit_constants", ".jit_constants", 9, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"operator_version", ".operator_version", 10, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"mobile_ivalue_size", ".mobile_ivalue_size", 11, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"bytecode_version", ".bytecode_version", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"extra_files", ".extra_files", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_EXTRA_FILE},
+    {"methods", ".methods", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"state_obj", ".state_obj", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"ivalues", ".ivalues", 4, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_I_VALUE},
+    {"storage_data_size", ".storage_data_size", 5, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"storage_data", ".storage_data", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_STORAGE_DATA},
+    {"object_types", ".object_types", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_OBJECT_TYPE},
+    {"jit_sources", ".jit_sources", 8, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, MOBILE_DECL_EXTRA_FILE},
+    {"jit_constants", ".jit_constants", 9, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"operator_version", ".operator_version", 10, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"mobile_ivalue_size", ".mobile_ivalue_size", 11, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_decl mobile_decl_table[MOBILE_DECL_COUNT] = {

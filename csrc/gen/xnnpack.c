@@ -29,48 +29,48 @@ const fb_member xn_xnn_quant_params[XN_XNN_QUANT_PARAMS_COUNT] = {
 };
 
 const fb_field xn_buffer[XN_BUFFER_FIELD_COUNT] = {
-    {"storage", ".storage", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0.0, FB_NO_REF},
+    {"storage", ".storage", 0, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_per_channel_group_quant[XN_PER_CHANNEL_GROUP_QUANT_FIELD_COUNT] = {
-    {"scale", ".scale", 0, FB_VEC_SCALAR, FB_F32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"channel_dim", ".channel_dim", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"group_size", ".group_size", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"scale_bf16", ".scale_bf16", 3, FB_VEC_SCALAR, FB_U16, 4, 4, 2, 2, 0, 0, 0.0, FB_NO_REF},
-    {"scale_buffer_idx", ".scale_buffer_idx", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"num_scales", ".num_scales", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scale", ".scale", 0, FB_VEC_SCALAR, FB_F32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"channel_dim", ".channel_dim", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"group_size", ".group_size", 2, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scale_bf16", ".scale_bf16", 3, FB_VEC_SCALAR, FB_U16, 4, 4, 2, 2, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scale_buffer_idx", ".scale_buffer_idx", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"num_scales", ".num_scales", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_per_channel_quant[XN_PER_CHANNEL_QUANT_FIELD_COUNT] = {
-    {"scale", ".scale", 0, FB_VEC_SCALAR, FB_F32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"channel_dim", ".channel_dim", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"scale_buffer_idx", ".scale_buffer_idx", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"num_scales", ".num_scales", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scale", ".scale", 0, FB_VEC_SCALAR, FB_F32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"channel_dim", ".channel_dim", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scale_buffer_idx", ".scale_buffer_idx", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"num_scales", ".num_scales", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_per_token_dynamic_quant[XN_PER_TOKEN_DYNAMIC_QUANT_FIELD_COUNT] = {
-    {"num_nonbatch_dims", ".num_nonbatch_dims", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"num_nonbatch_dims", ".num_nonbatch_dims", 0, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_per_tensor_quant[XN_PER_TENSOR_QUANT_FIELD_COUNT] = {
-    {"scale", ".scale", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"zero_point", ".zero_point", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"scale", ".scale", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"zero_point", ".zero_point", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_FIELD_COUNT] = {
-    {"datatype", ".datatype", 0, FB_SCALAR, FB_I16, 2, 2, 0, 0, 0, 0, 0.0, XN_DECL_XNN_DATATYPE},
-    {"num_dims", ".num_dims", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"dims", ".dims", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"constant_buffer_idx", ".constant_buffer_idx", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"external_id", ".external_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"id_out", ".id_out", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"datatype", ".datatype", 0, FB_SCALAR, FB_I16, 2, 2, 0, 0, 0, 0, 0, 0.0, XN_DECL_XNN_DATATYPE},
+    {"num_dims", ".num_dims", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"dims", ".dims", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"constant_buffer_idx", ".constant_buffer_idx", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"external_id", ".external_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"id_out", ".id_out", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_quantized_tensor_value[XN_XNN_QUANTIZED_TENSOR_VALUE_FIELD_COUNT] = {
-    {"tensor_value", ".tensor_value", 0, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, XN_DECL_XNN_TENSOR_VALUE},
-    {"quant_params_type", ".quant_params_type", 1, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, XN_DECL_XNN_QUANT_PARAMS},
-    {"quant_params", ".quant_params", 2, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, XN_DECL_XNN_QUANT_PARAMS},
+    {"tensor_value", ".tensor_value", 0, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, XN_DECL_XNN_TENSOR_VALUE},
+    {"quant_params_type", ".quant_params_type", 1, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, XN_DECL_XNN_QUANT_PARAMS},
+    {"quant_params", ".quant_params", 2, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, XN_DECL_XNN_QUANT_PARAMS},
 };
 
 const fb_member xn_x_node_union[XN_X_NODE_UNION_COUNT] = {
@@ -131,188 +131,188 @@ const fb_member xn_x_value_union[XN_X_VALUE_UNION_COUNT] = {
 };
 
 const fb_field xn_output_min_max[XN_OUTPUT_MIN_MAX_FIELD_COUNT] = {
-    {"output_min", ".output_min", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_max", ".output_max", 1, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"output_min", ".output_min", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"output_max", ".output_max", 1, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_x_node[XN_X_NODE_FIELD_COUNT] = {
-    {"xnode_union_type", ".xnode_union_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, XN_DECL_X_NODE_UNION},
-    {"xnode_union", ".xnode_union", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, XN_DECL_X_NODE_UNION},
-    {"debug_handle", ".debug_handle", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_min_max", ".output_min_max", 3, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, XN_DECL_OUTPUT_MIN_MAX},
+    {"xnode_union_type", ".xnode_union_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, XN_DECL_X_NODE_UNION},
+    {"xnode_union", ".xnode_union", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, XN_DECL_X_NODE_UNION},
+    {"debug_handle", ".debug_handle", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"output_min_max", ".output_min_max", 3, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, XN_DECL_OUTPUT_MIN_MAX},
 };
 
 const fb_field xn_x_value[XN_X_VALUE_FIELD_COUNT] = {
-    {"xvalue_union_type", ".xvalue_union_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, XN_DECL_X_VALUE_UNION},
-    {"xvalue_union", ".xvalue_union", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0.0, XN_DECL_X_VALUE_UNION},
+    {"xvalue_union_type", ".xvalue_union_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, XN_DECL_X_VALUE_UNION},
+    {"xvalue_union", ".xvalue_union", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, XN_DECL_X_VALUE_UNION},
 };
 
 const fb_field xn_xnn_static_transpose[XN_XNN_STATIC_TRANSPOSE_FIELD_COUNT] = {
-    {"num_dims", ".num_dims", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"perm", ".perm", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"num_dims", ".num_dims", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"perm", ".perm", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_static_resize_bilinear2_d[XN_XNN_STATIC_RESIZE_BILINEAR2_D_FIELD_COUNT] = {
-    {"new_height", ".new_height", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"new_width", ".new_width", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"new_height", ".new_height", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"new_width", ".new_width", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_static_constant_pad[XN_XNN_STATIC_CONSTANT_PAD_FIELD_COUNT] = {
-    {"pre_paddings", ".pre_paddings", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"post_paddings", ".post_paddings", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"padding_value", ".padding_value", 2, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"pre_paddings", ".pre_paddings", 0, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"post_paddings", ".post_paddings", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_value", ".padding_value", 2, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn__xnn_node2x1[XN__XNN_NODE2X1_FIELD_COUNT] = {
-    {"input1_id", ".input1_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input2_id", ".input2_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input1_id", ".input1_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"input2_id", ".input2_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn__xnn_node1x1[XN__XNN_NODE1X1_FIELD_COUNT] = {
-    {"input_id", ".input_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn__xnn_cat[XN__XNN_CAT_FIELD_COUNT] = {
-    {"axis", ".axis", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input1_id", ".input1_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input2_id", ".input2_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input3_id", ".input3_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input4_id", ".input4_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input5_id", ".input5_id", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"axis", ".axis", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input1_id", ".input1_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"input2_id", ".input2_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"input3_id", ".input3_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"input4_id", ".input4_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input5_id", ".input5_id", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnnelu[XN_XNNELU_FIELD_COUNT] = {
-    {"alpha", ".alpha", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"alpha", ".alpha", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_fully_connected[XN_XNN_FULLY_CONNECTED_FIELD_COUNT] = {
-    {"input1_id", ".input1_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"filter_id", ".filter_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"bias_id", ".bias_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input1_id", ".input1_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"filter_id", ".filter_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"bias_id", ".bias_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn__xnn_node_conv[XN__XNN_NODE_CONV_FIELD_COUNT] = {
-    {"padding_top", ".padding_top", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_right", ".padding_right", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_bottom", ".padding_bottom", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_left", ".padding_left", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"kernel_height", ".kernel_height", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"kernel_width", ".kernel_width", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"subsampling_height", ".subsampling_height", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"subsampling_width", ".subsampling_width", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"dilation_height", ".dilation_height", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"dilation_width", ".dilation_width", 9, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"group_input_channels", ".group_input_channels", 10, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"group_output_channels", ".group_output_channels", 11, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"groups", ".groups", 12, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"adjustment_height", ".adjustment_height", 13, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"adjustment_width", ".adjustment_width", 14, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input1_id", ".input1_id", 15, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"filter_id", ".filter_id", 16, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"bias_id", ".bias_id", 17, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 18, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 19, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_top", ".padding_top", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_right", ".padding_right", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_bottom", ".padding_bottom", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_left", ".padding_left", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"kernel_height", ".kernel_height", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"kernel_width", ".kernel_width", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"subsampling_height", ".subsampling_height", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"subsampling_width", ".subsampling_width", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"dilation_height", ".dilation_height", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"dilation_width", ".dilation_width", 9, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"group_input_channels", ".group_input_channels", 10, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"group_output_channels", ".group_output_channels", 11, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"groups", ".groups", 12, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"adjustment_height", ".adjustment_height", 13, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"adjustment_width", ".adjustment_width", 14, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input1_id", ".input1_id", 15, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"filter_id", ".filter_id", 16, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"bias_id", ".bias_id", 17, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 18, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 19, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn__xnn_pooling2_d[XN__XNN_POOLING2_D_FIELD_COUNT] = {
-    {"padding_top", ".padding_top", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_right", ".padding_right", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_bottom", ".padding_bottom", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_left", ".padding_left", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"pooling_height", ".pooling_height", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"pooling_width", ".pooling_width", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"stride_height", ".stride_height", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"stride_width", ".stride_width", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"dilation_height", ".dilation_height", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"dilation_width", ".dilation_width", 9, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 10, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 11, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 12, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_top", ".padding_top", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_right", ".padding_right", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_bottom", ".padding_bottom", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_left", ".padding_left", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"pooling_height", ".pooling_height", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"pooling_width", ".pooling_width", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"stride_height", ".stride_height", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"stride_width", ".stride_width", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"dilation_height", ".dilation_height", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"dilation_width", ".dilation_width", 9, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 10, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 11, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 12, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_static_reshape[XN_XNN_STATIC_RESHAPE_FIELD_COUNT] = {
-    {"num_dims", ".num_dims", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"new_shape", ".new_shape", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"num_dims", ".num_dims", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"new_shape", ".new_shape", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_static_slice[XN_XNN_STATIC_SLICE_FIELD_COUNT] = {
-    {"num_dims", ".num_dims", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"offsets", ".offsets", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"sizes", ".sizes", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"num_dims", ".num_dims", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"offsets", ".offsets", 1, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"sizes", ".sizes", 2, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_scaled_dot_product_attention[XN_XNN_SCALED_DOT_PRODUCT_ATTENTION_FIELD_COUNT] = {
-    {"query_id", ".query_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"key_id", ".key_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"value_id", ".value_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"scale_id", ".scale_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"mask_id", ".mask_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"query_id", ".query_id", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"key_id", ".key_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"value_id", ".value_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"scale_id", ".scale_id", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"mask_id", ".mask_id", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_arg_max_pooling2d[XN_XNN_ARG_MAX_POOLING2D_FIELD_COUNT] = {
-    {"padding_top", ".padding_top", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_right", ".padding_right", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_bottom", ".padding_bottom", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"padding_left", ".padding_left", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"pooling_height", ".pooling_height", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"pooling_width", ".pooling_width", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_value_id", ".output_value_id", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_index_id", ".output_index_id", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 9, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_top", ".padding_top", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_right", ".padding_right", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_bottom", ".padding_bottom", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"padding_left", ".padding_left", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"pooling_height", ".pooling_height", 4, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"pooling_width", ".pooling_width", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 6, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_value_id", ".output_value_id", 7, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_index_id", ".output_index_id", 8, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 9, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_leaky_re_lu[XN_XNN_LEAKY_RE_LU_FIELD_COUNT] = {
-    {"negative_slope", ".negative_slope", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input_id", ".input_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"output_id", ".output_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"flags", ".flags", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"negative_slope", ".negative_slope", 0, FB_SCALAR, FB_F32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_id", ".input_id", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_id", ".output_id", 2, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"flags", ".flags", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_FIELD_COUNT] = {
-    {"offset", ".offset", 0, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"size", ".size", 1, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"named_key", ".named_key", 2, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
+    {"offset", ".offset", 0, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"size", ".size", 1, FB_SCALAR, FB_U64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"named_key", ".named_key", 2, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field xn_xnn_graph[XN_XNN_GRAPH_FIELD_COUNT] = {
-    {"version", ".version", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0.0, FB_NO_REF},
-    {"xnodes", ".xnodes", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, XN_DECL_X_NODE},
-    {"xvalues", ".xvalues", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, XN_DECL_X_VALUE},
-    {"num_externs", ".num_externs", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"input_ids", ".input_ids", 4, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"output_ids", ".output_ids", 5, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"constant_buffer", ".constant_buffer", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, XN_DECL_BUFFER},
-    {"mem_buffer_sizes", ".mem_buffer_sizes", 7, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0.0, FB_NO_REF},
-    {"constant_data", ".constant_data", 8, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0.0, XN_DECL_CONSTANT_DATA_OFFSET},
+    {"version", ".version", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"xnodes", ".xnodes", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, XN_DECL_X_NODE},
+    {"xvalues", ".xvalues", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, XN_DECL_X_VALUE},
+    {"num_externs", ".num_externs", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
+    {"input_ids", ".input_ids", 4, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"output_ids", ".output_ids", 5, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, FB_VALUE_REF, 0, 0.0, FB_NO_REF},
+    {"constant_buffer", ".constant_buffer", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, XN_DECL_BUFFER},
+    {"mem_buffer_sizes", ".mem_buffer_sizes", 7, FB_VEC_SCALAR, FB_U32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"constant_data", ".constant_data", 8, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, XN_DECL_CONSTANT_DATA_OFFSET},
 };
 
 const fb_decl xn_decl_table[XN_DECL_COUNT] = {

@@ -76,10 +76,11 @@ static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types
             uint32_t j = ld32(c->buf + where), name = types->slot_base[t] + slot;
             const ptmf_ivalue *target;
             ptmf_walk_step step;
-            if (j >= i) {
-                push(c, ".val<Object>.attrs", slot);
-                return fail(c, PTMF_E_FORWARD_REFERENCE, where);
-            }
+            if (j >= i)
+                return at_field(c, FIELD(object, OBJECT_ATTRS), slot,
+                                at_member(c, FIELD(i_value, I_VALUE_VAL),
+                                          &mobile_i_value_union[UT_OBJECT],
+                                          fail(c, PTMF_E_FORWARD_REFERENCE, where)));
             target = &ivalues[j];
             step.parent = self;
             step.name = name;

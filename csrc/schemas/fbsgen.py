@@ -5,8 +5,9 @@ to the ``.c`` file beside it). The parser is
 strict and takes the subset the project's schemas use: ``namespace``, ``struct``,
 ``table``, ``enum``, ``union`` (members may be aliases, ``Name: Type``, several of one
 type), ``root_type``, ``file_identifier``, ``file_extension``, ``attribute`` declarations,
-field attributes ``id``, ``deprecated``, ``required`` and ``force_align``, scalar
-defaults, and ``//`` and ``/* */`` comments. Anything else, or anything inconsistent
+field attributes ``id``, ``deprecated``, ``required`` and ``force_align``, the
+project's own field attribute ``value_ref`` (declared in the schema with ``attribute
+"value_ref";``, so that flatc accepts the schema too), scalar defaults, and ``//`` and ``/* */`` comments. Anything else, or anything inconsistent
 (unknown types, repeated names or ids, defaults out of range, a struct holding a
 table), raises :class:`SchemaError` with the file and line.
 
@@ -24,6 +25,10 @@ uppercased), holds:
   table, indexed by field id (``p_<table>[P_<TABLE>_<FIELD>]``; none for a table
   without fields), one ``fb_member`` array per union, indexed by type number, whose
   entries ``fb.h`` reads to check every access, and the schema (``p_schema_file``).
+  A descriptor's flags carry ``required`` (``FB_REQUIRED``: the readers refuse the
+  field absent) and ``value_ref`` (``FB_VALUE_REF``: an integer, or integers, naming an
+  entry of the format's value table, which the format checks and readers list as
+  references).
 
 The source (``<stem>.c``) defines them, once for the whole core.
 """
@@ -56,6 +61,9 @@ ALIASES = {"int8": "byte", "uint8": "ubyte", "int16": "short", "uint16": "ushort
 #: not declare the same names (both ExecuTorch schemas declare DataSegment and NamedData).
 PREFIXES = {"executorch_program": "ET", "executorch_flat_tensor": "FT", "xnnpack": "XN"}
 FIELD_ATTRIBUTES = {"id", "deprecated", "required", "force_align"}
+#: field attributes of the project's own, each to be declared with ``attribute "..."``
+#: -> the descriptor flag it sets
+OWN_ATTRIBUTES = {"value_ref": "FB_VALUE_REF"}
 
 TOKEN = re.compile(r"""
     (?P<space>\s+|//[^\n]*|/\*.*?\*/)
@@ -329,10 +337,13 @@ def _check_fields(s: Schema, d: Decl) -> None:
         if f.name in names:
             raise _err(s, f.line, f"{d.name} declares {f.name} twice")
         names.add(f.name)
-        unknown = set(f.attrs) - FIELD_ATTRIBUTES
+        unknown = set(f.attrs) - FIELD_ATTRIBUTES - set(OWN_ATTRIBUTES)
         if unknown:
             raise _err(s, f.line, f"unsupported attribute {sorted(unknown)[0]!r} on "
                                   f"{d.name}.{f.name}")
+        for a in sorted(set(f.attrs) & set(OWN_ATTRIBUTES)):
+            if a not in s.attributes:
+                raise _err(s, f.line, f"attribute {a!r} on {d.name}.{f.name} is not declared")
         ref = s.decls.get(f.type)
         if f.type not in SCALARS and f.type != "string" and ref is None:
             raise _err(s, f.line, f"{d.name}.{f.name}: unknown type {f.type!r}")
@@ -349,6 +360,10 @@ def _check_fields(s: Schema, d: Decl) -> None:
             ids.append((_field_id(s, f), f))
         if "force_align" in f.attrs and not f.vector:
             raise _err(s, f.line, f"force_align on {d.name}.{f.name} needs a vector")
+        if "value_ref" in f.attrs and f.type not in ("int", "uint", "long", "ulong"):
+            raise _err(s, f.line, f"value_ref on {d.name}.{f.name} needs an integer or integers")
+        if "required" in f.attrs and (scalar_of(s, f.type) is not None and not f.vector):
+            raise _err(s, f.line, f"required on {d.name}.{f.name}: a scalar cannot be")
     if ids and len(ids) != len(d.fields):
         raise _err(s, d.line, f"{d.name}: either every field has an id or none")
     if ids:
@@ -648,7 +663,7 @@ def _descriptor(s: Schema, P: str, i: int, name: str, f: Field, is_type: bool) -
     ref = s.decls.get(f.type)
     ref_c = f"{P}_DECL_{snake(ref.name).upper()}" if ref is not None else "FB_NO_REF"
     if is_type:
-        return (f'{{"{name}", ".{name}", {i}, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0.0, '
+        return (f'{{"{name}", ".{name}", {i}, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, '
                 f"{ref_c}}}")
     kind = field_kind(s, f)
     scalar = scalar_of(s, f.type)
@@ -663,9 +678,11 @@ def _descriptor(s: Schema, P: str, i: int, name: str, f: Field, is_type: bool) -
         esize = ealign = 1
     forced = f.attrs.get("force_align")
     forced_c = int(forced, 0) if forced else 0
+    flags = ["FB_REQUIRED"] if "required" in f.attrs else []
+    flags += [OWN_ATTRIBUTES[a] for a in sorted(OWN_ATTRIBUTES) if a in f.attrs]
     dint, dreal = _default_literals(s, f)
     return (f'{{"{name}", ".{name}", {i}, {kind}, {ftype}, {size}, {align}, {esize}, {ealign}, '
-            f"{forced_c}, {dint}, {dreal}, {ref_c}}}")
+            f"{forced_c}, {' | '.join(flags) or 0}, {dint}, {dreal}, {ref_c}}}")
 
 
 def main(argv: List[str]) -> int:

@@ -44,6 +44,12 @@ class FieldInfo(NamedTuple):
     dtype: str           # numpy dtype of a scalar or vector element
     default: Union[int, float, bool]
     ref: str             # the table, union or enum it refers to, "" if none
+    flags: int = 0       # fb_flag: what the schema's attributes say of it
+
+    @property
+    def value_ref(self) -> bool:
+        """Whether the schema marks the field ``value_ref``: it names values."""
+        return bool(self.flags & lib.FB_VALUE_REF)
 
 
 class Schema:
@@ -74,7 +80,8 @@ class Schema:
                         bool(f.int_default) if f.type == lib.FB_BOOL else f.int_default)
                     fname = ffi.string(f.name).decode()
                     fields[fname] = FieldInfo(fname, f.id, f.kind, fmt, dtype, default,
-                                              names[f.ref] if f.ref != 0xFFFF else "")
+                                              names[f.ref] if f.ref != 0xFFFF else "",
+                                              f.flags)
                 self.tables[name] = fields
             elif d.kind == lib.FB_DECL_UNION:
                 members = [d.members[i] for i in range(d.count)]

@@ -94,8 +94,8 @@ class XnnValue(NamedTuple):
 
 class XnnNode(NamedTuple):
     """One node: its kind (the schema's union member, e.g. ``"XNNConv2d"``), the value
-    ids it reads and writes (its ``*_id`` fields, in schema order: ``output*`` ones are
-    outputs; ids meaning none left out), its other fields by name, its debug handle and
+    ids it reads and writes (its fields the schema marks ``value_ref``, in schema order:
+    ``output*`` ones are outputs; ids meaning none left out), its other fields by name, its debug handle and
     output clamp (min, max) when the file gives one."""
 
     kind: str
@@ -183,9 +183,9 @@ class XnnGraph:
             inputs: List[int] = []
             outputs: List[int] = []
             fields: Dict[str, Any] = {}
-            for name in node.fields:
+            for name, info in node.fields.items():
                 value = node.plain(name)
-                if name.endswith("_id"):
+                if info.value_ref:
                     if value != XNN_NO_ID:
                         (outputs if name.startswith("output") else inputs).append(value)
                 else:
