@@ -19,8 +19,9 @@ uppercased), holds:
   field ``f`` takes the ids of ``f_type`` and ``f``), and each struct's size, alignment
   and field offsets (``P_<STRUCT>_SIZE``, ``_ALIGN``, ``P_<STRUCT>_<FIELD>_OFFSET``);
 - after them, one ``fb_field`` descriptor array per table, indexed by field id
-  (``p_<table>[P_<TABLE>_<FIELD>]``; none for a table without fields), and one ``fb_member`` array per union, indexed by
-  type number, whose entries ``fb.h`` reads to check every access.
+  (``p_<table>[P_<TABLE>_<FIELD>]``; none for a table without fields), and one
+  ``fb_member`` array per union, indexed by type number, whose entries ``fb.h`` reads to
+  check every access.
 """
 from __future__ import annotations
 
