@@ -84,7 +84,8 @@ def _table(res: Results) -> List[str]:
                 mem.append(f"+{info['open_kib'] / MiB:.1f} MiB open, "
                            f"+{info['state_dict_kib'] / MiB:.1f} MiB open+"
                            f"{info.get('step', 'state_dict')} "
-                           f"(file {info['file_kib'] / MiB:.1f}, anon {info['anon_kib'] / MiB:.1f})")
+                           f"(file {info['file_kib'] / MiB:.1f}, "
+                           f"anon {info['anon_kib'] / MiB:.1f})")
             if "crashes" in info:
                 mem.append(_crash_note(info))
             out.append(f"| {group} | {impl} | {_fmt_time(med)} | {per} | "

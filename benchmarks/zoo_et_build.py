@@ -6,8 +6,9 @@
 For each model of :data:`zoo.ET_MODELS` (random weights, never downloaded; the builders
 are the PTMF zoo's) it writes, in the forms listed there, ``<model>.portable.pte``
 (``to_edge(...).to_executorch()``) and ``<model>.xnnpack.pte``
-(``to_edge_transform_and_lower`` with the XNNPACK partitioner), the exported module's own tensors in ``<model>.weights.npz`` (parameters
-and buffers by name, as row-major bytes), and ``zoo_et.json``: per file, how it was
+(``to_edge_transform_and_lower`` with the XNNPACK partitioner), the exported module's
+own tensors in ``<model>.weights.npz`` (parameters and buffers by name, as row-major
+bytes), and ``zoo_et.json``: per file, how it was
 written and what ExecuTorch's runtime says of it (method names; each method's input and
 output dtypes and sizes), read in a child process; an export that fails is recorded with
 its error. Needs torch, torchvision, timm and executorch.

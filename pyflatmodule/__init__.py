@@ -38,9 +38,7 @@ from .ptmf import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Argument", "DataFile", "Device", "EnumValue", "FormatError", "Function", "Method", "Methods", "Module",
-    "Object", "ObjectType", "Operator", "Program", "QuantizedTensor", "Schema", "TensorKey",
-    "TensorRecord", "TensorSpec",
-    "VerifyReport", "load",
-    "verify",
+    "Argument", "DataFile", "Device", "EnumValue", "FormatError", "Function", "Method",
+    "Methods", "Module", "Object", "ObjectType", "Operator", "Program", "QuantizedTensor",
+    "Schema", "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load", "verify",
 ]

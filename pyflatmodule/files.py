@@ -63,7 +63,7 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
         data: for a program, the data files (paths, sources or opened DataFiles) that
             hold its external tensors, searched in order by the tensors' names.
         verify, copy, strict, advise, populate, max_depth, max_tables, max_elements:
-            as for :func:`pyflatmodule.module.load`. ExecuTorch files are always checked
+            as for :func:`pyflatmodule.ptmf.load`. ExecuTorch files are always checked
             in full when opened; ``verify`` adds alignment, NUL and UTF-8 checks.
 
     Raises:

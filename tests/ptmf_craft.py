@@ -1,8 +1,9 @@
 """A minimal PTMF writer for crafting good and broken files in tests.
 
-Independent of pyflatmodule: built on ``flatbuffers.Builder`` and the schema facts in
-docs/format.md. A module is a plain dict of Module fields (``ivalues``, ``object_types``,
-``storage_data``...); each ivalue is a dict made by ``iv`` or a shorthand (``Int``,
+Independent of pyflatmodule: built on ``flatbuffers.Builder`` and the schema as torch
+writes it (csrc/schemas/mobile_bytecode.fbs; the table layouts below). A module is a
+plain dict of Module fields (``ivalues``, ``object_types``, ``storage_data``...); each
+ivalue is a dict made by ``iv`` or a shorthand (``Int``,
 ``Str``, ``List``, ``Tensor``, ``Obj``, ``Func``...). Anything may be wrong on purpose:
 union type bytes (``iv("String", type=200, ...)``), index values, and any string or
 vector field may be a ``Raw`` (arbitrary element count over arbitrary bytes). Fields

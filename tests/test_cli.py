@@ -976,8 +976,8 @@ def test_uncompiled_source_tree_says_what_to_do(tmp_path):
     # An editable install's import hook would find the compiled core elsewhere: drop it,
     # as a regular install has none, then run the package as `python -m` does.
     program = ("import runpy, sys\n"
-               "sys.meta_path[:] = [f for f in sys.meta_path\n"
-               "                    if not getattr(f, '__module__', '').startswith('__editable_')]\n"
+               "sys.meta_path[:] = [f for f in sys.meta_path if not\n"
+               "                    getattr(f, '__module__', '').startswith('__editable_')]\n"
                "sys.argv[1:] = ['info']\n"
                "runpy.run_module('pyflatmodule', run_name='__main__', alter_sys=True)\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}

@@ -105,7 +105,8 @@ def test_verify_accepts_both_formats_and_names_the_bad_one(tmp_path: Any) -> Non
     assert "INVALID [bad_header]" in lines[2] and "at header" in lines[2]
     r = run_cli("verify", "--json", str(tmp_path))   # a directory: its .pte/.ptd files
     doc = json.loads(r.stdout)
-    assert r.returncode == 1 and doc["invalid"] == 1 and doc["files"][0]["error"]["code"] == "bad_header"
+    assert r.returncode == 1 and doc["invalid"] == 1
+    assert doc["files"][0]["error"]["code"] == "bad_header"
 
 
 def test_tree_shows_values_and_filters_by_path() -> None:

@@ -148,4 +148,5 @@ def test_the_command_exits_as_diff_does(tmp_path: Any) -> None:
     bad = tmp_path / "bad.pte"
     bad.write_bytes(open(a, "rb").read()[:100])
     broken = run_cli("diff", str(bad), a)
-    assert broken.returncode == 2 and "bad.pte" in broken.stderr and "invalid model" in broken.stderr
+    assert broken.returncode == 2
+    assert "bad.pte" in broken.stderr and "invalid model" in broken.stderr

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from pyflatmodule.executorch import JumpFalseCall
 from pyflatmodule.core.dtypes import numpy_dtype
+from pyflatmodule.executorch import JumpFalseCall
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ET = os.path.join(HERE, "data", "et")
@@ -101,7 +101,8 @@ def test_every_value_decodes_as_executorch_reads_it(stem: str) -> None:
         for plan in doc["program"]["execution_plan"]:
             m = p.methods[plan["name"]]
             assert m.inputs == plan["inputs"] and m.outputs == plan["outputs"]
-            assert [(o.name, o.overload) for o in m.operators] == [tuple(o) for o in plan["operators"]]
+            assert ([(o.name, o.overload) for o in m.operators]
+                    == [tuple(o) for o in plan["operators"]])
             assert m.non_const_buffer_sizes == plan["non_const_buffer_sizes"]
             assert len(m.values) == len(plan["values"])
             for i, want in enumerate(plan["values"]):

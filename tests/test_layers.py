@@ -1,4 +1,5 @@
-"""The package's one-way layers, read from its source with ``ast``.
+"""The package's one-way layers, read from its source with ``ast``, and the C folders'
+includes, read from csrc/.
 
 One core, one wing per format (docs/architecture.md): the core (source and lifetime, the
 compiled C layer, schema-driven tables, options, dtypes, records) names no format; each
@@ -8,11 +9,18 @@ line, export, diff, interop) stand on the face. Inside a package, each module im
 only the modules listed before it. The clients use only public names: the face, the
 wings' packages themselves (never a module inside a wing), the core's ``dtypes``, and no
 private attribute of what the package hands out.
+
+The C core is built the same way (second table, C_INCLUDES): ``csrc/fb/`` (the generic
+layer and verifier) includes nothing of a format; each format's folder includes the
+generic layer, its own headers and the headers generated from its own schemas; the
+generated headers in ``csrc/gen/`` stand on ``fb/fb_schema.h`` alone.
 """
 from __future__ import annotations
 
 import ast
+import fnmatch
 import os
+import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pyflatmodule
@@ -46,6 +54,22 @@ CLIENTS = ("cli", "export", "interop", "diff")
 #: What a client may import from below the clients: the face and the wings' packages,
 #: and the core's dtypes (names of scalar types, their numpy dtypes).
 CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.dtypes"}
+
+CSRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc")
+#: The C folders under csrc/ and what each one's .c and .h files may include, as the
+#: sources write it, relative to csrc/ (fnmatch patterns; ``{stem}`` is the including
+#: file's name without its extension). System headers (``<...>``) are open to every folder.
+#: A new format adds its row: its folder, the generic layer and its own generated headers.
+C_INCLUDES: Dict[str, List[str]] = {
+    "fb": ["fb/*.h"],
+    # the generated descriptors: the descriptor types, and a generated file its own header
+    "gen": ["fb/fb_schema.h", "gen/{stem}.h"],
+    "ptmf": ["fb/*.h", "ptmf/*.h", "gen/mobile_bytecode.h"],
+    # ExecuTorch's program and data file, and XNNPACK, one of its delegates
+    "executorch": ["fb/*.h", "executorch/*.h", "gen/executorch_*.h", "gen/xnnpack.h"],
+}
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"([^"]*)"|<([^>]*)>)', re.M)
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 
 
 def _sources() -> Iterator[Tuple[str, str]]:
@@ -240,3 +264,76 @@ def test_the_checks_catch_what_they_forbid() -> None:
     assert not _check("cli.dis", "class A:\n    def f(self):\n        return self._x\n",
                       "private")
     assert not _check("interop", "def f(th):\n    return th._make_thing()\n", "private")
+
+
+def _c_sources() -> Iterator[str]:
+    """The path, relative to csrc/, of every C source and header."""
+    for root, dirs, files in os.walk(CSRC):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".c", ".h")):
+                yield os.path.relpath(os.path.join(root, name), CSRC).replace(os.sep, "/")
+
+
+def _include_errors(rel: str, source: str) -> Iterator[str]:
+    """What the C file ``rel`` (relative to csrc/) includes against C_INCLUDES."""
+    folder = rel.split("/")[0] if "/" in rel else ""
+    allowed = C_INCLUDES.get(folder)
+    if allowed is None:
+        yield f"csrc/{rel}: not in a folder of C_INCLUDES in tests/test_layers.py"
+        return
+    stem = os.path.splitext(os.path.basename(rel))[0]
+    patterns = [p.replace("{stem}", stem) for p in allowed]
+    # Comments are blanked, lines kept, so that a commented-out include is none.
+    code = _BLOCK_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source)
+    for match in _INCLUDE.finditer(code):
+        header = match.group(1)
+        if header is None:
+            continue                                      # a system header
+        line = code.count("\n", 0, match.start()) + 1
+        if not os.path.isfile(os.path.join(CSRC, *header.split("/"))):
+            yield (f"csrc/{rel}:{line}: includes \"{header}\", which is no file under csrc/ "
+                   f"(includes are written relative to csrc/)")
+        elif not any(fnmatch.fnmatchcase(header, p) for p in patterns):
+            yield (f"csrc/{rel}:{line}: includes \"{header}\"; csrc/{folder}/ includes "
+                   f"{', '.join(allowed)} and system headers only")
+
+
+def test_every_c_include_follows_the_folders() -> None:
+    sources = list(_c_sources())
+    assert {"fb/fb.h", "ptmf/ptmf.c", "executorch/et.c", "gen/mobile_bytecode.h"} <= \
+        set(sources)
+    errors = []
+    for rel in sources:
+        with open(os.path.join(CSRC, *rel.split("/")), encoding="utf-8") as f:
+            errors += _include_errors(rel, f.read())
+    assert not errors, "\n".join(errors)
+
+
+def test_the_c_checks_catch_what_they_forbid() -> None:
+    """Each include rule fails on a file that breaks it, and passes one that keeps it."""
+    def check(rel: str, source: str) -> List[str]:
+        return list(_include_errors(rel, source))
+    assert not check("fb/fb_new.h", '#include "fb/fb_common.h"\n#include <stdint.h>\n')
+    assert check("fb/fb.c", '#include "ptmf/ptmf.h"\n')
+    assert check("fb/fb.c", '  #  include "gen/mobile_bytecode.h"\n')
+    assert check("fb/fb_verify.c", '#include "executorch/et.h"\n')
+    assert not check("ptmf/ptmf.c", '#include "fb/fb.h"\n#include "gen/mobile_bytecode.h"\n')
+    assert check("ptmf/ptmf.c", '#include "executorch/et.h"\n')
+    assert check("ptmf/ptmf_walk.c", '#include "gen/xnnpack.h"\n')
+    assert not check("executorch/xnn.c", '#include "gen/xnnpack.h"\n#include "fb/fb.h"\n')
+    assert not check("executorch/et.c", '#include "gen/executorch_program.h"\n')
+    assert check("executorch/et.c", '#include "ptmf/ptmf.h"\n')
+    assert check("executorch/et.h", '#include "gen/mobile_bytecode.h"\n')
+    assert not check("gen/xnnpack.h", '#include "fb/fb_schema.h"\n')
+    assert not check("gen/xnnpack.c", '#include "fb/fb_schema.h"\n#include "gen/xnnpack.h"\n')
+    assert check("gen/xnnpack.c", '#include "gen/mobile_bytecode.h"\n')
+    assert check("gen/xnnpack.h", '#include "fb/fb.h"\n')
+    assert check("gen/mobile_bytecode.h", '#include "ptmf/ptmf.h"\n')
+    assert check("fb/fb.c", '#include "fb.h"\n')                 # not relative to csrc/
+    assert check("newformat/new.c", '#include "fb/fb.h"\n')      # a folder not in the table
+    assert check("loose.c", "")
+    assert not check("fb/fb.c", '/* #include "ptmf/ptmf.h"\n */\n#include <string.h>\n')
+    assert check("fb/fb.c", '/* one */\n#include "ptmf/ptmf.h"\n') == [
+        'csrc/fb/fb.c:2: includes "ptmf/ptmf.h"; csrc/fb/ includes fb/*.h and system '
+        'headers only']

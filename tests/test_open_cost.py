@@ -133,8 +133,8 @@ def test_readahead_runs_follow_the_rule():
     above on 3,000 random storage layouts (overlaps, gaps on both sides of 64 KiB,
     sizes around a page)."""
     from pyflatmodule.core.records import c_array
-    from pyflatmodule.ptmf.index import STORAGE_DTYPE, Image
     from pyflatmodule.core.source import RUN_GAP
+    from pyflatmodule.ptmf.index import STORAGE_DTYPE, Image
     rng = np.random.default_rng(7)
     page = mmap.PAGESIZE
     for _ in range(3000):

@@ -46,10 +46,10 @@ def source_files() -> Tuple[List[str], bool]:
 def shipped_files() -> Set[str]:
     """What the sdist must hold: the project's files but its dot-files (.ci/,
     .gitignore); outside a checkout, where a build may have written sources into the
-    package, the top-level files and csrc/, tests/ and benchmarks/."""
+    package, the top-level files and csrc/, docs/, tests/ and benchmarks/."""
     files, from_git = source_files()
     return {f for f in files if not f.startswith(".") and (
-        from_git or "/" not in f or f.split("/", 1)[0] in ("csrc", "tests", "benchmarks"))}
+        from_git or "/" not in f or f.split("/", 1)[0] in ("csrc", "docs", "tests", "benchmarks"))}
 
 
 @pytest.fixture(scope="module")

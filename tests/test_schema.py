@@ -26,9 +26,9 @@ from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
 import pyflatmodule
-from pyflatmodule.ptmf.index import UNION_NAMES
-from pyflatmodule.core.native import ffi, lib, status_codes
 from pyflatmodule.core.dtypes import DTYPE_NAMES
+from pyflatmodule.core.native import ffi, lib, status_codes
+from pyflatmodule.ptmf.index import UNION_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import numpy as np
 import pytest
@@ -45,7 +45,7 @@ from ptmf_craft import (
     Func,
     Int,
     IntList,
-    List,
+    List,  # the list ivalue (so typing's List is not imported: annotations use `list`)
     NoneV,
     Obj,
     Raw,
@@ -90,7 +90,7 @@ def check(data: bytes, expect_ok: bool = False) -> None:
 
 # ----------------------------------------------------------- valid ivalues
 
-def _contiguous(sizes: List[int]) -> List[int]:
+def _contiguous(sizes: list[int]) -> list[int]:
     return [int(np.prod(sizes[k + 1:])) for k in range(len(sizes))]
 
 
@@ -323,9 +323,9 @@ class Layout:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        self.tables: List[int] = []
-        self.slots: List[int] = [0]          # uoffset positions; the root offset first
-        self.counts: List[int] = []          # vector length positions
+        self.tables: list[int] = []
+        self.slots: list[int] = [0]          # uoffset positions; the root offset first
+        self.counts: list[int] = []          # vector length positions
         self._table(c.u32(data, 0), "Module", 0)
 
     def _target(self, at: int) -> int:
@@ -548,7 +548,7 @@ def assert_bounded(result: Dict[str, Any], seconds: float, rss_mib: int) -> None
     assert result["maxrss_mib"] < rss_mib, result["maxrss_mib"]
 
 
-def _module(ivalues: List[Dict[str, Any]], attr_names: List[str], **more: Any) -> bytes:
+def _module(ivalues: list[Dict[str, Any]], attr_names: list[str], **more: Any) -> bytes:
     """ivalues with a root Object (type ``__torch__.M``, attrs = ivalues named) last."""
     return build({"ivalues": ivalues, "state_obj": len(ivalues) - 1,
                   "object_types": [{"type_name": "__torch__.M", "type": 1,

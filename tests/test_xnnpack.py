@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
-from pyflatmodule.executorch import Program
 from pyflatmodule import QuantizedTensor
+from pyflatmodule.executorch import Program
 from pyflatmodule.executorch.xnnpack import XNN_NO_ID, XnnGraph
 
 ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")

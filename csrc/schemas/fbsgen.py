@@ -7,7 +7,8 @@ strict and takes the subset the project's schemas use: ``namespace``, ``struct``
 type), ``root_type``, ``file_identifier``, ``file_extension``, ``attribute`` declarations,
 field attributes ``id``, ``deprecated``, ``required`` and ``force_align``, the
 project's own field attribute ``value_ref`` (declared in the schema with ``attribute
-"value_ref";``, so that flatc accepts the schema too), scalar defaults, and ``//`` and ``/* */`` comments. Anything else, or anything inconsistent
+"value_ref";``, so that flatc accepts the schema too), scalar defaults, and ``//`` and
+``/* */`` comments. Anything else, or anything inconsistent
 (unknown types, repeated names or ids, defaults out of range, a struct holding a
 table), raises :class:`SchemaError` with the file and line.
 

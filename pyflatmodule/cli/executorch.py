@@ -171,7 +171,8 @@ def _tree_line(st: Style, node: Json) -> str:
     if kind == "chain":
         return f"{node['instructions']} instructions"
     if kind == "delegate":
-        return f"{st('delegate', 'cyan')} {node['id']} ({node['location']}, {node['bytes']:,} bytes)"
+        return (f"{st('delegate', 'cyan')} {node['id']} "
+                f"({node['location']}, {node['bytes']:,} bytes)")
     if kind == "named_data":
         return st(f"named data, {node['bytes']:,} bytes", "dim")
     if kind == "Tensor" or kind == "tensor":

@@ -1,4 +1,5 @@
-# The cffi extension csrc/build.py builds; its declarations live in the C headers.
+# The cffi extension csrc/build.py builds from the C core; its declarations are the cdef
+# parts of the headers under csrc/ that build.py reads.
 from typing import Any
 
 ffi: Any

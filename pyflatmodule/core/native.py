@@ -16,9 +16,9 @@ except ModuleNotFoundError as _exc:
     import os as _os
     raise ImportError(
         "pyflatmodule's compiled core (pyflatmodule.core._c) is not built in "
-        f"{_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))}: that is an uncompiled source "
-        "tree, found before the installed package because Python looks in the current "
-        "directory first. Run from another directory, or build in place there with "
+        f"{_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))}: that is an "
+        "uncompiled source tree, found before the installed package because Python looks "
+        "in the current directory first. Run from another directory, or build in place there with "
         "`python setup.py build_ext --inplace` (or `pip install -e .`).") from None
 
 __all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error", "status_codes"]

@@ -43,6 +43,7 @@ def open_executorch(source: SourceLike, *, data: Sequence[Any] = (), verify: boo
             d, verify=verify, copy=copy, strict=strict, advise=advise, populate=populate,
             max_depth=max_depth, max_tables=max_tables, max_elements=max_elements)
         if not isinstance(f, DataFile):
-            raise ValueError(f"data= takes data files (.ptd); {os.fspath(d) if isinstance(d, (str, os.PathLike)) else type(d).__name__} is a program")
+            named = os.fspath(d) if isinstance(d, (str, os.PathLike)) else type(d).__name__
+            raise ValueError(f"data= takes data files (.ptd); {named} is a program")
         files.append(f)
     return Program(opened, summary, options, files)

@@ -207,8 +207,9 @@ class Delegate:
     @property
     def graph(self) -> Optional[XnnGraph]:
         """The XNNPACK graph of an ``XnnpackBackend`` delegate (None for other backends
-        and for XNNPACK's older ``XN00`` payloads, read as opaque bytes): nodes, values with datatypes, dims and quantization, and constants
-        as zero-copy arrays over the program's named data or the payload. The payload is
+        and for XNNPACK's older ``XN00`` payloads, read as opaque bytes): nodes, values
+        with datatypes, dims and quantization, and constants as zero-copy arrays over the
+        program's named data or the payload. The payload is
         checked in full (header, structure by csrc/schemas/xnnpack.fbs, ids, constant
         references and extents, quantization; named data keys when data files are
         given) when the program is opened: a malformed one makes ``load`` raise
@@ -358,7 +359,8 @@ class Program(_File):
                                    f"external tensor {name!r} is in none of the data files "
                                    f"given ({len(self.data_files)})")
             dtype, shape, _ = self._layout(r)
-            if array.dtype != numpy_dtype(int(r["scalar_type"])) or array.nbytes != int(r["nbytes"]):
+            if (array.dtype != numpy_dtype(int(r["scalar_type"]))
+                    or array.nbytes != int(r["nbytes"])):
                 raise format_error(lib.ET_E_DATA_MISMATCH, int(r["table"]), where,
                                    f"external tensor {name!r}: the program wants {dtype} "
                                    f"{list(shape)}, the data file holds {array.dtype} "

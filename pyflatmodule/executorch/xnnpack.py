@@ -95,8 +95,8 @@ class XnnValue(NamedTuple):
 class XnnNode(NamedTuple):
     """One node: its kind (the schema's union member, e.g. ``"XNNConv2d"``), the value
     ids it reads and writes (its fields the schema marks ``value_ref``, in schema order:
-    ``output*`` ones are outputs; ids meaning none left out), its other fields by name, its debug handle and
-    output clamp (min, max) when the file gives one."""
+    ``output*`` ones are outputs; ids meaning none left out), its other fields by name, its
+    debug handle and output clamp (min, max) when the file gives one."""
 
     kind: str
     inputs: Tuple[int, ...]

@@ -1,7 +1,7 @@
 """Decoded values: the IValue decoder, objects, devices, enum values and tensor keys.
 
 The decoder reads one file through a ``Decoding``: its image, its tensor table, and
-the one proxy per Object or Function ivalue (``_decoder.Decoder`` implements it, above
+the one proxy per Object or Function ivalue (``decoder.Decoder`` implements it, above
 this module, since a Function's constants are values and values hold Functions).
 """
 from __future__ import annotations
@@ -405,7 +405,7 @@ class Object:
     Attributes are read by name (``obj.fc1.weight``) or through ``obj.attributes``
     (a mapping, also for names that clash with the properties below). A set-state
     object's attributes are those its ``__setstate__`` sets, recovered by replaying
-    its bytecode's data movement (see ``_setstate``); ``state`` is what was stored.
+    its bytecode's data movement (see ``setstate``); ``state`` is what was stored.
     """
 
     __slots__ = ("_file", "_index", "__weakref__")

@@ -10,8 +10,8 @@ data, field path) is a finding, as are crashes, hangs (``-timeout``, default 10 
 and memory over ``-rss_limit_mb``. libFuzzer options pass through; the corpus
 directories given are read (the first one also receives new inputs), and the real
 model files (tests/data/*.ff, *.ptl, the packaged sample, and the ExecuTorch files
-tests/data/et/*.pte, *.ptd) are always added as read-only seeds. Findings are written with ``-artifact_prefix`` (default here:
-``$TMPDIR/pyflatmodule-fuzz-``).
+tests/data/et/*.pte, *.ptd) are always added as read-only seeds. Findings are written
+with ``-artifact_prefix`` (default here: ``$TMPDIR/pyflatmodule-fuzz-``).
 
 Coverage: Python code is instrumented by atheris. The C core gets coverage only when
 built with clang and -fsanitize=fuzzer-no-link: ``tests/fuzz/run_fuzz.sh`` builds such
