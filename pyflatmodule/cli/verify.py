@@ -9,8 +9,8 @@ from typing import Iterator, List, Sequence
 
 from ..errors import FormatError
 from ..files import file_format, load
+from ..files import verify as verify_source
 from ..ptmf import Module
-from ..ptmf import verify as verify_source
 from . import executorch
 from .common import (
     EXIT_FAIL,

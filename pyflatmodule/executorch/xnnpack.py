@@ -23,6 +23,7 @@ import numpy as np
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, schema_of
 from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.options import Options
 
 __all__ = ["DATATYPES", "Quantization", "XnnGraph", "XnnNode", "XnnValue", "XNN_NO_ID", "is_legacy"]
 
@@ -116,18 +117,20 @@ class XnnGraph:
     Named data the payload names must be in the program or in the data files given to
     ``load`` when some were given (else FormatError ``missing_data``, as for external
     tensors); without data files, constants whose named data the program lacks (weights
-    written to a ``.ptd``) are listed in :attr:`missing` and read as None."""
+    written to a ``.ptd``) are listed in :attr:`missing` and read as None.
+
+    The payload is checked with ``options``: a program's graphs with the program's own
+    (its caller's budgets, ``strict`` and ``verify``), a payload read alone with the
+    defaults."""
 
     def __init__(self, payload: memoryview, resolve: Resolver, where: str,
-                 offset: int, require_all: bool = True) -> None:
+                 offset: int, require_all: bool = True,
+                 options: Optional[Options] = None) -> None:
         err = new_error()
         summary = ffi.new("xnn_summary *")
-        options = ffi.new("fb_options *")
-        lib.fb_default_options(options)
-        options.verify = 1
         buf = ffi.from_buffer(payload)
         prefix = where + ".processed<XNNGraph>."
-        status = lib.xnn_open(buf, len(payload), options, summary, err)
+        status = lib.xnn_open(buf, len(payload), (options or Options()).to_c(), summary, err)
         if status == lib.FB_OK:
             records = ffi.new("xnn_value[]", max(1, summary.n_values))
             status = lib.xnn_index(buf, len(payload), summary, records, err)
