@@ -391,6 +391,9 @@ def test_the_callers_budgets_reach_the_payload_check() -> None:
     with pytest.raises(pfm.FormatError) as e:
         pfm.load(path, max_tables=40)
     assert e.value.code == "table_budget" and e.value.path.startswith(GRAPH_PATH), e.value
+    with pytest.raises(pfm.FormatError) as e:   # the payload is checked in full regardless
+        pfm.load(path, max_tables=40, verify=False)
+    assert e.value.code == "table_budget" and e.value.path.startswith(GRAPH_PATH), e.value
     assert isinstance(pfm.load(path, max_tables=41), Program)
 
 

@@ -16,6 +16,7 @@ their first two dimensions swapped before that, linear weights as the module has
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
@@ -119,9 +120,9 @@ class XnnGraph:
     tensors); without data files, constants whose named data the program lacks (weights
     written to a ``.ptd``) are listed in :attr:`missing` and read as None.
 
-    The payload is checked with ``options``: a program's graphs with the program's own
-    (its caller's budgets, ``strict`` and ``verify``), a payload read alone with the
-    defaults."""
+    The payload is checked with ``options``' budgets and ``strict`` (a program's graphs
+    with the program's own, a payload read alone with the defaults), always verifying:
+    what is read here (named data keys as UTF-8, ...) relies on the full check."""
 
     def __init__(self, payload: memoryview, resolve: Resolver, where: str,
                  offset: int, require_all: bool = True,
@@ -130,7 +131,8 @@ class XnnGraph:
         summary = ffi.new("xnn_summary *")
         buf = ffi.from_buffer(payload)
         prefix = where + ".processed<XNNGraph>."
-        status = lib.xnn_open(buf, len(payload), (options or Options()).to_c(), summary, err)
+        checks = dataclasses.replace(options or Options(), verify=True)
+        status = lib.xnn_open(buf, len(payload), checks.to_c(), summary, err)
         if status == lib.FB_OK:
             records = ffi.new("xnn_value[]", max(1, summary.n_values))
             status = lib.xnn_index(buf, len(payload), summary, records, err)
