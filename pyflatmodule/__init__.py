@@ -17,7 +17,7 @@ with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by TensorKey, whos
 from .core.dtypes import QuantizedTensor
 from .errors import FormatError
 from .executorch import DataFile, Method, Program, TensorSpec
-from .files import load
+from .files import load, verify
 from .ptmf import (
                    Argument,
                    Device,
@@ -32,7 +32,6 @@ from .ptmf import (
                    TensorKey,
                    TensorRecord,
                    VerifyReport,
-                   verify,
 )
 
 __version__ = "0.1.0"

@@ -18,8 +18,9 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
-from .core.dtypes import QuantizedTensor
+from .core.dtypes import QuantizedTensor, dtype_name
 from .executorch import DataFile, Program
+from .export import blocks, quantization_params
 from .files import load
 from .ptmf import Module
 
@@ -130,23 +131,13 @@ def _tensors(f: Opened) -> Dict[str, Tensor]:
 
 
 def _layout(t: Tensor) -> Tuple[str, Tuple[int, ...]]:
-    if isinstance(t, QuantizedTensor):
-        return t.dtype_name, tuple(t.shape)
-    return str(t.dtype), tuple(t.shape)
+    return dtype_name(t), tuple(t.shape)
 
 
 def _chunks(a: np.ndarray, b: np.ndarray) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
     """Matching pieces of two arrays of one shape, at most about CHUNK elements each."""
-    if a.ndim == 0 or a.size <= CHUNK:
-        yield a, b
-        return
-    per_row = max(1, a.size // a.shape[0])
-    rows = max(1, CHUNK // per_row)
-    for i in range(0, a.shape[0], rows):
-        if rows == 1 and per_row > CHUNK:
-            yield from _chunks(a[i], b[i])
-        else:
-            yield a[i:i + rows], b[i:i + rows]
+    for index in blocks(a.shape, CHUNK):
+        yield a[index], b[index]
 
 
 def _widen(x: np.ndarray) -> np.ndarray:
@@ -187,12 +178,6 @@ def compare_arrays(a: np.ndarray, b: np.ndarray) -> Tuple[int, float, float]:
     return differing, max_abs, max_rel
 
 
-def _qparams(t: QuantizedTensor) -> Tuple[Any, ...]:
-    return (t.qscheme, t.scale, t.zero_point, t.axis, t.group_size,
-            None if t.scales is None else np.asarray(t.scales).tobytes(),
-            None if t.zero_points is None else np.asarray(t.zero_points).tobytes())
-
-
 def _compare(name_a: str, ta: Tensor, name_b: str, tb: Tensor) -> TensorDiff:
     (dtype_a, shape_a), (dtype_b, shape_b) = _layout(ta), _layout(tb)
     if (dtype_a, shape_a) != (dtype_b, shape_b):
@@ -200,7 +185,7 @@ def _compare(name_a: str, ta: Tensor, name_b: str, tb: Tensor) -> TensorDiff:
                           note=f"{dtype_a}{list(shape_a)} -> {dtype_b}{list(shape_b)}")
     note = ""
     if isinstance(ta, QuantizedTensor) and isinstance(tb, QuantizedTensor):
-        if _qparams(ta) != _qparams(tb):
+        if quantization_params(ta) != quantization_params(tb):
             note = "quantization parameters differ"
         xa, xb = ta.int_repr, tb.int_repr
     elif isinstance(ta, np.ndarray) and isinstance(tb, np.ndarray):

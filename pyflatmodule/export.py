@@ -46,14 +46,15 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    Union,
 )
 
 import numpy as np
 
-from .core.dtypes import QuantizedTensor
+from .core.dtypes import QuantizedTensor, dtype_name
 
-__all__ = ["CHUNK_BYTES", "SAFETENSORS_DTYPES", "TensorEntry", "plan", "write_npz",
-           "write_safetensors"]
+__all__ = ["CHUNK_BYTES", "SAFETENSORS_DTYPES", "TensorEntry", "blocks", "plan",
+           "quantization_params", "write_npz", "write_safetensors"]
 
 #: Largest piece of a non-contiguous tensor copied at once (and the progress step).
 CHUNK_BYTES = 16 << 20
@@ -92,14 +93,19 @@ def _json_float(x: float) -> Any:
     return x if math.isfinite(x) else repr(x)      # "nan", "inf", "-inf"
 
 
-def _qparams(q: QuantizedTensor) -> Dict[str, Any]:
+def quantization_params(q: QuantizedTensor) -> Dict[str, Any]:
+    """A quantized tensor's parameters as JSON data, as the writers describe them:
+    ``qscheme``, then ``scale`` and ``zero_point`` (per tensor) or ``axis``, ``scales``
+    and ``zero_points`` with their dtypes (per channel), and ``group_size`` (per channel
+    group: scales and zero points by channel, then group, in one list); non-finite
+    floats as strings."""
     out: Dict[str, Any] = {"qscheme": q.qscheme}
     if q.scales is None:
         out["scale"] = _json_float(float(q.scale))   # type: ignore[arg-type]
         out["zero_point"] = int(q.zero_point)        # type: ignore[arg-type]
     else:
-        scales = np.asarray(q.scales)
-        zero_points = np.asarray(q.zero_points)
+        scales = np.asarray(q.scales).reshape(-1)
+        zero_points = np.asarray(q.zero_points).reshape(-1)
         out["axis"] = int(q.axis)                    # type: ignore[arg-type]
         out["scales"] = [_json_float(x) for x in scales.astype(np.float64).tolist()]
         out["scales_dtype"] = str(scales.dtype)
@@ -107,23 +113,47 @@ def _qparams(q: QuantizedTensor) -> Dict[str, Any]:
         out["zero_points"] = ([_json_float(float(x)) for x in zp]
                               if zero_points.dtype.kind == "f" else [int(x) for x in zp])
         out["zero_points_dtype"] = str(zero_points.dtype)
+        if q.group_size is not None:
+            out["group_size"] = int(q.group_size)
     return out
 
 
-def plan(name_dtype_values: Iterable[Tuple[str, str, Any]]) -> List[Tuple[str, TensorEntry]]:
-    """(name, torch dtype name, ndarray | QuantizedTensor) -> entries for the writers.
+def plan(tensors: Iterable[Tuple[str, Union[np.ndarray, QuantizedTensor]]],
+         dtype_of: Callable[[Union[np.ndarray, QuantizedTensor]], str] = dtype_name,
+         ) -> List[Tuple[str, TensorEntry]]:
+    """(name, ndarray | QuantizedTensor) -> entries for the writers, each described by
+    ``dtype_of`` (torch's dtype name; a format whose records tell apart torch dtypes
+    that share a numpy dtype passes its own).
 
     Nothing is copied: entries hold the arrays as given.
     """
     out = []
-    for name, dtype, value in name_dtype_values:
+    for name, value in tensors:
         if isinstance(value, QuantizedTensor):
-            out.append((name, TensorEntry(value.int_repr, value.dtype_name,
-                                          tuple(value.shape), _qparams(value))))
+            out.append((name, TensorEntry(value.int_repr, dtype_of(value),
+                                          tuple(value.shape), quantization_params(value))))
         else:
             array = np.asarray(value)
-            out.append((name, TensorEntry(array, dtype, tuple(array.shape), {})))
+            out.append((name, TensorEntry(array, dtype_of(value), tuple(array.shape), {})))
     return out
+
+
+def blocks(shape: Tuple[int, ...], limit: int) -> Iterator[Tuple[Any, ...]]:
+    """Indices that cut an array of ``shape`` into pieces of at most about ``limit``
+    elements, in C order: the whole array when it fits, else runs of rows along the
+    first axis, each row cut the same way when one row alone does not fit."""
+    if not shape or math.prod(shape) <= limit:
+        yield (Ellipsis,)
+        return
+    per_row = math.prod(shape[1:])
+    if per_row > limit:
+        for i in range(shape[0]):
+            for rest in blocks(shape[1:], limit):
+                yield (i,) + rest
+        return
+    rows = max(1, limit // per_row)
+    for i in range(0, shape[0], rows):
+        yield (slice(i, i + rows),)
 
 
 # --------------------------------------------------------------------------- bytes
@@ -132,27 +162,17 @@ def iter_bytes(array: np.ndarray, chunk_bytes: int = CHUNK_BYTES) -> Iterator[me
     """The array's bytes in C order, as pieces of at most about ``chunk_bytes``.
 
     A C-contiguous array yields slices of its own memory (zero-copy); any other
-    array is copied one chunk of leading-axis rows at a time.
+    array is copied one :func:`blocks` piece at a time.
     """
     if array.size == 0:
-        return
-    if array.ndim == 0:
-        yield np.ascontiguousarray(array).reshape(1).view(np.uint8).data
         return
     if array.flags.c_contiguous:
         flat = array.reshape(-1).view(np.uint8)
         for start in range(0, flat.size, chunk_bytes):
             yield flat[start:start + chunk_bytes].data
         return
-    row_bytes = array[0].size * array.itemsize if array.shape[0] else 0
-    if array.ndim > 1 and row_bytes > chunk_bytes:
-        for row in array:               # rows too big: go one level deeper
-            yield from iter_bytes(row, chunk_bytes)
-        return
-    step = max(1, chunk_bytes // max(1, row_bytes))
-    for start in range(0, array.shape[0], step):
-        piece = np.ascontiguousarray(array[start:start + step])
-        yield piece.reshape(-1).view(np.uint8).data
+    for index in blocks(array.shape, max(1, chunk_bytes // array.itemsize)):
+        yield np.ascontiguousarray(array[index]).reshape(-1).view(np.uint8).data
 
 
 def _stream(out: IO[bytes], name: str, array: np.ndarray,

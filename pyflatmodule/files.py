@@ -1,16 +1,18 @@
-"""``load``: one entry point for every format, chosen by the file's identifier."""
+"""``load``: one entry point for every format, chosen by the file's identifier, and
+``verify``. The one place the load options are spelled as keywords: each becomes an
+:class:`~pyflatmodule.core.options.Options`, handed down to the format's opener."""
 from __future__ import annotations
 
 import mmap
 import os
 from typing import Any, Optional, Sequence, Tuple, Union
 
+from .core.options import Options
 from .core.source import SourceLike
 from .executorch import DataFile, Program, open_executorch
-from .ptmf import Module
-from .ptmf import load as load_module
+from .ptmf import Module, VerifyReport, open_module, verify_module
 
-__all__ = ["file_format", "load"]
+__all__ = ["file_format", "load", "verify"]
 
 #: File identifiers (bytes 4..8) of the formats ExecuTorch writes.
 EXECUTORCH = (b"ET12", b"FT01")
@@ -63,8 +65,9 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
         data: for a program, the data files (paths, sources or opened DataFiles) that
             hold its external tensors, searched in order by the tensors' names.
         verify, copy, strict, advise, populate, max_depth, max_tables, max_elements:
-            as for :func:`pyflatmodule.ptmf.load`. ExecuTorch files are always checked
-            in full when opened; ``verify`` adds alignment, NUL and UTF-8 checks.
+            as :class:`~pyflatmodule.core.options.Options` documents them. ExecuTorch
+            files are always checked in full when opened; ``verify`` adds alignment,
+            NUL and UTF-8 checks.
 
     Raises:
         FormatError: the bytes are not a valid file of any of these formats.
@@ -72,10 +75,18 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
         ValueError: an option is out of range, or ``data`` given for a non-program.
     """
     ident, source = _identify(source)
-    options = dict(verify=verify, copy=copy, strict=strict, advise=advise, populate=populate,
-                   max_depth=max_depth, max_tables=max_tables, max_elements=max_elements)
-    if ident in EXECUTORCH:
-        return open_executorch(source, data=data, **options)   # type: ignore[arg-type]
     if data and ident == b"PTMF":   # any other identifier: the loader's FormatError
         raise ValueError("data= is for ExecuTorch programs (.pte)")
-    return load_module(source, **options)   # type: ignore[arg-type]
+    options = Options(verify=verify, copy=copy, strict=strict, advise=advise,
+                      populate=populate, max_depth=max_depth, max_tables=max_tables,
+                      max_elements=max_elements)
+    if ident in EXECUTORCH:
+        return open_executorch(source, options, data)
+    return open_module(source, options)
+
+
+def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
+           max_tables: int = 0, max_elements: int = 0) -> VerifyReport:
+    """Check a whole file and return a short report; raise FormatError if it is bad."""
+    return verify_module(source, Options(strict=strict, max_depth=max_depth,
+                                         max_tables=max_tables, max_elements=max_elements))

@@ -151,6 +151,28 @@ def test_export_names_a_programs_constants_by_place(tmp_path: Any) -> None:
             assert z[f"forward.values[{i}]"].tobytes() == raw[:z[f"forward.values[{i}]"].nbytes]
 
 
+def test_export_describes_grouped_weights(tmp_path: Any) -> None:
+    """4-bit weights quantized per channel group: the integers, and every scale (by
+    channel, then group) with the group size, in the metadata."""
+    import pyflatmodule as pfm
+    from pyflatmodule import QuantizedTensor
+    out = tmp_path / "w.npz"
+    r = run_cli("export", _pte("xnn_q4_group"), str(out))
+    assert r.returncode == 0, r.stderr
+    with pfm.load(_pte("xnn_q4_group")) as p:
+        grouped = {k: v for k, v in p.named_tensors().items()
+                   if isinstance(v, QuantizedTensor) and v.group_size is not None}
+        assert grouped
+        with np.load(out) as z:
+            meta = json.loads(str(z["__metadata__"]))["tensors"]
+            for name, q in grouped.items():
+                assert z[name].tobytes() == q.int_repr.tobytes()
+                info = meta[name]
+                assert (info["qscheme"], info["axis"], info["group_size"]) == (
+                    q.qscheme, q.axis, q.group_size)
+                assert info["scales"] == np.asarray(q.scales, np.float64).reshape(-1).tolist()
+
+
 def test_export_data_is_for_programs_only(tmp_path: Any) -> None:
     ptd = os.path.join(ET, "external.ptd")
     r = run_cli("export", ptd, str(tmp_path / "w.npz"), "--data", ptd)

@@ -233,6 +233,34 @@ def test_clients_use_only_public_names() -> None:
     assert not errors, "\n".join(errors)
 
 
+def _format_uses(dotted: str, tree: ast.AST) -> Iterator[str]:
+    """What ties a command module to one format: an import from a wing (but the
+    core's dtypes), a name of a file class, a test of a value's class."""
+    for line, target, _ in _imports(dotted, tree):
+        if _unit(target) in dict(LAYERS)["wings"]:
+            yield f"{dotted}:{line}: imports {target}; a command reaches it through cli.formats"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ("Module", "Program", "DataFile"):
+            yield f"{dotted}:{node.lineno}: names the file class {node.id}"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "isinstance" and not (
+                    isinstance(node.args[1], ast.Name) and node.args[1].id.endswith("Error")):
+            yield f"{dotted}:{node.lineno}: tests a value's class; the adapters do that"
+
+
+def test_commands_reach_each_format_through_its_adapter() -> None:
+    """The command modules (one per command) hold no per-format code: each format's
+    adapter in cli.formats implements what they ask of a file."""
+    from pyflatmodule.cli import COMMANDS
+    commands = {module.__name__.split(".", 1)[1] for module in COMMANDS.values()}
+    assert {"cli.info", "cli.tree", "cli.diff"} <= commands
+    errors = [e for dotted, tree in _parsed() if dotted in commands
+              for e in _format_uses(dotted, tree)]
+    assert not errors, "\n".join(errors)
+    assert list(_format_uses("cli.tree", ast.parse(
+        "from ..executorch import Program\ndef f(m):\n    return isinstance(m, Program)\n")))
+
+
 def _check(dotted: str, source: str, check: Optional[str] = None) -> List[str]:
     tree = ast.parse(source)
     found = list(_layer_errors(dotted, tree))

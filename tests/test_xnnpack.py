@@ -383,6 +383,20 @@ def test_named_data_no_file_holds() -> None:
     assert q is not None and q.kind == "per_channel" and q.scales is None and q.channel_dim == 0
 
 
+def test_the_callers_budgets_reach_the_payload_check() -> None:
+    """load()'s options check the XNNPACK payloads too, not only the program around
+    them: this program's own flatbuffer takes 32 table visits, its payload 41, so a
+    budget of 40 is refused in the payload and 41 is enough."""
+    path = os.path.join(ET, "xnn_q4_group.pte")
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(path, max_tables=40)
+    assert e.value.code == "table_budget" and e.value.path.startswith(GRAPH_PATH), e.value
+    with pytest.raises(pfm.FormatError) as e:   # the payload is checked in full regardless
+        pfm.load(path, max_tables=40, verify=False)
+    assert e.value.code == "table_budget" and e.value.path.startswith(GRAPH_PATH), e.value
+    assert isinstance(pfm.load(path, max_tables=41), Program)
+
+
 # ------------------------------------- a payload built here: inline constants, 4-bit, groups
 
 def _crafted(scale_offset: int = 80, group_size: int = 32, qc4_scales: int = 2) -> bytes:

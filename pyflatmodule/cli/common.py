@@ -1,6 +1,6 @@
 """What every command of the command line shares: exit statuses, styling, the
-context a command runs in, one-line and JSON error reports, opening a model, and the
-description of one tensor."""
+context a command runs in, one-line and JSON error reports, outputs that must not be
+the input, plain JSON values."""
 from __future__ import annotations
 
 import argparse
@@ -8,15 +8,9 @@ import json
 import math
 import os
 import sys
-from typing import Any, Dict, Optional, Sequence, TextIO, Union
+from typing import Any, Dict, Optional, TextIO
 
-import numpy as np
-
-from ..core.dtypes import DTYPE_NAMES, QuantizedTensor, numpy_dtype
 from ..errors import FormatError
-from ..executorch import DataFile, Program
-from ..files import file_format, load
-from ..ptmf import Module, TensorRecord
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
@@ -25,7 +19,6 @@ MODEL_SUFFIXES = (".ptl", ".ff", ".pte", ".ptd")
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 Json = Dict[str, Any]
-Tensor = Union[np.ndarray, QuantizedTensor]
 
 
 class CliError(Exception):
@@ -125,23 +118,6 @@ def report(ctx: Context, file: Optional[str], exc: BaseException) -> None:
         ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") + error_line(file, exc) + "\n")
 
 
-def open_model(path: str, data: Sequence[str] = ()) -> Union[Module, Program, DataFile]:
-    """``load(path)``: a PTMF Module, an ExecuTorch Program or DataFile (with ``data``,
-    the data files holding a program's external tensors)."""
-    for p in (path, *data):
-        if os.path.isdir(p):
-            raise IsADirectoryError(21, "is a directory", p)
-    if data and file_format(path) != "pte":
-        raise CliError("--data is for ExecuTorch programs (.pte)", "usage", EXIT_USAGE,
-                       file=path)
-    try:
-        return load(path, data=data)
-    except ValueError as e:   # FormatError is one too: only data= misuse is ours
-        if isinstance(e, FormatError):
-            raise
-        raise CliError(str(e), "usage", EXIT_USAGE, file=path) from None
-
-
 def refuse_input_as_output(source: str, output: str) -> None:
     """A usage error when ``output`` is the file ``source`` (also through a hard or
     symbolic link): writing it would destroy the model being read."""
@@ -196,52 +172,3 @@ def isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-# torch's name for each numpy dtype a plain tensor can have. ml_dtypes' types (bfloat16,
-# float8_*) are left out: their numpy names are torch's, and listing them here would
-# import ml_dtypes, a large part of every command's start-up, for files without them.
-_NATURAL: Dict[np.dtype, str] = {}
-for _i, _name in enumerate(DTYPE_NAMES):
-    if not _name.startswith(("q", "bits", "float4", "bfloat16", "float8")) and not (
-            _name[-1].isdigit() and _name.rstrip("1234567") in ("int", "uint")):
-        _NATURAL.setdefault(numpy_dtype(_i), _name)
-
-
-def dtype_name(m: Module, value: Tensor) -> str:
-    """torch's dtype name for a tensor taken from ``m``: a few torch dtypes share a
-    numpy dtype (``uint8``, ``bits8``, ``uint3``...), the record tells them apart."""
-    if isinstance(value, QuantizedTensor):
-        return value.dtype_name
-    record = m.tensor_record(value)
-    if record is not None:
-        return record.dtype
-    return _NATURAL.get(value.dtype, str(value.dtype))
-
-
-def tensor_fields(m: Module, value: Tensor, record: Optional[TensorRecord]) -> Json:
-    """dtype, shape, bytes, storage (and quantization) of one tensor of ``m``; an array
-    without ``record`` is looked up."""
-    if record is None and isinstance(value, np.ndarray):
-        record = m.tensor_record(value)
-    if isinstance(value, QuantizedTensor):
-        out: Json = {"kind": "qtensor", "dtype": value.dtype_name,
-                     "shape": [int(n) for n in value.shape],
-                     "bytes": int(value.int_repr.nbytes), "qscheme": value.qscheme}
-        if value.scales is None:
-            out["scale"] = json_value(float(value.scale))    # type: ignore[arg-type]
-            out["zero_point"] = value.zero_point
-        else:
-            out["axis"] = value.axis
-    else:
-        out = {"kind": "tensor",
-               "dtype": record.dtype if record is not None else dtype_name(m, value),
-               "shape": [int(n) for n in value.shape], "bytes": int(value.nbytes)}
-    if record is not None:
-        out["storage"] = record.storage
-        out["storage_offset"] = record.storage_offset
-        out["strides"] = list(record.strides)
-        out["requires_grad"] = record.requires_grad
-    else:
-        out["storage"] = None
-    return out

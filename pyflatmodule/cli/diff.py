@@ -7,7 +7,8 @@ from typing import Any
 
 from ..diff import Diff, TensorDiff, diff
 from ..errors import FormatError
-from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, json_value, open_model
+from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, json_value
+from .formats import FileFormat, open_file
 
 HELP = "what changed between two files of one format: structure and tensors"
 
@@ -76,7 +77,7 @@ def run(ctx: Context) -> int:
     args = ctx.args
     with _open(args.a) as fa, _open(args.b) as fb:
         try:
-            d = diff(fa, fb)
+            d = diff(fa.file, fb.file)
         except ValueError as e:
             if isinstance(e, FormatError):   # found reading a value: the file is bad
                 raise CliError(f"invalid model: {e} [{e.code}]", e.code, EXIT_TROUBLE) from None
@@ -101,10 +102,10 @@ def run(ctx: Context) -> int:
     return EXIT_OK if d.equal else EXIT_DIFFERENT
 
 
-def _open(path: str) -> Any:
+def _open(path: str) -> FileFormat:
     """The opened file; any failure is trouble (exit 2), as diff(1) has it."""
     try:
-        return open_model(path)
+        return open_file(path)
     except FormatError as e:
         raise CliError(f"invalid model: {e} [{e.code}]", e.code, EXIT_TROUBLE,
                        file=path) from None

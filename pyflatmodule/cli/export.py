@@ -9,21 +9,18 @@ from typing import TextIO
 
 from .. import __version__
 from .. import export as exporting
-from ..ptmf import Module
-from . import executorch
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
     Context,
     Json,
-    dtype_name,
     human,
     isatty,
-    open_model,
     refuse_input_as_output,
     write_error,
 )
+from .formats import open_file
 
 HELP = "every state_dict() tensor to .safetensors or .npz, streaming"
 
@@ -105,13 +102,8 @@ def run(ctx: Context) -> int:
     if os.path.isdir(args.out):
         raise CliError(f"{args.out}: is a directory", "usage", EXIT_USAGE)
     refuse_input_as_output(args.path, args.out)
-    with open_model(args.path, args.data) as m:
-        if isinstance(m, Module):
-            state = m.state_dict()
-            entries = exporting.plan((name, dtype_name(m, v), v) for name, v in state.items())
-        else:
-            entries = exporting.plan((name, executorch.dtype_name(v), v)
-                                     for name, v in executorch.tensors(m).items())
+    with open_file(args.path, args.data) as f:
+        entries = exporting.plan(f.tensors().items(), f.dtype_name)
         total = sum(e.nbytes for _, e in entries)
         show = args.progress if args.progress is not None else (
             total >= args.progress_threshold and isatty(ctx.err))

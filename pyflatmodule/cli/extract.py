@@ -2,19 +2,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, Union
+from typing import Union
 
-from ..ptmf import Module
-from . import executorch
-from .common import (
-    EXIT_OK,
-    CliError,
-    Context,
-    Json,
-    open_model,
-    refuse_input_as_output,
-    write_error,
-)
+from .common import EXIT_OK, Context, Json, refuse_input_as_output, write_error
+from .formats import open_file
 
 HELP = "one extra file's bytes, to stdout or a file"
 
@@ -42,23 +33,9 @@ def run(ctx: Context) -> int:
     args = ctx.args
     if args.output not in (None, "-"):
         refuse_input_as_output(args.path, args.output)
-    with open_model(args.path) as m:
-        if not isinstance(m, Module):
-            blob = executorch.blob(m, args.name)
-            if blob is None:
-                names = ", ".join(repr(n) for n in executorch.blob_names(m)) or "none"
-                raise CliError(f"no named data or delegate {args.name!r} (there are: {names})",
-                               "not_found", file=args.path)
-            return _write(ctx, blob, "named_data" if args.name in m.named_data else "delegate")
-        table: Dict[str, Any] = (
-            {k: v.encode("utf-8") for k, v in m.jit_sources.items()} if args.jit_source
-            else m.extra_files)
-    what = "jit source" if args.jit_source else "extra file"
-    if args.name not in table:
-        names = ", ".join(repr(n) for n in table) or "none"
-        raise CliError(f"no {what} named {args.name!r} ({what}s: {names})", "not_found",
-                       file=args.path)
-    return _write(ctx, table[args.name], what.replace(" ", "_"))
+    with open_file(args.path) as f:
+        data, kind = f.extract(args.name, args.jit_source)
+        return _write(ctx, data, kind)
 
 
 def _write(ctx: Context, data: Union[bytes, memoryview], kind: str) -> int:

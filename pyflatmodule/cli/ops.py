@@ -5,10 +5,8 @@ import argparse
 import json
 from typing import List, Optional, Set
 
-from ..executorch import Program
-from ..ptmf import Module
-from . import executorch
-from .common import EXIT_OK, Context, no_methods_note, open_model
+from .common import EXIT_OK, Context, no_methods_note
+from .formats import open_file
 
 HELP = "operators the model needs (as torch.jit.export_opnames)"
 
@@ -34,12 +32,8 @@ def operator_names(path: str) -> Optional[List[str]]:
     """The operators a model needs, as ``torch.jit.export_opnames`` names them (an
     ExecuTorch program's kernel operators as ``name.overload``); None for a file without
     methods."""
-    with open_model(path) as m:
-        if isinstance(m, Program):
-            return executorch.operator_names(m)
-        if not isinstance(m, Module) or not m.methods:
-            return None
-        return sorted(m.info()["opname_to_num_args"])
+    with open_file(path) as f:
+        return f.operators()
 
 
 def yaml_scalar(text: str) -> str:

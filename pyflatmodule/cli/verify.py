@@ -5,13 +5,9 @@ import argparse
 import os
 import sys
 import time
-from typing import Iterator, List, Sequence
+from typing import Iterator, List, Optional, Sequence, Tuple, Type
 
 from ..errors import FormatError
-from ..files import file_format, load
-from ..ptmf import Module
-from ..ptmf import verify as verify_source
-from . import executorch
 from .common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -23,6 +19,7 @@ from .common import (
     Style,
     error_doc,
 )
+from .formats import FileFormat, format_of
 
 HELP = "check model files completely; one line per file"
 
@@ -67,34 +64,27 @@ def expand_paths(paths: Sequence[str]) -> Iterator[str]:
             yield path
 
 
-def verify_one(path: str, strict: bool) -> Json:
-    """``{"file", "valid", ...report fields}`` or ``{"file", "valid": false, "error"}``."""
+def verify_one(path: str, strict: bool) -> Tuple[Json, Optional[Type[FileFormat]]]:
+    """``{"file", "valid", ...report fields}`` and the file's adapter, or
+    ``{"file", "valid": false, "error"}`` and None."""
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
-        if file_format(path) in ("pte", "ptd"):
-            with load(path, strict=strict) as f:
-                assert not isinstance(f, Module)
-                return {"file": path, "valid": True, **executorch.verify_fields(f)}
-        r = verify_source(path, strict=strict)
+        adapter = format_of(path)
+        fields = adapter.verify(path, strict)
     except (FormatError, OSError) as e:
-        return {"file": path, "valid": False, "error": error_doc(path, e)}
+        return {"file": path, "valid": False, "error": error_doc(path, e)}, None
     except Exception as e:          # a reader bug must not stop a run over thousands
         if os.environ.get("PYFLATMODULE_DEBUG"):
             raise
-        return {"file": path, "valid": False, "error": error_doc(path, e)}
-    return {"file": path, "valid": True, **r._asdict()}
+        return {"file": path, "valid": False, "error": error_doc(path, e)}, None
+    return {"file": path, "valid": True, **fields}, adapter
 
 
-def verify_text(st: Style, result: Json) -> str:
-    """The one line ``verify`` prints for a file."""
-    if result["valid"] and result.get("format") in ("pte", "ptd"):
-        return (f"{result['file']}: {st('OK', 'green', 'bold')} "
-                f"({executorch.verify_line(result)})")
-    if result["valid"]:
-        return (f"{result['file']}: {st('OK', 'green', 'bold')} ({result['size']:,} bytes, "
-                f"{result['ivalues']:,} ivalues, {result['tensors']:,} tensors, "
-                f"{result['storages']:,} storages)")
+def verify_text(st: Style, result: Json, adapter: Optional[Type[FileFormat]]) -> str:
+    """The one line ``verify`` prints for a file (``adapter``: its format's, when valid)."""
+    if adapter is not None:
+        return f"{result['file']}: {st('OK', 'green', 'bold')} ({adapter.verify_line(result)})"
     e = result["error"]
     where = []
     if e["offset"] is not None:
@@ -114,12 +104,12 @@ def run(ctx: Context) -> int:
     seen_any = False
     for path in expand_paths(args.paths):
         seen_any = True
-        result = verify_one(path, args.strict)
+        result, adapter = verify_one(path, args.strict)
         counts[0 if result["valid"] else 1] += 1
         if ctx.json:
             results.append(result)
         elif not (args.quiet and result["valid"]):
-            ctx.print(verify_text(ctx.style, result))
+            ctx.print(verify_text(ctx.style, result, adapter))
     elapsed = time.perf_counter() - start
     if not seen_any:
         raise CliError("no model files given (directories are searched for "

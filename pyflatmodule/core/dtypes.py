@@ -2,13 +2,13 @@
 for those numpy lacks), zero-copy views of a storage, packed values, quantized tensors."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .native import lib
 
-__all__ = ["DTYPE_NAMES", "QuantizedTensor", "numpy_dtype", "scalar_type_name"]
+__all__ = ["DTYPE_NAMES", "QuantizedTensor", "dtype_name", "numpy_dtype", "scalar_type_name"]
 
 #: torch's name of every scalar type a tensor can hold, by c10::ScalarType number.
 DTYPE_NAMES: Tuple[str, ...] = (
@@ -201,3 +201,13 @@ class QuantizedTensor:
                   else f"axis={self.axis}")
         return (f"QuantizedTensor({self.dtype_name}, shape={self.shape}, "
                 f"{self.qscheme}, {params})")
+
+
+def dtype_name(tensor: Union[np.ndarray, QuantizedTensor]) -> str:
+    """torch's name of a tensor's dtype, as far as the array tells: a quantized tensor
+    carries its own; numpy's and ml_dtypes' names are torch's, but for complex32 (a
+    ``(real, imag)`` pair of float16). The torch dtypes that share a numpy dtype
+    (``uint8``, ``bits8``, ``uint3``...) take the format's record to tell apart."""
+    if isinstance(tensor, QuantizedTensor):
+        return tensor.dtype_name
+    return "complex32" if tensor.dtype == COMPLEX32 else str(tensor.dtype)

@@ -1,35 +1,72 @@
-"""The options of one load, defined once: every format's loader and every nested check
-(a payload that one file holds inside it) take the same ``Options``."""
+"""The options of one load, defined once: the face builds an ``Options`` from
+``pyflatmodule.load``'s keywords, and every format's opener, every file a file names
+and every nested check (a payload one file holds inside it) take that one."""
 from __future__ import annotations
 
-from typing import Any, Optional
+import dataclasses
+from typing import Any, Dict, Optional
 
 from .native import ffi, lib
 
-__all__ = ["Options"]
+__all__ = ["ADVICE", "Options"]
+
+#: The ``advise`` choices, and the madvise flag each one names.
+ADVICE = {"normal": "MADV_NORMAL", "sequential": "MADV_SEQUENTIAL", "random": "MADV_RANDOM",
+          "willneed": "MADV_WILLNEED"}
+
+#: The largest value of each budget (the width of its field in the C options).
+_BUDGET_LIMITS = (("max_depth", 2**32 - 1), ("max_tables", 2**64 - 1),
+                  ("max_elements", 2**64 - 1))
 
 
+@dataclasses.dataclass(frozen=True)
 class Options:
-    """Budgets and switches for one load; zero budgets derive from the file size."""
+    """Switches and budgets for one load, checked when made (ValueError).
 
-    __slots__ = ("verify", "strict", "max_depth", "max_tables", "max_elements", "advise")
+    Attributes:
+        verify: run the full verifier (alignment, string terminators, every function,
+            type and cross-reference). Without it the index is still built with every
+            read bounds-checked, and problems surface as FormatError on access.
+        copy: read the file into memory instead of mapping it (network filesystems,
+            files that may change while open).
+        strict: apply FlatBuffers' own rules, rejecting the wrapped vtable offsets
+            torch writes in files over 2 GiB (read correctly by default, up to 4 GiB).
+        advise: access pattern for a mapped file, through madvise: ``"normal"``,
+            ``"sequential"``, ``"random"`` or ``"willneed"`` for the whole mapping.
+            The default (None) reads metadata without readahead and tensor data with it.
+        populate: prefault the whole mapping at open (MAP_POPULATE), for servers
+            that must never wait on a page fault later.
+        max_depth: deepest nesting of values (lists in lists, objects in objects).
+        max_tables: table visits allowed (0: derived from the file size); each pass over
+            a flatbuffer (a file's own, each payload's nested inside it) has this budget.
+        max_elements: vector elements visited (0: derived from the file size), per pass
+            as ``max_tables``.
+    """
 
-    def __init__(self, verify: bool = True, strict: bool = False, max_depth: int = 200,
-                 max_tables: int = 0, max_elements: int = 0,
-                 advise: Optional[str] = None) -> None:
-        for name, value, top in (("max_depth", max_depth, 2**32 - 1),
-                                 ("max_tables", max_tables, 2**64 - 1),
-                                 ("max_elements", max_elements, 2**64 - 1)):
+    verify: bool = True
+    copy: bool = False
+    strict: bool = False
+    advise: Optional[str] = None
+    populate: bool = False
+    max_depth: int = 200
+    max_tables: int = 0
+    max_elements: int = 0
+
+    def __post_init__(self) -> None:
+        if self.advise is not None and self.advise not in ADVICE:
+            raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, "
+                             f"not {self.advise!r}")
+        for name, top in _BUDGET_LIMITS:
+            value = getattr(self, name)
             if not 0 <= value <= top:
                 raise ValueError(f"{name} must be between 0 and {top}, not {value}")
-        self.advise = advise
-        self.verify = verify
-        self.strict = strict
-        self.max_depth = max_depth
-        self.max_tables = max_tables
-        self.max_elements = max_elements
+
+    def keywords(self) -> Dict[str, Any]:
+        """The options as ``pyflatmodule.load``'s keyword arguments."""
+        return dataclasses.asdict(self)
 
     def to_c(self) -> Any:
+        """The C core's ``fb_options`` for one pass (a new cffi struct)."""
         opt = ffi.new("fb_options *")
         lib.fb_default_options(opt)
         opt.verify = int(self.verify)

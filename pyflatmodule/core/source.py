@@ -14,10 +14,11 @@ import stat
 from typing import Any, BinaryIO, Optional, Sequence, Tuple, Union
 
 from .native import format_error, lib
+from .options import ADVICE, Options
 
 SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
 
-__all__ = ["ADVICE", "Source", "SourceLike", "apply_advice", "open_source"]
+__all__ = ["Source", "SourceLike", "apply_advice", "open_source"]
 
 
 class Source:
@@ -74,9 +75,6 @@ class Source:
 #: Payloads less than this apart share one readahead run: the gap holds storage
 #: headers and small payloads, so one madvise covers them.
 RUN_GAP = 64 << 10
-
-ADVICE = {"normal": "MADV_NORMAL", "sequential": "MADV_SEQUENTIAL", "random": "MADV_RANDOM",
-          "willneed": "MADV_WILLNEED"}
 
 
 def _madvise(mm: mmap.mmap, name: str, start: int = 0, length: int = 0) -> None:
@@ -136,8 +134,10 @@ def apply_advice(source: Source, advise: Optional[str],
         _madvise(source.obj, "MADV_NORMAL", start, end - start)
 
 
-def open_source(source: SourceLike, copy: bool = False, populate: bool = False) -> Source:
-    """Make a Source from any of the inputs ``load`` accepts."""
+def open_source(source: SourceLike, options: Options) -> Source:
+    """Make a Source from any of the inputs ``load`` accepts, as ``options.copy`` and
+    ``options.populate`` ask."""
+    copy, populate = options.copy, options.populate
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
         path = os.path.abspath(name)

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Sequence, Union
 
 from ..core.native import check, ffi, lib, new_error
 from ..core.options import Options
-from ..core.source import ADVICE, SourceLike, apply_advice, open_source
+from ..core.source import SourceLike, apply_advice, open_source
 from .data_file import DataFile
 from .program import Program
 
 
-def open_executorch(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
-                    copy: bool = False, strict: bool = False, advise: Optional[str] = None,
-                    populate: bool = False, max_depth: int = 200, max_tables: int = 0,
-                    max_elements: int = 0) -> Union[Program, DataFile]:
-    """Open an ExecuTorch program or data file; see :func:`pyflatmodule.load`."""
-    if advise is not None and advise not in ADVICE:
-        raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, not {advise!r}")
-    options = Options(verify, strict, max_depth, max_tables, max_elements, advise)
-    opened = open_source(source, copy, populate)
+def open_executorch(source: SourceLike, options: Options,
+                    data: Sequence[Any] = ()) -> Union[Program, DataFile]:
+    """Open an ExecuTorch program or data file with ``options`` (the data files a
+    program names, and its XNNPACK payloads, with the same); see
+    :func:`pyflatmodule.load`."""
+    opened = open_source(source, options)
     try:
         summary = ffi.new("et_summary *")
         err = new_error()
@@ -30,7 +27,7 @@ def open_executorch(source: SourceLike, *, data: Sequence[Any] = (), verify: boo
         # Segment data (constants, payloads) gets readahead; the flatbuffer stays random.
         start = int(summary.segment_base) // mmap.PAGESIZE * mmap.PAGESIZE
         end = int(summary.segment_base + summary.segment_size)
-        apply_advice(opened, advise, [(start, end)] if end > start else [])
+        apply_advice(opened, options.advise, [(start, end)] if end > start else [])
     finally:
         opened.release_fd()
     if summary.identifier == lib.FT_FILE_IDENTIFIER:
@@ -39,11 +36,9 @@ def open_executorch(source: SourceLike, *, data: Sequence[Any] = (), verify: boo
         return DataFile(opened, summary, options)
     files = []
     for d in data:
-        f = d if isinstance(d, DataFile) else open_executorch(
-            d, verify=verify, copy=copy, strict=strict, advise=advise, populate=populate,
-            max_depth=max_depth, max_tables=max_tables, max_elements=max_elements)
+        f = d if isinstance(d, DataFile) else open_executorch(d, options)
         if not isinstance(f, DataFile):
-            named = os.fspath(d) if isinstance(d, (str, os.PathLike)) else type(d).__name__
-            raise ValueError(f"data= takes data files (.ptd); {named} is a program")
+            name = os.fspath(d) if isinstance(d, (str, os.PathLike)) else type(d).__name__
+            raise ValueError(f"data= takes data files (.ptd); {name} is a program")
         files.append(f)
     return Program(opened, summary, options, files)

@@ -410,7 +410,8 @@ class Program(_File):
         graph = self._graphs.get(where)
         if graph is None:
             graph = self._graphs[where] = XnnGraph(self._bytes(*span), self._named_bytes,
-                                                   where, span[0], bool(self.data_files))
+                                                   where, span[0], bool(self.data_files),
+                                                   self._options)
         return graph
 
     def _named_bytes(self, key: str) -> Optional[memoryview]:

@@ -16,6 +16,7 @@ their first two dimensions swapped before that, linear weights as the module has
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
@@ -24,6 +25,7 @@ import numpy as np
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, enum_names, schema_of
 from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.options import Options
 
 __all__ = ["DATATYPES", "Quantization", "XnnGraph", "XnnNode", "XnnValue", "XNN_NO_ID", "is_legacy"]
 
@@ -116,18 +118,21 @@ class XnnGraph:
     Named data the payload names must be in the program or in the data files given to
     ``load`` when some were given (else FormatError ``missing_data``, as for external
     tensors); without data files, constants whose named data the program lacks (weights
-    written to a ``.ptd``) are listed in :attr:`missing` and read as None."""
+    written to a ``.ptd``) are listed in :attr:`missing` and read as None.
+
+    The payload is checked with ``options``' budgets and ``strict`` (a program's graphs
+    with the program's own, a payload read alone with the defaults), always verifying:
+    what is read here (named data keys as UTF-8, ...) relies on the full check."""
 
     def __init__(self, payload: memoryview, resolve: Resolver, where: str,
-                 offset: int, require_all: bool = True) -> None:
+                 offset: int, require_all: bool = True,
+                 options: Optional[Options] = None) -> None:
         err = new_error()
         summary = ffi.new("xnn_summary *")
-        options = ffi.new("fb_options *")
-        lib.fb_default_options(options)
-        options.verify = 1
         buf = ffi.from_buffer(payload)
         prefix = where + ".processed<XNNGraph>."
-        status = lib.xnn_open(buf, len(payload), options, summary, err)
+        checks = dataclasses.replace(options or Options(), verify=True)
+        status = lib.xnn_open(buf, len(payload), checks.to_c(), summary, err)
         if status == lib.FB_OK:
             records = ffi.new("xnn_value[]", max(1, summary.n_values))
             status = lib.xnn_index(buf, len(payload), summary, records, err)

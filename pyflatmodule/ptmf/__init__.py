@@ -2,10 +2,10 @@
 builds, the values, objects, functions and tensors decoded from it, and ``Module``."""
 from .functions import Argument, Function, Methods, Operator, Schema, short
 from .index import ObjectType
-from .module import Module, VerifyReport, load, verify
+from .module import Module, VerifyReport, open_module, verify_module
 from .tensors import TensorRecord
 from .values import Device, EnumValue, Object, TensorKey
 
 __all__ = ["Argument", "Device", "EnumValue", "Function", "Methods", "Module", "Object",
            "ObjectType", "Operator", "Schema", "TensorKey", "TensorRecord", "VerifyReport",
-           "load", "short", "verify"]
+           "open_module", "short", "verify_module"]

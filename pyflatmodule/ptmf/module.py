@@ -1,4 +1,4 @@
-"""The public entry points: ``load``, ``verify`` and the ``Module`` they open."""
+"""Opening and verifying a PTMF file, and the ``Module`` it opens as."""
 from __future__ import annotations
 
 import os
@@ -23,7 +23,7 @@ from ..core.dtypes import QuantizedTensor
 from ..core.names import NamedDict, NamedList, not_picklable
 from ..core.native import format_error, lib
 from ..core.options import Options
-from ..core.source import ADVICE, SourceLike, open_source
+from ..core.source import SourceLike, open_source
 from .decoder import Decoder
 from .functions import Function, Methods
 from .index import DICT, ENUM, FUNCTION, LIST, OBJECT, TENSOR, TUPLE, UNION_NAMES, Image, ObjectType
@@ -32,7 +32,8 @@ from .tensors import TensorRecord
 from .type_names import contained_type_names
 from .values import Object, decode, decode_all
 
-__all__ = ["IValues", "Module", "TensorRecords", "VerifyReport", "load", "verify"]
+__all__ = ["IValues", "Module", "TensorRecords", "VerifyReport", "open_module",
+           "verify_module"]
 
 Tensor = Union[np.ndarray, QuantizedTensor]
 
@@ -52,60 +53,22 @@ class VerifyReport(NamedTuple):
     wrapped_vtables: int
 
 
-def load(source: SourceLike, *, verify: bool = True, copy: bool = False, strict: bool = False,
-         advise: Optional[str] = None, populate: bool = False, max_depth: int = 200,
-         max_tables: int = 0, max_elements: int = 0) -> "Module":
-    """Open a PTMF model without copying it.
-
-    Args:
-        source: a path (mapped read-only), ``bytes``, ``bytearray``, ``memoryview``,
-            ``mmap.mmap`` (used in place and kept alive) or a binary file object.
-        verify: run the full verifier (alignment, string terminators, every function,
-            type and cross-reference). Without it the index is still built with every
-            read bounds-checked, and problems surface as FormatError on access.
-        copy: read the file into memory instead of mapping it (network filesystems,
-            files that may change while open).
-        strict: apply FlatBuffers' own rules, rejecting the wrapped vtable offsets
-            torch writes in files over 2 GiB (read correctly by default, up to 4 GiB).
-        advise: access pattern for a mapped file, through madvise: ``"normal"``,
-            ``"sequential"``, ``"random"`` or ``"willneed"`` for the whole mapping.
-            The default reads metadata without readahead and tensor data with it.
-        populate: prefault the whole mapping at open (MAP_POPULATE), for servers
-            that must never wait on a page fault later.
-        max_depth: deepest nesting of values (lists in lists, objects in objects).
-        max_tables: table visits allowed (0: derived from the file size).
-        max_elements: vector elements visited (0: derived from the file size).
-
-    Returns:
-        The opened Module; close it, or use it as a context manager.
-
-    Raises:
-        FormatError: the bytes are not a valid PTMF file.
-        OSError: the path cannot be opened.
-    """
-    if advise is not None and advise not in ADVICE:
-        raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, not {advise!r}")
-    options = Options(verify, strict, max_depth, max_tables, max_elements, advise)
-    module = Module(_open_image(source, options, copy, populate))
-    module._load_args = dict(verify=verify, copy=copy, strict=strict, advise=advise,
-                             populate=populate, max_depth=max_depth, max_tables=max_tables,
-                             max_elements=max_elements)
-    return module
+def open_module(source: SourceLike, options: Options) -> "Module":
+    """Open a PTMF model with ``options``; see :func:`pyflatmodule.load`."""
+    return Module(_open_image(source, options), options)
 
 
-def _open_image(source: SourceLike, options: Options, copy: bool = False,
-                populate: bool = False) -> Image:
-    opened = open_source(source, copy, populate)
+def _open_image(source: SourceLike, options: Options) -> Image:
+    opened = open_source(source, options)
     try:
         return Image(opened, options)
     finally:
         opened.release_fd()   # the descriptor kept for the index, whatever happened
 
 
-def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
-           max_tables: int = 0, max_elements: int = 0) -> VerifyReport:
-    """Check a whole file and return a short report; raise FormatError if it is bad."""
-    options = Options(True, strict, max_depth, max_tables, max_elements)
+def verify_module(source: SourceLike, options: Options) -> VerifyReport:
+    """Check a whole PTMF file with ``options`` and return a short report; raise
+    FormatError if it is bad. See :func:`pyflatmodule.verify`."""
     image = _open_image(source, options)
     s = image.summary
     types = image.index["type"]
@@ -241,10 +204,10 @@ class Module:
     """An open PTMF file. Every array and proxy it hands out keeps the file's memory
     alive by itself; ``close()`` only drops the module's own hold."""
 
-    def __init__(self, image: Image) -> None:
+    def __init__(self, image: Image, options: Options) -> None:
         self._file: Optional[Decoder] = Decoder(image)
-        #: load()'s keyword arguments: what re-opening the file in another process takes.
-        self._load_args: Dict[str, Any] = {}
+        #: The options it was opened with: what re-opening the file in another process takes.
+        self._options = options
         #: state_dict()'s result, kept when the bytes cannot change.
         self._state_dict: Optional[Dict[str, Tensor]] = None
 
@@ -281,6 +244,11 @@ class Module:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    @property
+    def _load_args(self) -> Dict[str, Any]:
+        """The options it was opened with, as ``load()``'s keyword arguments."""
+        return self._options.keywords()
 
     def __repr__(self) -> str:
         if self._file is None:
@@ -468,7 +436,7 @@ def _reopen(path: str, load_args: Dict[str, Any], identity: Tuple[int, int, int]
     open it again with the same options (checked again once open: the stat of what
     was actually opened)."""
     _same_file(path, identity, os.stat(path))
-    module = load(path, **load_args)
+    module = open_module(path, Options(**load_args))
     st = module._img().source.stat
     assert st is not None   # a path always has one
     try:

@@ -1,0 +1,46 @@
+"""One adapter per format: each command reaches a file through the
+:class:`~pyflatmodule.cli.formats.base.FileFormat` its format implements, chosen here
+(and only here) by what the file is."""
+from __future__ import annotations
+
+import os
+from typing import Dict, Sequence, Type
+
+from ...errors import FormatError
+from ...files import file_format, load
+from ..common import EXIT_USAGE, CliError
+from .base import FileFormat, Listing
+from .executorch import ExecuTorchDataFile, ExecuTorchProgram
+from .ptmf import PtmfModel
+
+__all__ = ["FileFormat", "Listing", "format_of", "open_file"]
+
+#: The adapter of each format :func:`pyflatmodule.files.file_format` names.
+ADAPTERS: Dict[str, Type[FileFormat]] = {"ptmf": PtmfModel, "pte": ExecuTorchProgram,
+                                         "ptd": ExecuTorchDataFile}
+#: The adapter of each class ``load`` returns.
+_BY_CLASS = {adapter.opens: adapter for adapter in ADAPTERS.values()}
+
+
+def format_of(path: str) -> Type[FileFormat]:
+    """The adapter for the file at ``path``, by its identifier; any file of no known
+    format is read as PTMF, whose loader says what is wrong with it."""
+    return ADAPTERS.get(file_format(path), PtmfModel)
+
+
+def open_file(path: str, data: Sequence[str] = ()) -> FileFormat:
+    """``load(path)`` behind its format's adapter (with ``data``, the data files
+    holding a program's external tensors)."""
+    for p in (path, *data):
+        if os.path.isdir(p):
+            raise IsADirectoryError(21, "is a directory", p)
+    if data and file_format(path) != "pte":
+        raise CliError("--data is for ExecuTorch programs (.pte)", "usage", EXIT_USAGE,
+                       file=path)
+    try:
+        f = load(path, data=data)
+    except ValueError as e:   # FormatError is one too: only data= misuse is ours
+        if isinstance(e, FormatError):
+            raise
+        raise CliError(str(e), "usage", EXIT_USAGE, file=path) from None
+    return _BY_CLASS[type(f)](path, f)

@@ -1,0 +1,110 @@
+"""What every command asks of a file, whatever its format: the one interface each
+format's adapter implements, so that the commands never look at the file's class."""
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+
+from ...core.dtypes import QuantizedTensor, dtype_name
+from ..common import Context, Json, Style
+
+Tensor = Union[np.ndarray, QuantizedTensor]
+
+
+class Listing(NamedTuple):
+    """What ``dis`` shows of a file: the JSON key of its entries (``"functions"``,
+    ``"methods"``), one document per function or method, and a note for stderr when
+    the file holds no code (None otherwise)."""
+
+    key: str
+    entries: List[Json]
+    note: Optional[str]
+
+
+class FileFormat(abc.ABC):
+    """One opened file as the commands see it (a context manager that closes it).
+
+    The class methods work from a path without keeping the file open (``verify``);
+    the others read ``file``, the object :func:`pyflatmodule.load` returned.
+    """
+
+    #: The class of the files it presents (what ``load`` returns for its format).
+    opens: ClassVar[type]
+
+    def __init__(self, path: str, file: Any) -> None:
+        self.path = path
+        self.file = file
+
+    def __enter__(self) -> "FileFormat":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.file.close()
+
+    # ------------------------------------------------------------ info, verify
+
+    @abc.abstractmethod
+    def summary(self) -> Json:
+        """The facts ``info`` prints, as plain JSON-able data."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def print_info(ctx: Context, s: Json) -> None:
+        """The text ``info`` prints for one file, from its summary."""
+
+    @classmethod
+    @abc.abstractmethod
+    def verify(cls, path: str, strict: bool) -> Json:
+        """What ``verify`` reports of a valid file (FormatError or OSError otherwise)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def verify_line(result: Json) -> str:
+        """The parenthesis of ``verify``'s OK line, from what :meth:`verify` reported."""
+
+    # ------------------------------------------------------------ tree
+
+    @abc.abstractmethod
+    def tree(self, max_depth: Optional[int]) -> Json:
+        """The file's structure as nested nodes (``name``, ``path``, ``kind``, and
+        ``children`` or ``truncated`` beyond ``max_depth``)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def tree_lines(st: Style, node: Json) -> List[str]:
+        """The text of one node (without its name), then any lines one level below it
+        that are not children."""
+
+    # ------------------------------------------------------------ dis, ops
+
+    @abc.abstractmethod
+    def listing(self, method: Optional[str], every_function: bool) -> Listing:
+        """The disassembly of the method named (short or qualified name; every method
+        when None; with ``every_function``, also the other functions, where the
+        format has any). CliError ``not_found`` when there is no such method."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def print_entry(ctx: Context, entry: Json) -> None:
+        """The text listing of one entry of :meth:`listing`."""
+
+    @abc.abstractmethod
+    def operators(self) -> Optional[List[str]]:
+        """The operators the file needs, sorted; None for a file without methods."""
+
+    # ------------------------------------------------------------ export, extract
+
+    @abc.abstractmethod
+    def tensors(self) -> Dict[str, Tensor]:
+        """The tensors ``export`` writes, by name."""
+
+    def dtype_name(self, tensor: Tensor) -> str:
+        """torch's name of the dtype of a tensor taken from the file."""
+        return dtype_name(tensor)
+
+    @abc.abstractmethod
+    def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
+        """The bytes ``extract`` writes for ``name``, and what they are (the ``kind``
+        of its JSON); CliError ``not_found`` when the file holds no such entry."""

@@ -1,0 +1,359 @@
+"""What the commands show of ExecuTorch programs (``.pte``) and data files (``.ptd``),
+through the public API of ``Program`` and ``DataFile``."""
+from __future__ import annotations
+
+import abc
+from collections import Counter
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from ...core.dtypes import QuantizedTensor
+from ...executorch import DataFile, Method, Program, TensorSpec
+from ...files import load
+from ..common import CliError, Context, Json, Style, human
+from .base import FileFormat, Listing, Tensor
+
+__all__ = ["ExecuTorchDataFile", "ExecuTorchProgram"]
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 segment``, ``3 segments``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _storage(t: Tensor) -> np.ndarray:
+    return t.int_repr if isinstance(t, QuantizedTensor) else t
+
+
+# ------------------------------------------------------------------ values
+
+def _tensor_text(v: Union[np.ndarray, TensorSpec]) -> str:
+    if isinstance(v, np.ndarray):
+        return f"const {v.dtype}{list(v.shape)}"
+    where = {"planned": "planned", "none": "input", "external": f"external {v.name!r}"}
+    return f"{where.get(v.stored, v.stored)} {v.dtype}{list(v.shape)}"
+
+
+def value_text(m: Method, i: int, limit: int = 40) -> str:
+    """Value ``i`` of a method in a few words: its kind, and its value when short."""
+    kind = m.values.kind(i)
+    v = m.values[i]
+    if kind == "Tensor":
+        return _tensor_text(v)
+    if kind in ("Null", "NONE"):
+        return "None"
+    text = repr(v)
+    return f"{kind} {text if len(text) <= limit else text[:limit - 3] + '...'}"
+
+
+def _value_node(m: Method, i: int) -> Json:
+    v = m.values[i]
+    node: Json = {"index": i, "kind": m.values.kind(i)}
+    if isinstance(v, np.ndarray):
+        node.update(stored="constant", dtype=str(v.dtype), shape=list(v.shape),
+                    strides=list(v.strides), bytes=int(v.nbytes))
+    elif isinstance(v, TensorSpec):
+        node.update(stored=v.stored, dtype=v.dtype, shape=list(v.shape),
+                    dim_order=list(v.dim_order), allocation=v.allocation, fqn=v.name)
+    else:
+        node["value"] = v
+    return node
+
+
+# ------------------------------------------------------------------ dis
+
+def disassemble(m: Method) -> Json:
+    """A method's instruction chains with operator names and value kinds."""
+    operators = [str(o) for o in m.operators]
+    delegates = m.delegates
+    chains = []
+    for k, c in enumerate(m.chains):
+        code = []
+        for pc, ins in enumerate(c.instructions):
+            kind = type(ins).__name__
+            entry: Json = {"pc": pc, "op": kind, **ins._asdict()}
+            if kind == "KernelCall":
+                entry["target"] = operators[ins.op_index]   # type: ignore[union-attr]
+            elif kind == "DelegateCall":
+                entry["target"] = delegates[ins.delegate_index].id   # type: ignore[union-attr]
+            used = [v for v in ins if isinstance(v, int)] if kind in ("MoveCall", "FreeCall") \
+                else list(getattr(ins, "args", ()))
+            if kind == "JumpFalseCall":
+                used = [ins.cond_value_index]   # type: ignore[union-attr]
+            entry["operands"] = used
+            entry["values"] = [{"index": i, "text": value_text(m, i)}
+                               for i in dict.fromkeys(used)]   # each value once
+            code.append(entry)
+        chains.append({"index": k, "inputs": c.inputs, "outputs": c.outputs,
+                       "instructions": code})
+    return {"name": m.name, "inputs": m.inputs, "outputs": m.outputs,
+            "operators": operators, "delegates": [d.id for d in delegates], "chains": chains}
+
+
+def print_dis(ctx: Context, d: Json) -> None:
+    """The listing of one method."""
+    st = ctx.style
+    n = sum(len(c["instructions"]) for c in d["chains"])
+    ctx.print(f"{st('method', 'magenta')} {st(d['name'], 'bold')}"
+              f"(%{', %'.join(map(str, d['inputs']))}) -> %{', %'.join(map(str, d['outputs']))}")
+    ctx.print(st(f"  # {_n(len(d['chains']), 'chain')}, {_n(n, 'instruction')}, "
+                 f"{_n(len(d['operators']), 'operator')}, "
+                 f"{_n(len(d['delegates']), 'delegate')}", "dim"))
+    for c in d["chains"]:
+        ctx.print(f"  chain {c['index']}:")
+        for ins in c["instructions"]:
+            target = st(ins.get("target", ""), "cyan")
+            args = ", ".join(f"%{i}" for i in ins["operands"])
+            ctx.print(f"    {ins['pc']:5d}  {st(ins['op'], 'yellow'):<13s} {target}({args})")
+            for v in ins["values"]:
+                ctx.print(st(f"             %{v['index']}: {v['text']}", "dim"))
+
+
+# ------------------------------------------------------------------ the adapters
+
+class _ExecuTorchFile(FileFormat):
+    """What a program and a data file show alike."""
+
+    file: Union[Program, DataFile]
+    #: what ``info`` calls the file
+    title = ""
+    #: the ``kind`` of the tree's root
+    root_kind = ""
+
+    def summary(self) -> Json:
+        return {"file": self.path, **self.file.info()}
+
+    @classmethod
+    def print_info(cls, ctx: Context, s: Json) -> None:
+        ctx.print(f"{ctx.style(s['file'], 'bold')}: {cls.title}, {s['size']:,} bytes, "
+                  f"version {s['version']}")
+        ctx.print(f"  flatbuffer: {s['flatbuffer_size']:,} bytes   segment data: "
+                  f"{s['segment_data_size']:,} bytes in {_n(s['segments'], 'segment')}")
+        cls._print_contents(ctx, s)
+
+    @staticmethod
+    @abc.abstractmethod
+    def _print_contents(ctx: Context, s: Json) -> None:
+        """What ``info`` prints after the sizes: what the file holds."""
+
+    @classmethod
+    def verify(cls, path: str, strict: bool) -> Json:
+        with load(path, strict=strict) as f:
+            return cls._verify_fields(f.info())
+
+    @staticmethod
+    @abc.abstractmethod
+    def _verify_fields(info: Json) -> Json:
+        """What ``verify`` reports, from the file's ``info()``."""
+
+    def tree(self, max_depth: Optional[int]) -> Json:
+        """The file's structure as nested nodes: methods with their values, operators,
+        chains and delegates; the tensors; the named data that are not tensors."""
+        def cut(children: List[Json], depth: int) -> Dict[str, Any]:
+            if max_depth is not None and depth >= max_depth:
+                return {"truncated": len(children)} if children else {}
+            return {"children": children}
+
+        root: Json = {"name": "", "path": "", "kind": self.root_kind}
+        children: List[Json] = []
+        for name, m in self._plans():
+            values = [_value_node(m, i) for i in range(len(m.values))]
+            chains = [{"name": f"chains[{k}]", "path": f"{name}.chains[{k}]", "kind": "chain",
+                       "instructions": len(c.instructions)} for k, c in enumerate(m.chains)]
+            delegates = [{"name": f"delegates[{k}]", "path": f"{name}.delegates[{k}]",
+                          "kind": "delegate", "id": d.id, "location": d.location,
+                          "bytes": len(d.data)} for k, d in enumerate(m.delegates)]
+            counts = Counter(v["kind"] for v in values)
+            parts = [{"name": "values", "path": f"{name}.values", "kind": "values",
+                      "length": len(values), "kinds": dict(sorted(counts.items())),
+                      **cut([{"name": f"[{v['index']}]",
+                              "path": f"{name}.values[{v['index']}]", **v} for v in values],
+                            2)},
+                     {"name": "operators", "path": f"{name}.operators", "kind": "operators",
+                      "operators": [str(o) for o in m.operators]},
+                     *chains, *delegates]
+            children.append({"name": name, "path": name, "kind": "method", "inputs": m.inputs,
+                             "outputs": m.outputs, **cut(parts, 1)})
+        tensors = self._tree_tensors()
+        for key, t in tensors.items():
+            children.append({"name": key, "path": key, "kind": "tensor",
+                             "dtype": self.dtype_name(t), "shape": list(t.shape),
+                             "bytes": int(_storage(t).nbytes)})
+        for key, data in self.file.named_data.items():
+            if key not in tensors:
+                children.append({"name": key, "path": key, "kind": "named_data",
+                                 "bytes": len(data)})
+        root.update(cut(children, 0))
+        return root
+
+    def _plans(self) -> List[Tuple[str, Method]]:
+        """The methods, by name (none in a data file)."""
+        return []
+
+    @abc.abstractmethod
+    def _tree_tensors(self) -> Dict[str, Tensor]:
+        """The tensors the tree lists."""
+
+    @staticmethod
+    def tree_lines(st: Style, node: Json) -> List[str]:
+        lines = [_tree_line(st, node)]
+        if "truncated" in node:
+            lines.append(st(f"... {node['truncated']} not shown (--depth)", "dim"))
+        return lines
+
+    @staticmethod
+    def print_entry(ctx: Context, entry: Json) -> None:
+        print_dis(ctx, entry)
+
+    def _delegate(self, name: str) -> Optional[memoryview]:
+        """The payload ``METHOD.delegates[I]`` names, None when there is none."""
+        return None
+
+    def _delegate_names(self) -> List[str]:
+        """``METHOD.delegates[I]`` of every delegate."""
+        return []
+
+    def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
+        named = self.file.named_data
+        if name in named:
+            return named[name], "named_data"
+        blob = self._delegate(name)
+        if blob is None:
+            names = ", ".join(repr(n) for n in [*named, *self._delegate_names()]) or "none"
+            raise CliError(f"no named data or delegate {name!r} (there are: {names})",
+                           "not_found", file=self.path)
+        return blob, "delegate"
+
+
+def _tree_line(st: Style, node: Json) -> str:
+    kind = node["kind"]
+    if kind == "method":
+        return f"{st('method', 'cyan')}, inputs {node['inputs']} -> outputs {node['outputs']}"
+    if kind == "values":
+        kinds = ", ".join(f"{n} {k}" for k, n in node["kinds"].items())
+        return f"{node['length']} ({kinds})"
+    if kind == "operators":
+        return ", ".join(node["operators"]) or "none"
+    if kind == "chain":
+        return f"{node['instructions']} instructions"
+    if kind == "delegate":
+        return (f"{st('delegate', 'cyan')} {node['id']} ({node['location']}, "
+                f"{node['bytes']:,} bytes)")
+    if kind == "named_data":
+        return st(f"named data, {node['bytes']:,} bytes", "dim")
+    if kind == "Tensor" or kind == "tensor":
+        where = node.get("stored", "constant")
+        text = st(f"tensor {node['dtype']}{node['shape']}", "green")
+        return text + st(f", {where}" + (f", {node['bytes']:,} bytes" if "bytes" in node
+                                          else ""), "dim")
+    if "value" in node:
+        return f"{kind} = {node['value']!r}"
+    return str(kind)
+
+
+class ExecuTorchProgram(_ExecuTorchFile):
+    """An ExecuTorch program (a :class:`pyflatmodule.Program`)."""
+
+    opens = Program
+    file: Program
+    title = "ExecuTorch program"
+    root_kind = "program"
+
+    @staticmethod
+    def _print_contents(ctx: Context, s: Json) -> None:
+        st = ctx.style
+        ctx.print(f"  constant tensors: {s['constant_tensors']} ({s['constant_bytes']:,} bytes)"
+                  f"   named data: {s['named_data']}")
+        ctx.print(f"  methods: {len(s['methods'])}")
+        for m in s["methods"]:
+            ctx.print(f"    {st(m['name'], 'bold')}: {_n(m['values'], 'value')}, "
+                      f"{_n(m['instructions'], 'instruction')}, inputs {m['inputs']}, "
+                      f"outputs {m['outputs']}")
+            planned = sum(m["non_const_buffer_sizes"])
+            ctx.print(f"      {_n(len(m['operators']), 'operator')}, "
+                      f"{_n(len(m['delegates']), 'delegate')}"
+                      f"{' (' + ', '.join(m['delegates']) + ')' if m['delegates'] else ''}, "
+                      f"{human(planned)} memory-planned")
+
+    @staticmethod
+    def _verify_fields(info: Json) -> Json:
+        return {"format": "pte", "size": info["size"], "methods": len(info["methods"]),
+                "values": sum(m["values"] for m in info["methods"]),
+                "tensors": info["constant_tensors"], "named_data": info["named_data"]}
+
+    @staticmethod
+    def verify_line(result: Json) -> str:
+        return (f"{result['size']:,} bytes, ExecuTorch program, "
+                f"{_n(result['methods'], 'method')}, {result['values']:,} values, "
+                f"{result['tensors']:,} constant tensors")
+
+    def _plans(self) -> List[Tuple[str, Method]]:
+        return list(self.file.methods.items())
+
+    def _tree_tensors(self) -> Dict[str, Tensor]:
+        return self.file.state_dict()
+
+    def listing(self, method: Optional[str], every_function: bool) -> Listing:
+        methods = self.file.methods
+        if method is not None and method not in methods:
+            names = ", ".join(methods) or "none"
+            raise CliError(f"no method {method!r} (methods: {names})", "not_found",
+                           file=self.path)
+        return Listing("methods", [disassemble(m) for name, m in methods.items()
+                                   if method in (None, name)], None)
+
+    def operators(self) -> Optional[List[str]]:
+        """The kernel operators the program calls, ``name.overload``, sorted."""
+        return sorted({str(o) for m in self.file.methods.values() for o in m.operators})
+
+    def tensors(self) -> Dict[str, Tensor]:
+        """Its named tensors, XNNPACK delegates' constants included."""
+        return self.file.named_tensors()
+
+    def _delegate(self, name: str) -> Optional[memoryview]:
+        if name.endswith("]") and ".delegates[" in name:
+            method, _, index = name[:-1].rpartition(".delegates[")
+            m = self.file.methods.get(method)
+            if m is not None and index.isdigit() and int(index) < len(m.delegates):
+                return m.delegates[int(index)].data
+        return None
+
+    def _delegate_names(self) -> List[str]:
+        return [f"{name}.delegates[{k}]" for name, m in self.file.methods.items()
+                for k in range(len(m.delegates))]
+
+
+class ExecuTorchDataFile(_ExecuTorchFile):
+    """An ExecuTorch data file (a :class:`pyflatmodule.DataFile`)."""
+
+    opens = DataFile
+    file: DataFile
+    title = "ExecuTorch data file"
+    root_kind = "data_file"
+
+    @staticmethod
+    def _print_contents(ctx: Context, s: Json) -> None:
+        ctx.print(f"  tensors: {s['tensors']}   named data: {s['named_data']}")
+
+    @staticmethod
+    def _verify_fields(info: Json) -> Json:
+        return {"format": "ptd", "size": info["size"], "tensors": info["tensors"],
+                "named_data": info["named_data"]}
+
+    @staticmethod
+    def verify_line(result: Json) -> str:
+        return (f"{result['size']:,} bytes, ExecuTorch data file, {result['tensors']:,} "
+                f"tensors, {result['named_data']:,} named data")
+
+    def _tree_tensors(self) -> Dict[str, Tensor]:
+        return dict(self.file.tensors)
+
+    def listing(self, method: Optional[str], every_function: bool) -> Listing:
+        return Listing("methods", [], "an ExecuTorch data file: nothing to disassemble")
+
+    def operators(self) -> Optional[List[str]]:
+        return None
+
+    def tensors(self) -> Dict[str, Tensor]:
+        return dict(self.file.tensors)
