@@ -243,9 +243,12 @@ class Table:
         members = self.schema.unions[f.ref]
         kind = int(self.scalar(name + "_type"))
         member = members[kind] if kind < len(members) else ""
-        _, target = self._ref(name)
-        if kind == 0 or not target or not member:
+        if kind == 0 or not member:
+            # no member: the verifier proved nothing of the offset, so it is not followed
             return member or "NONE", None
+        _, target = self._ref(name)
+        if not target:
+            return member, None
         return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind],
                              self.where + (name, f"<{member}>"))
 
