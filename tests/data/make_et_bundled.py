@@ -3,8 +3,8 @@
 
     FLATC_EXECUTABLE=.../flatc python tests/data/make_et_bundled.py
 
-Writes ``bundled.bpte`` (an MLP with methods ``forward`` and ``scaled``, two test cases
-each, tensor and int inputs) and ``bundled.oracle.json`` + ``bundled.oracle.npz``: what
+Writes ``bundled.bpte`` (an MLP, one method ``forward`` with two test cases, each a
+float tensor and an int input) and ``bundled.oracle.json`` + ``bundled.oracle.npz``: what
 ExecuTorch's own reader ``deserialize_from_flatbuffer_to_bundled_program`` says of it
 (version, method names, per case each input and expected output: kind, dtype, shape,
 values in the npz), plus the embedded program's offset, size and sha256.
