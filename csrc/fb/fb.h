@@ -422,13 +422,14 @@ static inline int vec_at(ctx *c, uint64_t pos, unsigned esize, unsigned align, v
     return FB_OK;
 }
 
-/* Absent vectors read as empty. */
+/* Absent vectors read as empty; a `required` one absent fails at its table. */
 static inline int fld_vec(ctx *c, const tbl *t, const fb_field *f, vec *v) {
     uint64_t target;
     v->data = 0;
     v->count = 0;
     TRY(fld_kind(c, t, f->kind >= FB_VEC_SCALAR));
     TRY(fld_ref(c, t, f, &target));
+    if (!target && (f->flags & FB_REQUIRED)) return fail(c, FB_E_MISSING_FIELD, t->pos);
     if (target) TRY(vec_at(c, target, f->elem_size, f->elem_align, v));
     return FB_OK;
 }
@@ -462,13 +463,15 @@ static inline int text_at(ctx *c, uint64_t pos, vec *s) {
     return check_text(c, s);
 }
 
-/* A string field read as bytes; absent reads as empty. */
+/* A string field read as bytes; absent reads as empty, and a `required` one absent fails
+ * at its table. */
 static inline int fld_str(ctx *c, const tbl *t, const fb_field *f, vec *s) {
     uint64_t target;
     s->data = 0;
     s->count = 0;
     TRY(fld_kind(c, t, f->kind == FB_STRING));
     TRY(fld_ref(c, t, f, &target));
+    if (!target && (f->flags & FB_REQUIRED)) return fail(c, FB_E_MISSING_FIELD, t->pos);
     if (target) TRY(str_at(c, target, s));
     return FB_OK;
 }
@@ -515,7 +518,8 @@ static inline uint32_t vec_u32(const ctx *c, const vec *v, uint32_t i) {
 
 /* Verifies the table at `pos` as declaration `decl` of schema `s` and everything it
  * reaches, by the schema's descriptors alone: every field inside its table and aligned,
- * every offset inside the buffer, strings NUL-terminated (and UTF-8 when verifying),
+ * every offset inside the buffer, every `required` field present, strings
+ * NUL-terminated (and UTF-8 when verifying),
  * vectors inside the buffer, union types known, nesting within c->max_depth, tables and
  * elements within their budgets; errors carry the path of field names (fb_verify.c). */
 int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos);

@@ -88,6 +88,19 @@ static int verify_shallow(ctx *c, const tbl *t, const fb_field *f) {
     return fail(c, FB_E_BAD_ARGUMENT, t->pos);   /* only strings and vectors can be */
 }
 
+/* A `required` field must be there: its slot set and, for a union, its type not NONE
+ * (FlatBuffers' own verifier checks the slot only). Absent, it fails at its table. */
+static int verify_required(ctx *c, const tbl *t, const fb_field *fields, unsigned i) {
+    const fb_field *f = &fields[i];
+    uint64_t at;
+    uint8_t type = 1;
+    TRY(tbl_field_aligned(c, t, f->id, 1, 1, &at));
+    if (at && f->kind == FB_UNION && i > 0 && fields[i - 1].kind == FB_UNION_TYPE)
+        TRY(fld_u8(c, t, &fields[i - 1], &type));
+    if (!at || !type) return fail_at(c, f, NO_INDEX, FB_E_MISSING_FIELD, t->pos);
+    return FB_OK;
+}
+
 static int verify_field(ctx *c, const verifier *v, const tbl *t, const fb_field *fields,
                         unsigned i, uint32_t depth) {
     const fb_field *f = &fields[i];
@@ -126,6 +139,7 @@ static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
         const fb_field *f = &d->fields[i];
         int rc, shallow = is_shallow(v, f);
         if (f->kind == FB_UNION_TYPE) continue;   /* checked with its union */
+        if (f->flags & FB_REQUIRED) TRY(verify_required(c, &t, d->fields, i));
         if (!shallow && (f->kind == FB_VEC_STRING || f->kind == FB_VEC_TABLE)) {
             TRY(verify_field(c, v, &t, d->fields, i, depth));   /* pushes per element */
             continue;
