@@ -16,7 +16,7 @@ with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by TensorKey, whos
 """
 from .core.dtypes import QuantizedTensor
 from .errors import FormatError
-from .executorch import DataFile, Method, Program, TensorSpec
+from .executorch import BundledProgram, DataFile, Method, Program, TensorSpec
 from .files import load, verify
 from .ptmf import (
                    Argument,
@@ -37,7 +37,7 @@ from .ptmf import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Argument", "DataFile", "Device", "EnumValue", "FormatError", "Function", "Method",
-    "Methods", "Module", "Object", "ObjectType", "Operator", "Program", "QuantizedTensor",
+    "Argument", "BundledProgram", "DataFile", "Device", "EnumValue", "FormatError", "Function",
+    "Method", "Methods", "Module", "Object", "ObjectType", "Operator", "Program", "QuantizedTensor",
     "Schema", "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load", "verify",
 ]

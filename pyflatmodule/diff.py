@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from .core.dtypes import QuantizedTensor, dtype_name
-from .executorch import DataFile, Program
+from .executorch import BundledProgram, DataFile, Program
 from .export import blocks, quantization_params
 from .files import load
 from .ptmf import Module
@@ -230,16 +230,26 @@ def _kind(f: Opened) -> str:
     return next(name for cls, name in _FORMATS.items() if isinstance(f, cls))
 
 
+#: What diff takes already opened.
+_OPENED = (Module, Program, DataFile, BundledProgram)
+
+
+def _compared(f: Union[Module, Program, DataFile, BundledProgram]) -> Union[Module, Program,
+                                                                            DataFile]:
+    """What diff compares of a file: a bundled program's embedded program, else the file."""
+    return f.program if isinstance(f, BundledProgram) else f
+
+
 def diff(a: Any, b: Any, **load_options: Any) -> Diff:
     """Compare two files of one format (paths or anything :func:`pyflatmodule.load`
-    takes, or files already opened).
+    takes, or files already opened); of bundled programs, their embedded programs.
 
     Raises:
         ValueError: the files are of different formats.
         FormatError: a file is not valid.
     """
-    fa = a if isinstance(a, (Module, Program, DataFile)) else load(a, **load_options)
-    fb = b if isinstance(b, (Module, Program, DataFile)) else load(b, **load_options)
+    fa, fb = (_compared(x if isinstance(x, _OPENED) else load(x, **load_options))
+              for x in (a, b))
     if _kind(fa) != _kind(fb):
         raise ValueError(f"A is {_ARTICLE[_kind(fa)]} {_kind(fa)} and B {_ARTICLE[_kind(fb)]} "
                          f"{_kind(fb)}: diff compares two files of one format")

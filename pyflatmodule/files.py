@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 from .core.options import Options
 from .core.source import SourceLike
-from .executorch import DataFile, Program, open_executorch
+from .executorch import BundledProgram, DataFile, Program, open_bundled, open_executorch
 from .ptmf import Module, VerifyReport, open_module, verify_module
 
 __all__ = ["file_format", "load", "verify"]
@@ -17,7 +17,7 @@ __all__ = ["file_format", "load", "verify"]
 #: File identifiers (bytes 4..8) of the formats ExecuTorch writes.
 EXECUTORCH = (b"ET12", b"FT01")
 #: What each identifier names.
-FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd"}
+FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte"}
 
 
 def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
@@ -43,8 +43,9 @@ def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
 
 
 def file_format(path: str) -> str:
-    """``"ptmf"``, ``"pte"`` or ``"ptd"`` by the file's identifier, ``"unknown"`` for any
-    other file (reads 8 bytes; OSError if the path cannot be read)."""
+    """``"ptmf"``, ``"pte"``, ``"ptd"`` or ``"bpte"`` by the file's identifier,
+    ``"unknown"`` for any other file (reads 8 bytes; OSError if the path cannot be
+    read)."""
     with open(path, "rb") as f:
         return FORMATS.get(f.read(8)[4:8], "unknown")
 
@@ -52,12 +53,13 @@ def file_format(path: str) -> str:
 def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
          copy: bool = False, strict: bool = False, advise: Optional[str] = None,
          populate: bool = False, max_depth: int = 200, max_tables: int = 0,
-         max_elements: int = 0) -> Union[Module, Program, DataFile]:
+         max_elements: int = 0) -> Union[Module, Program, DataFile, BundledProgram]:
     """Open a model file without copying it; what comes back depends on the file.
 
     A PyTorch Mobile flatbuffer (identifier ``PTMF``, ``.ptl``/``.ff``) gives a
     :class:`Module`, an ExecuTorch program (``ET12``, ``.pte``) a :class:`Program`, an
-    ExecuTorch data file (``FT01``, ``.ptd``) a :class:`DataFile`.
+    ExecuTorch data file (``FT01``, ``.ptd``) a :class:`DataFile`, an ExecuTorch bundled
+    program (``BP08``, ``.bpte``) a :class:`BundledProgram`.
 
     Args:
         source: a path (mapped read-only), ``bytes``, ``bytearray``, ``memoryview``,
@@ -75,13 +77,15 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
         ValueError: an option is out of range, or ``data`` given for a non-program.
     """
     ident, source = _identify(source)
-    if data and ident == b"PTMF":   # any other identifier: the loader's FormatError
+    if data and ident in (b"PTMF", b"BP08"):   # any other identifier: the loader's error
         raise ValueError("data= is for ExecuTorch programs (.pte)")
     options = Options(verify=verify, copy=copy, strict=strict, advise=advise,
                       populate=populate, max_depth=max_depth, max_tables=max_tables,
                       max_elements=max_elements)
     if ident in EXECUTORCH:
         return open_executorch(source, options, data)
+    if ident == b"BP08":
+        return open_bundled(source, options)
     return open_module(source, options)
 
 

@@ -78,12 +78,16 @@ def peak_rss_kib() -> int:
 
 
 def full_decode(m: Any) -> None:
-    """Read every part of a Module, Program or DataFile through the public API."""
+    """Read every part of a Module, Program, DataFile or BundledProgram through the public
+    API."""
     if isinstance(m, pfm.Program):
         decode_program(m)
         return
     if isinstance(m, pfm.DataFile):
         decode_data_file(m)
+        return
+    if isinstance(m, pfm.BundledProgram):
+        decode_bundled(m)
         return
     assert len(list(m.ivalues)) == len(m.ivalues)   # the bulk decoder
     for i in range(len(m.ivalues)):
@@ -162,6 +166,18 @@ def decode_data_file(d: pfm.DataFile) -> None:
     _decode_shared(d)
     for a in d.tensors.values():
         _touch_array(a)
+
+
+def decode_bundled(b: pfm.BundledProgram) -> None:
+    """Read every part of an ExecuTorch bundled program through the public API."""
+    _ = b.version, b.size, b.program_span
+    for cases in b.test_suites.values():
+        for case in cases:
+            for v in (*case.inputs, *case.expected_outputs):
+                touch(v)
+    b.info()
+    repr(b)
+    decode_program(b.program)
 
 
 def check_error(e: pfm.FormatError, data: Any, path: str = "",

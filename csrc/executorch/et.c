@@ -207,10 +207,8 @@ static int record_slot(walk *w, et_record *scratch, et_record **r) {
     return FB_OK;
 }
 
-/* Sizes, dim_order and byte size of a Tensor or TensorLayout table. */
-static int tensor_layout(walk *w, const tbl *t, const fb_field *type_f, const fb_field *sizes_f,
-                         const fb_field *order_f, et_record *r) {
-    ctx *c = &w->c;
+int et_tensor_layout(ctx *c, const tbl *t, const fb_field *type_f, const fb_field *sizes_f,
+                     const fb_field *order_f, et_record *r) {
     vec sizes, order;
     uint8_t type;
     uint64_t numel = 1, at;
@@ -339,8 +337,8 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
     TRY(record_slot(w, &rec, &r));
     r->plan = w->plan;
     r->value = value;
-    TRY(tensor_layout(w, t, &et_tensor[ET_TENSOR_SCALAR_TYPE], &et_tensor[ET_TENSOR_SIZES],
-                      &et_tensor[ET_TENSOR_DIM_ORDER], r));
+    TRY(et_tensor_layout(c, t, &et_tensor[ET_TENSOR_SCALAR_TYPE], &et_tensor[ET_TENSOR_SIZES],
+                         &et_tensor[ET_TENSOR_DIM_ORDER], r));
     TRY(fld_u8(c, t, &et_tensor[ET_TENSOR_SHAPE_DYNAMISM], &dynamism));
     r->shape_dynamism = dynamism;
     TRY(fld_u32(c, t, &et_tensor[ET_TENSOR_DATA_BUFFER_IDX], &index));
@@ -671,9 +669,10 @@ static int data_entry(walk *w, const vec *named, uint32_t i) {
         vec key;
         TRY(record_slot(w, &rec, &r));
         TRY(at_field(c, layout_f, NO_INDEX,
-                     tensor_layout(w, &layout, &ft_tensor_layout[FT_TENSOR_LAYOUT_SCALAR_TYPE],
-                                   &ft_tensor_layout[FT_TENSOR_LAYOUT_SIZES],
-                                   &ft_tensor_layout[FT_TENSOR_LAYOUT_DIM_ORDER], r)));
+                     et_tensor_layout(c, &layout,
+                                      &ft_tensor_layout[FT_TENSOR_LAYOUT_SCALAR_TYPE],
+                                      &ft_tensor_layout[FT_TENSOR_LAYOUT_SIZES],
+                                      &ft_tensor_layout[FT_TENSOR_LAYOUT_DIM_ORDER], r)));
         TRY(fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
         TRY(segment_at(w, index, nd.pos, &r->data, &size));
         if (r->nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, nd.pos);

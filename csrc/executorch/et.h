@@ -111,4 +111,15 @@ int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *ten
 
 /* --- cdef end --- */
 
+struct ctx;
+struct tbl;
+
+/* The layout of Tensor-like table t (a program's Tensor, a data file's TensorLayout, a
+ * bundled program's test Tensor), from its scalar type, sizes and dim_order fields: sets
+ * r's scalar_type, table, ndim, sizes, dim_order (0 when absent: the default order) and
+ * nbytes, and fails on an unknown type, a negative size, an overflowing extent or a
+ * dim_order that is not a permutation of the dimensions. */
+int et_tensor_layout(struct ctx *c, const struct tbl *t, const fb_field *type_f,
+                     const fb_field *sizes_f, const fb_field *order_f, et_record *r);
+
 #endif /* ET_H */

@@ -2,7 +2,7 @@
  * do not edit (tests/test_schema.py checks that it is what the schema gives). */
 #include "gen/executorch_bundled.h"
 
-const fb_enum_member executorch_scalar_type[23] = {
+const fb_enum_member bp_scalar_type[23] = {
     {"BYTE", 0},
     {"CHAR", 1},
     {"SHORT", 2},
@@ -28,67 +28,67 @@ const fb_enum_member executorch_scalar_type[23] = {
     {"UINT64", 29},
 };
 
-const fb_field executorch_int[EXECUTORCH_INT_FIELD_COUNT] = {
+const fb_field bp_int[BP_INT_FIELD_COUNT] = {
     {"int_val", ".int_val", 0, FB_SCALAR, FB_I64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
-const fb_field executorch_bool[EXECUTORCH_BOOL_FIELD_COUNT] = {
+const fb_field bp_bool[BP_BOOL_FIELD_COUNT] = {
     {"bool_val", ".bool_val", 0, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
-const fb_field executorch_double[EXECUTORCH_DOUBLE_FIELD_COUNT] = {
+const fb_field bp_double[BP_DOUBLE_FIELD_COUNT] = {
     {"double_val", ".double_val", 0, FB_SCALAR, FB_F64, 8, 8, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
-const fb_field executorch_tensor[EXECUTORCH_TENSOR_FIELD_COUNT] = {
-    {"scalar_type", ".scalar_type", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, EXECUTORCH_DECL_SCALAR_TYPE},
-    {"sizes", ".sizes", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
-    {"data", ".data", 2, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, 0, 0, 0.0, FB_NO_REF},
-    {"dim_order", ".dim_order", 3, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+const fb_field bp_tensor[BP_TENSOR_FIELD_COUNT] = {
+    {"scalar_type", ".scalar_type", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, BP_DECL_SCALAR_TYPE},
+    {"sizes", ".sizes", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"data", ".data", 2, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 16, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"dim_order", ".dim_order", 3, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
-const fb_member executorch_value_union[EXECUTORCH_VALUE_UNION_COUNT] = {
+const fb_member bp_value_union[BP_VALUE_UNION_COUNT] = {
     {"NONE", FB_NONE, 0, 0, FB_NO_REF},
-    {"Tensor", FB_TABLE, 4, 4, EXECUTORCH_DECL_TENSOR},
-    {"Int", FB_TABLE, 4, 4, EXECUTORCH_DECL_INT},
-    {"Bool", FB_TABLE, 4, 4, EXECUTORCH_DECL_BOOL},
-    {"Double", FB_TABLE, 4, 4, EXECUTORCH_DECL_DOUBLE},
+    {"Tensor", FB_TABLE, 4, 4, BP_DECL_TENSOR},
+    {"Int", FB_TABLE, 4, 4, BP_DECL_INT},
+    {"Bool", FB_TABLE, 4, 4, BP_DECL_BOOL},
+    {"Double", FB_TABLE, 4, 4, BP_DECL_DOUBLE},
 };
 
-const fb_field executorch_value[EXECUTORCH_VALUE_FIELD_COUNT] = {
-    {"val_type", ".val_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, EXECUTORCH_DECL_VALUE_UNION},
-    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, EXECUTORCH_DECL_VALUE_UNION},
+const fb_field bp_value[BP_VALUE_FIELD_COUNT] = {
+    {"val_type", ".val_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, BP_DECL_VALUE_UNION},
+    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, BP_DECL_VALUE_UNION},
 };
 
-const fb_field executorch_bundled_method_test_case[EXECUTORCH_BUNDLED_METHOD_TEST_CASE_FIELD_COUNT] = {
-    {"inputs", ".inputs", 0, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, EXECUTORCH_DECL_VALUE},
-    {"expected_outputs", ".expected_outputs", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, EXECUTORCH_DECL_VALUE},
+const fb_field bp_bundled_method_test_case[BP_BUNDLED_METHOD_TEST_CASE_FIELD_COUNT] = {
+    {"inputs", ".inputs", 0, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, BP_DECL_VALUE},
+    {"expected_outputs", ".expected_outputs", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, BP_DECL_VALUE},
 };
 
-const fb_field executorch_bundled_method_test_suite[EXECUTORCH_BUNDLED_METHOD_TEST_SUITE_FIELD_COUNT] = {
-    {"method_name", ".method_name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
-    {"test_cases", ".test_cases", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, EXECUTORCH_DECL_BUNDLED_METHOD_TEST_CASE},
+const fb_field bp_bundled_method_test_suite[BP_BUNDLED_METHOD_TEST_SUITE_FIELD_COUNT] = {
+    {"method_name", ".method_name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"test_cases", ".test_cases", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, BP_DECL_BUNDLED_METHOD_TEST_CASE},
 };
 
-const fb_field executorch_bundled_program[EXECUTORCH_BUNDLED_PROGRAM_FIELD_COUNT] = {
+const fb_field bp_bundled_program[BP_BUNDLED_PROGRAM_FIELD_COUNT] = {
     {"version", ".version", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"method_test_suites", ".method_test_suites", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, EXECUTORCH_DECL_BUNDLED_METHOD_TEST_SUITE},
-    {"program", ".program", 2, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 32, 0, 0, 0.0, FB_NO_REF},
+    {"method_test_suites", ".method_test_suites", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, BP_DECL_BUNDLED_METHOD_TEST_SUITE},
+    {"program", ".program", 2, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 32, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
-const fb_decl executorch_decl_table[EXECUTORCH_DECL_COUNT] = {
+const fb_decl bp_decl_table[BP_DECL_COUNT] = {
     {"ScalarType", FB_DECL_ENUM, 1, 1, 0, NULL, NULL},
-    {"Int", FB_DECL_TABLE, 4, 4, 1, executorch_int, NULL},
-    {"Bool", FB_DECL_TABLE, 4, 4, 1, executorch_bool, NULL},
-    {"Double", FB_DECL_TABLE, 4, 4, 1, executorch_double, NULL},
-    {"Tensor", FB_DECL_TABLE, 4, 4, 4, executorch_tensor, NULL},
-    {"ValueUnion", FB_DECL_UNION, 1, 1, EXECUTORCH_VALUE_UNION_COUNT, NULL, executorch_value_union},
-    {"Value", FB_DECL_TABLE, 4, 4, 2, executorch_value, NULL},
-    {"BundledMethodTestCase", FB_DECL_TABLE, 4, 4, 2, executorch_bundled_method_test_case, NULL},
-    {"BundledMethodTestSuite", FB_DECL_TABLE, 4, 4, 2, executorch_bundled_method_test_suite, NULL},
-    {"BundledProgram", FB_DECL_TABLE, 4, 4, 3, executorch_bundled_program, NULL},
+    {"Int", FB_DECL_TABLE, 4, 4, 1, bp_int, NULL},
+    {"Bool", FB_DECL_TABLE, 4, 4, 1, bp_bool, NULL},
+    {"Double", FB_DECL_TABLE, 4, 4, 1, bp_double, NULL},
+    {"Tensor", FB_DECL_TABLE, 4, 4, 4, bp_tensor, NULL},
+    {"ValueUnion", FB_DECL_UNION, 1, 1, BP_VALUE_UNION_COUNT, NULL, bp_value_union},
+    {"Value", FB_DECL_TABLE, 4, 4, 2, bp_value, NULL},
+    {"BundledMethodTestCase", FB_DECL_TABLE, 4, 4, 2, bp_bundled_method_test_case, NULL},
+    {"BundledMethodTestSuite", FB_DECL_TABLE, 4, 4, 2, bp_bundled_method_test_suite, NULL},
+    {"BundledProgram", FB_DECL_TABLE, 4, 4, 3, bp_bundled_program, NULL},
 };
 
-const fb_schema executorch_schema_file = {
-    "executorch_bundled", 0x38305042, EXECUTORCH_DECL_BUNDLED_PROGRAM, EXECUTORCH_DECL_COUNT, executorch_decl_table
+const fb_schema bp_schema_file = {
+    "executorch_bundled", 0x38305042, BP_DECL_BUNDLED_PROGRAM, BP_DECL_COUNT, bp_decl_table
 };

@@ -8,120 +8,120 @@
 /* --- cdef begin --- */
 
 /* file_identifier "BP08" as a little-endian uint32 */
-#define EXECUTORCH_FILE_IDENTIFIER 0x38305042
+#define BP_FILE_IDENTIFIER 0x38305042
 
-enum executorch_scalar_type {  /* byte */
-    EXECUTORCH_SCALAR_TYPE_BYTE = 0,
-    EXECUTORCH_SCALAR_TYPE_CHAR = 1,
-    EXECUTORCH_SCALAR_TYPE_SHORT = 2,
-    EXECUTORCH_SCALAR_TYPE_INT = 3,
-    EXECUTORCH_SCALAR_TYPE_LONG = 4,
-    EXECUTORCH_SCALAR_TYPE_HALF = 5,
-    EXECUTORCH_SCALAR_TYPE_FLOAT = 6,
-    EXECUTORCH_SCALAR_TYPE_DOUBLE = 7,
-    EXECUTORCH_SCALAR_TYPE_BOOL = 11,
-    EXECUTORCH_SCALAR_TYPE_QINT8 = 12,
-    EXECUTORCH_SCALAR_TYPE_QUINT8 = 13,
-    EXECUTORCH_SCALAR_TYPE_QINT32 = 14,
-    EXECUTORCH_SCALAR_TYPE_BFLOAT16 = 15,
-    EXECUTORCH_SCALAR_TYPE_QUINT4X2 = 16,
-    EXECUTORCH_SCALAR_TYPE_QUINT2X4 = 17,
-    EXECUTORCH_SCALAR_TYPE_BITS16 = 22,
-    EXECUTORCH_SCALAR_TYPE_FLOAT8E5M2 = 23,
-    EXECUTORCH_SCALAR_TYPE_FLOAT8E4M3FN = 24,
-    EXECUTORCH_SCALAR_TYPE_FLOAT8E5M2FNUZ = 25,
-    EXECUTORCH_SCALAR_TYPE_FLOAT8E4M3FNUZ = 26,
-    EXECUTORCH_SCALAR_TYPE_UINT16 = 27,
-    EXECUTORCH_SCALAR_TYPE_UINT32 = 28,
-    EXECUTORCH_SCALAR_TYPE_UINT64 = 29
+enum bp_scalar_type {  /* byte */
+    BP_SCALAR_TYPE_BYTE = 0,
+    BP_SCALAR_TYPE_CHAR = 1,
+    BP_SCALAR_TYPE_SHORT = 2,
+    BP_SCALAR_TYPE_INT = 3,
+    BP_SCALAR_TYPE_LONG = 4,
+    BP_SCALAR_TYPE_HALF = 5,
+    BP_SCALAR_TYPE_FLOAT = 6,
+    BP_SCALAR_TYPE_DOUBLE = 7,
+    BP_SCALAR_TYPE_BOOL = 11,
+    BP_SCALAR_TYPE_QINT8 = 12,
+    BP_SCALAR_TYPE_QUINT8 = 13,
+    BP_SCALAR_TYPE_QINT32 = 14,
+    BP_SCALAR_TYPE_BFLOAT16 = 15,
+    BP_SCALAR_TYPE_QUINT4X2 = 16,
+    BP_SCALAR_TYPE_QUINT2X4 = 17,
+    BP_SCALAR_TYPE_BITS16 = 22,
+    BP_SCALAR_TYPE_FLOAT8E5M2 = 23,
+    BP_SCALAR_TYPE_FLOAT8E4M3FN = 24,
+    BP_SCALAR_TYPE_FLOAT8E5M2FNUZ = 25,
+    BP_SCALAR_TYPE_FLOAT8E4M3FNUZ = 26,
+    BP_SCALAR_TYPE_UINT16 = 27,
+    BP_SCALAR_TYPE_UINT32 = 28,
+    BP_SCALAR_TYPE_UINT64 = 29
 };
-extern const fb_enum_member executorch_scalar_type[23];
+extern const fb_enum_member bp_scalar_type[23];
 
-enum executorch_int_field {
-    EXECUTORCH_INT_INT_VAL = 0,
-    EXECUTORCH_INT_FIELD_COUNT = 1
-};
-
-enum executorch_bool_field {
-    EXECUTORCH_BOOL_BOOL_VAL = 0,
-    EXECUTORCH_BOOL_FIELD_COUNT = 1
+enum bp_int_field {
+    BP_INT_INT_VAL = 0,
+    BP_INT_FIELD_COUNT = 1
 };
 
-enum executorch_double_field {
-    EXECUTORCH_DOUBLE_DOUBLE_VAL = 0,
-    EXECUTORCH_DOUBLE_FIELD_COUNT = 1
+enum bp_bool_field {
+    BP_BOOL_BOOL_VAL = 0,
+    BP_BOOL_FIELD_COUNT = 1
 };
 
-enum executorch_tensor_field {
-    EXECUTORCH_TENSOR_SCALAR_TYPE = 0,
-    EXECUTORCH_TENSOR_SIZES = 1,
-    EXECUTORCH_TENSOR_DATA = 2,
-    EXECUTORCH_TENSOR_DIM_ORDER = 3,
-    EXECUTORCH_TENSOR_FIELD_COUNT = 4
+enum bp_double_field {
+    BP_DOUBLE_DOUBLE_VAL = 0,
+    BP_DOUBLE_FIELD_COUNT = 1
 };
 
-enum executorch_value_union {
-    EXECUTORCH_VALUE_UNION_NONE = 0,
-    EXECUTORCH_VALUE_UNION_TENSOR = 1,
-    EXECUTORCH_VALUE_UNION_INT = 2,
-    EXECUTORCH_VALUE_UNION_BOOL = 3,
-    EXECUTORCH_VALUE_UNION_DOUBLE = 4,
-    EXECUTORCH_VALUE_UNION_COUNT = 5
+enum bp_tensor_field {
+    BP_TENSOR_SCALAR_TYPE = 0,
+    BP_TENSOR_SIZES = 1,
+    BP_TENSOR_DATA = 2,
+    BP_TENSOR_DIM_ORDER = 3,
+    BP_TENSOR_FIELD_COUNT = 4
 };
 
-enum executorch_value_field {
-    EXECUTORCH_VALUE_VAL_TYPE = 0,
-    EXECUTORCH_VALUE_VAL = 1,
-    EXECUTORCH_VALUE_FIELD_COUNT = 2
+enum bp_value_union {
+    BP_VALUE_UNION_NONE = 0,
+    BP_VALUE_UNION_TENSOR = 1,
+    BP_VALUE_UNION_INT = 2,
+    BP_VALUE_UNION_BOOL = 3,
+    BP_VALUE_UNION_DOUBLE = 4,
+    BP_VALUE_UNION_COUNT = 5
 };
 
-enum executorch_bundled_method_test_case_field {
-    EXECUTORCH_BUNDLED_METHOD_TEST_CASE_INPUTS = 0,
-    EXECUTORCH_BUNDLED_METHOD_TEST_CASE_EXPECTED_OUTPUTS = 1,
-    EXECUTORCH_BUNDLED_METHOD_TEST_CASE_FIELD_COUNT = 2
+enum bp_value_field {
+    BP_VALUE_VAL_TYPE = 0,
+    BP_VALUE_VAL = 1,
+    BP_VALUE_FIELD_COUNT = 2
 };
 
-enum executorch_bundled_method_test_suite_field {
-    EXECUTORCH_BUNDLED_METHOD_TEST_SUITE_METHOD_NAME = 0,
-    EXECUTORCH_BUNDLED_METHOD_TEST_SUITE_TEST_CASES = 1,
-    EXECUTORCH_BUNDLED_METHOD_TEST_SUITE_FIELD_COUNT = 2
+enum bp_bundled_method_test_case_field {
+    BP_BUNDLED_METHOD_TEST_CASE_INPUTS = 0,
+    BP_BUNDLED_METHOD_TEST_CASE_EXPECTED_OUTPUTS = 1,
+    BP_BUNDLED_METHOD_TEST_CASE_FIELD_COUNT = 2
 };
 
-enum executorch_bundled_program_field {
-    EXECUTORCH_BUNDLED_PROGRAM_VERSION = 0,
-    EXECUTORCH_BUNDLED_PROGRAM_METHOD_TEST_SUITES = 1,
-    EXECUTORCH_BUNDLED_PROGRAM_PROGRAM = 2,
-    EXECUTORCH_BUNDLED_PROGRAM_FIELD_COUNT = 3
+enum bp_bundled_method_test_suite_field {
+    BP_BUNDLED_METHOD_TEST_SUITE_METHOD_NAME = 0,
+    BP_BUNDLED_METHOD_TEST_SUITE_TEST_CASES = 1,
+    BP_BUNDLED_METHOD_TEST_SUITE_FIELD_COUNT = 2
+};
+
+enum bp_bundled_program_field {
+    BP_BUNDLED_PROGRAM_VERSION = 0,
+    BP_BUNDLED_PROGRAM_METHOD_TEST_SUITES = 1,
+    BP_BUNDLED_PROGRAM_PROGRAM = 2,
+    BP_BUNDLED_PROGRAM_FIELD_COUNT = 3
 };
 
 /* --- cdef end --- */
 
 /* Declarations in schema order: the `ref` of a descriptor. */
-enum executorch_decl {
-    EXECUTORCH_DECL_SCALAR_TYPE = 0,
-    EXECUTORCH_DECL_INT = 1,
-    EXECUTORCH_DECL_BOOL = 2,
-    EXECUTORCH_DECL_DOUBLE = 3,
-    EXECUTORCH_DECL_TENSOR = 4,
-    EXECUTORCH_DECL_VALUE_UNION = 5,
-    EXECUTORCH_DECL_VALUE = 6,
-    EXECUTORCH_DECL_BUNDLED_METHOD_TEST_CASE = 7,
-    EXECUTORCH_DECL_BUNDLED_METHOD_TEST_SUITE = 8,
-    EXECUTORCH_DECL_BUNDLED_PROGRAM = 9,
-    EXECUTORCH_DECL_COUNT = 10
+enum bp_decl {
+    BP_DECL_SCALAR_TYPE = 0,
+    BP_DECL_INT = 1,
+    BP_DECL_BOOL = 2,
+    BP_DECL_DOUBLE = 3,
+    BP_DECL_TENSOR = 4,
+    BP_DECL_VALUE_UNION = 5,
+    BP_DECL_VALUE = 6,
+    BP_DECL_BUNDLED_METHOD_TEST_CASE = 7,
+    BP_DECL_BUNDLED_METHOD_TEST_SUITE = 8,
+    BP_DECL_BUNDLED_PROGRAM = 9,
+    BP_DECL_COUNT = 10
 };
 
 /* The descriptors, defined in the schema's source (<stem>.c). */
-extern const fb_field executorch_int[EXECUTORCH_INT_FIELD_COUNT];
-extern const fb_field executorch_bool[EXECUTORCH_BOOL_FIELD_COUNT];
-extern const fb_field executorch_double[EXECUTORCH_DOUBLE_FIELD_COUNT];
-extern const fb_field executorch_tensor[EXECUTORCH_TENSOR_FIELD_COUNT];
-extern const fb_member executorch_value_union[EXECUTORCH_VALUE_UNION_COUNT];
-extern const fb_field executorch_value[EXECUTORCH_VALUE_FIELD_COUNT];
-extern const fb_field executorch_bundled_method_test_case[EXECUTORCH_BUNDLED_METHOD_TEST_CASE_FIELD_COUNT];
-extern const fb_field executorch_bundled_method_test_suite[EXECUTORCH_BUNDLED_METHOD_TEST_SUITE_FIELD_COUNT];
-extern const fb_field executorch_bundled_program[EXECUTORCH_BUNDLED_PROGRAM_FIELD_COUNT];
-extern const fb_decl executorch_decl_table[EXECUTORCH_DECL_COUNT];
-extern const fb_schema executorch_schema_file;
+extern const fb_field bp_int[BP_INT_FIELD_COUNT];
+extern const fb_field bp_bool[BP_BOOL_FIELD_COUNT];
+extern const fb_field bp_double[BP_DOUBLE_FIELD_COUNT];
+extern const fb_field bp_tensor[BP_TENSOR_FIELD_COUNT];
+extern const fb_member bp_value_union[BP_VALUE_UNION_COUNT];
+extern const fb_field bp_value[BP_VALUE_FIELD_COUNT];
+extern const fb_field bp_bundled_method_test_case[BP_BUNDLED_METHOD_TEST_CASE_FIELD_COUNT];
+extern const fb_field bp_bundled_method_test_suite[BP_BUNDLED_METHOD_TEST_SUITE_FIELD_COUNT];
+extern const fb_field bp_bundled_program[BP_BUNDLED_PROGRAM_FIELD_COUNT];
+extern const fb_decl bp_decl_table[BP_DECL_COUNT];
+extern const fb_schema bp_schema_file;
 
 #endif /* EXECUTORCH_BUNDLED_GENERATED_H */

@@ -11,8 +11,10 @@ the strides their ``dim_order`` gives; delegate payloads and named data are read
 ``memoryview``s of it. XNNPACK delegates' payloads are checked too when a program opens
 (csrc/executorch/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
 (:mod:`pyflatmodule.executorch.xnnpack`); ``Program.state_dict()`` includes their
-constants.
+constants. Bundled programs (``.bpte``), a program with its test cases, open as a
+:class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`).
 """
+from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
 from .loader import open_executorch
 from .program import (
@@ -32,7 +34,7 @@ from .program import (
 )
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
-__all__ = ["Chain", "DataFile", "Delegate", "DelegateCall", "Frame", "FreeCall",
+__all__ = ["BundledProgram", "Chain", "DataFile", "Delegate", "DelegateCall", "Frame", "FreeCall",
            "Instruction", "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator",
-           "Program", "Quantization", "TensorSpec", "XnnGraph", "XnnNode", "XnnValue",
-           "open_executorch"]
+           "Program", "Quantization", "TensorSpec", "TestCase", "XnnGraph", "XnnNode",
+           "XnnValue", "open_bundled", "open_executorch"]

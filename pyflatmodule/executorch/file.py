@@ -3,7 +3,7 @@ records and named data, the tensors' layouts, the file's lifetime."""
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -17,6 +17,22 @@ from ..core.source import Source
 #: The C index's records: one per tensor, one per named data entry.
 RECORD = struct_dtype("et_record")
 BLOB = struct_dtype("et_blob")
+
+
+def dim_order_view(buf: Any, scalar_type: int, sizes: Sequence[int], order: Sequence[int],
+                   offset: int) -> np.ndarray:
+    """The read-only view of the tensor at ``buf[offset:]`` with ExecuTorch scalar type
+    ``scalar_type``, its strides from its dim_order: the last dimension of the order is
+    innermost, each one before it steps over the next (the caller proved the extent)."""
+    dtype = numpy_dtype(scalar_type)
+    strides = [0] * len(sizes)
+    step = dtype.itemsize
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(1, sizes[d])
+    out = np.ndarray(tuple(sizes), dtype, buffer=buf, offset=offset, strides=strides)
+    out.flags.writeable = False
+    return out
 
 
 class _File(abc.ABC):
@@ -76,18 +92,9 @@ class _File(abc.ABC):
         return scalar_type_name(int(r["scalar_type"])), sizes, order
 
     def _array(self, r: Any) -> np.ndarray:
-        """The read-only view of a record's bytes, strides from its dim_order: the last
-        dimension of the order is innermost, each one before it steps over the next."""
+        """The read-only view of a record's bytes."""
         _, sizes, order = self._layout(r)
-        dtype = numpy_dtype(int(r["scalar_type"]))
-        strides = [0] * len(sizes)
-        step = dtype.itemsize
-        for d in reversed(order):
-            strides[d] = step
-            step *= max(1, sizes[d])
-        out = np.ndarray(sizes, dtype, buffer=self._buf, offset=int(r["data"]), strides=strides)
-        out.flags.writeable = False
-        return out
+        return dim_order_view(self._buf, int(r["scalar_type"]), sizes, order, int(r["data"]))
 
     @property
     def named_data(self) -> Dict[str, memoryview]:

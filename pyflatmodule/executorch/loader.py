@@ -8,7 +8,7 @@ from typing import Any, Sequence, Union
 
 from ..core.native import check, ffi, lib, new_error
 from ..core.options import Options
-from ..core.source import SourceLike, apply_advice, open_source
+from ..core.source import Source, SourceLike, apply_advice, open_source
 from .data_file import DataFile
 from .program import Program
 
@@ -18,7 +18,12 @@ def open_executorch(source: SourceLike, options: Options,
     """Open an ExecuTorch program or data file with ``options`` (the data files a
     program names, and its XNNPACK payloads, with the same); see
     :func:`pyflatmodule.load`."""
-    opened = open_source(source, options)
+    return open_opened(open_source(source, options), options, data)
+
+
+def open_opened(opened: Source, options: Options,
+                data: Sequence[Any] = ()) -> Union[Program, DataFile]:
+    """:func:`open_executorch` of a source already open (its descriptor is released)."""
     try:
         summary = ffi.new("et_summary *")
         err = new_error()

@@ -3,11 +3,16 @@
 
     FLATC_EXECUTABLE=.../flatc python tests/data/make_et_bundled.py
 
-Writes ``bundled.bpte`` (an MLP, one method ``forward`` with two test cases, each a
-float tensor and an int input) and ``bundled.oracle.json`` + ``bundled.oracle.npz``: what
-ExecuTorch's own reader ``deserialize_from_flatbuffer_to_bundled_program`` says of it
-(version, method names, per case each input and expected output: kind, dtype, shape,
-values in the npz), plus the embedded program's offset, size and sha256.
+Writes ``bundled.bpte``: a program of two methods, ``forward`` (an MLP, two test cases of a
+float tensor and an int) and ``scale`` (one test case of a float tensor and a float), and
+``bundled.oracle.json`` + ``bundled.oracle.npz``: what ExecuTorch's own reader
+``deserialize_from_flatbuffer_to_bundled_program`` says of it (version, method names, per
+case each input and expected output: kind, dtype, shape, data bytes in the npz), the
+embedded program's offset, size and sha256, and the runtime's verdict on every case
+(``verify_result_with_bundled_expected_output``: the runtime loads the case's inputs, runs
+the method and compares). Scalar inputs are specialized at export: the runtime refuses an
+int or float input other than the one the program was exported with, so every case
+passes the exported one.
 """
 import hashlib
 import json
@@ -22,6 +27,7 @@ from executorch.devtools.bundled_program.serialize import (
     serialize_from_bundled_program_to_flatbuffer,
 )
 from executorch.exir import to_edge
+from executorch.extension.pybindings import portable_lib
 from torch.export import export
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "et")
@@ -37,17 +43,27 @@ class MLP(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x))) * k
 
 
+class Scale(torch.nn.Module):
+    def forward(self, x: torch.Tensor, alpha: float) -> torch.Tensor:
+        return x * alpha + 1
+
+
 def main() -> None:
     torch.manual_seed(0)
-    model = MLP().eval()
-    example = (torch.randn(2, 4), 2)
-    manager = to_edge({"forward": export(model, example)}).to_executorch()
-    cases = []
-    for k in (2, 3):
+    mlp, scale = MLP().eval(), Scale()
+    manager = to_edge({"forward": export(mlp, (torch.randn(2, 4), 2)),
+                       "scale": export(scale, (torch.randn(3), 0.5))}).to_executorch()
+    forward_cases = []
+    for _ in range(2):
         x = torch.randn(2, 4)
-        cases.append(MethodTestCase(inputs=[x, k], expected_outputs=(model(x, k),)))
-    bundled = BundledProgram(manager, [MethodTestSuite(method_name="forward", test_cases=cases)])
+        forward_cases.append(MethodTestCase(inputs=[x, 2], expected_outputs=(mlp(x, 2),)))
+    x = torch.randn(3)
+    scale_cases = [MethodTestCase(inputs=[x, 0.5], expected_outputs=(scale(x, 0.5),))]
+    bundled = BundledProgram(manager, [
+        MethodTestSuite(method_name="forward", test_cases=forward_cases),
+        MethodTestSuite(method_name="scale", test_cases=scale_cases)])
     blob = serialize_from_bundled_program_to_flatbuffer(bundled)
+    runtime = portable_lib._load_bundled_program_from_buffer(blob)
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "bundled.bpte"), "wb") as f:
         f.write(blob)
@@ -73,9 +89,11 @@ def main() -> None:
                         arrays[key] = np.frombuffer(bytes(val.data), dtype=np.uint8)
                     else:
                         item["value"] = val.int_val if hasattr(val, "int_val") else (
-                            val.bool_val if hasattr(val, "bool_val") else val.float_val)
+                            val.bool_val if hasattr(val, "bool_val") else val.double_val)
                     out.append(item)
                 sides[side] = out
+            runtime.verify_result_with_bundled_expected_output(s.method_name, i)   # raises
+            sides["runtime"] = "verified"
             tcs.append(sides)
         suites.append({"method_name": s.method_name, "test_cases": tcs})
     oracle = {"version": back.version, "program_offset": off, "program_size": len(prog),

@@ -73,9 +73,10 @@ ET_DATA = os.path.join(DATA, "et")
 
 def model_files() -> List[Tuple[str, str]]:
     """(name, path) of every real model file: tests/data/*.ff, *.ptl, the sample, and
-    the ExecuTorch programs and data files tests/data/et/*.pte, *.ptd."""
+    the ExecuTorch programs, data files and bundled programs tests/data/et/*.pte, *.ptd,
+    *.bpte."""
     names = sorted(f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl")))
-    et = sorted(f for f in os.listdir(ET_DATA) if f.endswith((".pte", ".ptd")))
+    et = sorted(f for f in os.listdir(ET_DATA) if f.endswith((".pte", ".ptd", ".bpte")))
     return ([(n, os.path.join(DATA, n)) for n in names] + [("sample.ptl", SAMPLE)]
             + [(n, os.path.join(ET_DATA, n)) for n in et])
 
@@ -164,6 +165,9 @@ def _index_arrays(f: Any) -> List[Tuple[str, Any]]:
         image = f._img()
         return [(name, getattr(image, name)) for name in
                 ("index", "tensor_index", "storage_index", "dims")]
+    if isinstance(f, pfm.BundledProgram):   # what it adds to its program's: the span
+        import numpy as np
+        return [("program_span", np.array(f.program_span)), *_index_arrays(f.program)]
     records, blobs = f._index()
     return [("records", records), ("blobs", blobs)]
 

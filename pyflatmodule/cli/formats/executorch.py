@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import abc
 from collections import Counter
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor
-from ...executorch import DataFile, Method, Program, TensorSpec
+from ...executorch import BundledProgram, DataFile, Method, Program, TensorSpec, TestCase
 from ...files import load
 from ..common import CliError, Context, Json, Style, human
 from .base import FileFormat, Listing, Tensor
 
-__all__ = ["ExecuTorchDataFile", "ExecuTorchProgram"]
+__all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
 
 
 def _n(count: int, noun: str) -> str:
@@ -242,6 +242,8 @@ def _tree_line(st: Style, node: Json) -> str:
                 f"{node['bytes']:,} bytes)")
     if kind == "named_data":
         return st(f"named data, {node['bytes']:,} bytes", "dim")
+    if kind == "test_suite":
+        return f"{st('test suite', 'cyan')}, {_n(len(node['test_cases']), 'test case')}"
     if kind == "Tensor" or kind == "tensor":
         where = node.get("stored", "constant")
         text = st(f"tensor {node['dtype']}{node['shape']}", "green")
@@ -255,7 +257,7 @@ def _tree_line(st: Style, node: Json) -> str:
 class ExecuTorchProgram(_ExecuTorchFile):
     """An ExecuTorch program (a :class:`pyflatmodule.Program`)."""
 
-    opens = Program
+    opens: ClassVar[type] = Program
     file: Program
     title = "ExecuTorch program"
     root_kind = "program"
@@ -357,3 +359,76 @@ class ExecuTorchDataFile(_ExecuTorchFile):
 
     def tensors(self) -> Dict[str, Tensor]:
         return dict(self.file.tensors)
+
+
+def _test_value(v: Any) -> Json:
+    """A test input or expected output as JSON: a tensor's dtype and shape, else its value."""
+    if isinstance(v, np.ndarray):
+        return {"kind": "tensor", "dtype": str(v.dtype), "shape": list(v.shape)}
+    return {"kind": type(v).__name__, "value": v}
+
+
+def _test_case(case: TestCase) -> Json:
+    return {"inputs": [_test_value(v) for v in case.inputs],
+            "expected_outputs": [_test_value(v) for v in case.expected_outputs]}
+
+
+class ExecuTorchBundled(ExecuTorchProgram):
+    """An ExecuTorch bundled program (a :class:`pyflatmodule.BundledProgram`): its embedded
+    program as :class:`ExecuTorchProgram` shows it, and its test suites."""
+
+    opens = BundledProgram
+    title = "ExecuTorch bundled program"
+    root_kind = "bundled_program"
+
+    def __init__(self, path: str, file: BundledProgram) -> None:
+        super().__init__(path, file.program)
+        self.bundled = file
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bundled.close()
+
+    def _suites(self) -> Json:
+        return {name: [_test_case(c) for c in cases]
+                for name, cases in self.bundled.test_suites.items()}
+
+    def summary(self) -> Json:
+        return {"file": self.path, **self.bundled.info(), "methods_tested": self._suites(),
+                "program": self.file.info()}
+
+    @classmethod
+    def print_info(cls, ctx: Context, s: Json) -> None:
+        ctx.print(f"{ctx.style(s['file'], 'bold')}: {cls.title}, {s['size']:,} bytes, "
+                  f"version {s['version']}")
+        ctx.print(f"  test suites: {s['test_suites']} ({_n(s['test_cases'], 'test case')})")
+        for name, cases in s["methods_tested"].items():
+            ctx.print(f"    {ctx.style(name, 'bold')}: {_n(len(cases), 'test case')}")
+        start = s["program_offset"]
+        ExecuTorchProgram.print_info(ctx, {**s["program"], "file": f"  embedded program "
+                                           f"(bytes {start:,}..{start + s['program_size']:,})"})
+
+    @classmethod
+    def verify(cls, path: str, strict: bool) -> Json:
+        with load(path, strict=strict) as f:
+            assert isinstance(f, BundledProgram)
+            info = f.info()
+            return {**cls._verify_fields(f.program.info()), "format": "bpte",
+                    "size": info["size"], "test_cases": info["test_cases"]}
+
+    @staticmethod
+    def verify_line(result: Json) -> str:
+        return (ExecuTorchProgram.verify_line(result).replace("ExecuTorch program",
+                                                              "ExecuTorch bundled program")
+                + f", {_n(result['test_cases'], 'test case')}")
+
+    def tree(self, max_depth: Optional[int]) -> Json:
+        """The embedded program's structure, then one node per test suite."""
+        root = super().tree(max_depth)
+        suites = [{"name": f"test_suites.{name}", "path": f"test_suites.{name}",
+                   "kind": "test_suite", "test_cases": cases}
+                  for name, cases in self._suites().items()]
+        if "children" in root:
+            root["children"].extend(suites)
+        elif suites:
+            root["truncated"] = root.get("truncated", 0) + len(suites)
+        return root

@@ -1,0 +1,182 @@
+"""ExecuTorch bundled programs (``.bpte``, identifier ``BP08``): a program with the test
+cases it ships, zero-copy and verified.
+
+A bundled program embeds a ``.pte`` byte for byte and, per method, test cases: the
+inputs to run it on and the outputs it must give (tensors, ints, bools, floats), as
+ExecuTorch's devtools write them and its runtime checks them
+(``verify_result_with_bundled_expected_output``). ``pyflatmodule.load`` returns a
+:class:`BundledProgram` for one. The C core checks the file when it is opened: its
+structure by the project's schema (csrc/schemas/executorch_bundled.fbs, which marks
+required what the runtime reads unchecked), then every test tensor's layout and extent
+(csrc/executorch/bundled.c); the embedded program is opened as any program is, its
+errors located under ``program``, and each suite must name one of its methods. Test
+tensors are read-only numpy views of the mapping.
+"""
+from __future__ import annotations
+
+import mmap
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+
+from ..core.fbread import Table, schema_of
+from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.options import Options
+from ..core.source import Source, SourceLike, apply_advice, open_source
+from ..errors import FormatError
+from .file import dim_order_view
+from .loader import open_opened
+from .program import Program
+
+__all__ = ["BundledProgram", "TestCase", "TestValue", "open_bundled"]
+
+#: A test input or expected output: a tensor (a read-only view), an int, a bool or a float.
+TestValue = Union[np.ndarray, int, bool, float]
+
+
+class TestCase(NamedTuple):
+    """One test of a method: the inputs to run it on, the outputs it must give."""
+
+    inputs: Tuple[TestValue, ...]
+    expected_outputs: Tuple[TestValue, ...]
+
+
+def _value(value: Table) -> TestValue:
+    member, table = value.union("val")
+    assert table is not None   # the core refuses a value without a member
+    if member == "Tensor":
+        sizes = table.vector("sizes").tolist()
+        order = table.vector("dim_order").tolist()
+        start, _ = table.vector_span("data")
+        return dim_order_view(table.buf, int(table.scalar("scalar_type")), sizes, order, start)
+    if member == "Int":
+        return int(table.scalar("int_val"))
+    if member == "Bool":
+        return bool(table.scalar("bool_val"))
+    return float(table.scalar("double_val"))
+
+
+class BundledProgram:
+    """An ExecuTorch bundled program (``.bpte``): :attr:`program` and its
+    :attr:`test_suites`."""
+
+    def __init__(self, source: Source, summary: Any, program: Program) -> None:
+        self._source: Optional[Source] = source
+        self._summary = summary
+        self._schema = schema_of(lib.BP_FILE_IDENTIFIER)
+        self._program = program
+
+    @property
+    def _root(self) -> Table:
+        if self._source is None:
+            raise ValueError("operation on a closed pyflatmodule.BundledProgram")
+        return Table(self._schema, self._source.obj, int(self._summary.root), self._schema.root)
+
+    @property
+    def program(self) -> Program:
+        """The embedded program (a view of this file's bytes; closed with it)."""
+        if self._source is None:
+            raise ValueError("operation on a closed pyflatmodule.BundledProgram")
+        return self._program
+
+    @property
+    def version(self) -> int:
+        """The bundled program's schema version field."""
+        return int(self._root.scalar("version"))
+
+    @property
+    def program_span(self) -> Tuple[int, int]:
+        """(start, end) byte offsets of the embedded program in the file."""
+        start = int(self._summary.program)
+        return start, start + int(self._summary.program_size)
+
+    @property
+    def test_suites(self) -> Dict[str, List[TestCase]]:
+        """Each method's test cases, by method name in file order (values decode here)."""
+        return {suite.string("method_name") or "":
+                [TestCase(tuple(_value(v) for v in case.tables("inputs")),
+                          tuple(_value(v) for v in case.tables("expected_outputs")))
+                 for case in suite.tables("test_cases")]
+                for suite in self._root.tables("method_test_suites")}
+
+    @property
+    def size(self) -> int:
+        """Bytes in the file."""
+        return len(self._source) if self._source is not None else 0
+
+    def info(self) -> Dict[str, Any]:
+        """Sizes and counts: file bytes, the embedded program's extent, suites, cases."""
+        s = self._summary
+        start, end = self.program_span
+        return {"format": "bpte", "size": self.size, "version": self.version,
+                "program_offset": start, "program_size": end - start,
+                "test_suites": int(s.n_suites), "test_cases": int(s.n_cases),
+                "test_tensors": int(s.n_tensors)}
+
+    def close(self) -> None:
+        """Drop this object's hold on the mapping and its program's; arrays taken earlier
+        stay valid."""
+        self._program.close()
+        self._source = None
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._source is None
+
+    def __enter__(self) -> "BundledProgram":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._source is None:
+            return "<BundledProgram: closed>"
+        suites, cases = int(self._summary.n_suites), int(self._summary.n_cases)
+        return (f"<BundledProgram {self._source.name}: {suites} test suite"
+                f"{'s' * (suites != 1)}, {cases} test case{'s' * (cases != 1)}>")
+
+
+def _nested(e: FormatError, base: int) -> FormatError:
+    """``e``, raised by the embedded program, located in the bundled file."""
+    return FormatError(e.code, e.reason, None if e.offset is None else e.offset + base,
+                       "program." + e.path if e.path else "program")
+
+
+def open_bundled(source: SourceLike, options: Options) -> BundledProgram:
+    """Open a bundled program with ``options`` (its embedded program with the same); see
+    :func:`pyflatmodule.load`."""
+    opened = open_source(source, options)
+    summary = ffi.new("bp_summary *")
+    err = new_error()
+    try:
+        check(lib.bp_open(ffi.from_buffer(opened.obj), len(opened), options.to_c(), summary,
+                          err), err)
+    finally:
+        opened.release_fd()
+    start, size = int(summary.program), int(summary.program_size)
+    view = memoryview(opened.obj)[start:start + size]
+    try:
+        program = open_opened(Source(view, f"{opened.name}:program", False, opened.stat,
+                                     opened.path), options)
+    except FormatError as e:
+        raise _nested(e, start) from None
+    if not isinstance(program, Program):
+        raise format_error(lib.FB_E_BAD_IDENTIFIER, start + 4, "program",
+                           "the embedded file is a data file (.ptd), not a program")
+    ps = program._summary
+    segments = start + int(ps.segment_base)
+    apply_advice(opened, options.advise,
+                 [(segments // mmap.PAGESIZE * mmap.PAGESIZE, segments + int(ps.segment_size))]
+                 if ps.segment_size else [])
+    bundled = BundledProgram(opened, summary, program)
+    methods = program.methods
+    for i, suite in enumerate(bundled._root.tables("method_test_suites")):
+        name = suite.string("method_name") or ""
+        if name not in methods:
+            raise format_error(lib.BP_E_UNKNOWN_METHOD, suite.vector_span("method_name")[0],
+                               f"method_test_suites[{i}].method_name",
+                               f"test suite names method {name!r}, which the program does "
+                               f"not have (it has {', '.join(map(repr, methods)) or 'none'})")
+    return bundled
