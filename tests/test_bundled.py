@@ -3,8 +3,8 @@
 tests/data/et/bundled.bpte and its oracle come from tests/data/make_et_bundled.py:
 ``bundled.oracle.json`` (the version, the embedded program's offset, size and SHA-256,
 each test value's kind, scalar type, sizes, dim_order or value) and
-``bundled.oracle.npz`` (each test tensor's data bytes as exir's deserializer gives them). Bad inputs are
-made from the real file's bytes, by walking its flatbuffer here (not with the reader
+``bundled.oracle.npz`` (each test tensor's data bytes as exir's deserializer gives them).
+Bad inputs are made from the real file's bytes, by walking its flatbuffer here (not with the reader
 under test): a required field's vtable slot zeroed, a vector's length cut, a name changed.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+
 from support.cli import run_cli
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
