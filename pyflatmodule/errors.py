@@ -29,6 +29,14 @@ class FormatError(ValueError):
             where.append(f"byte offset {offset}")
         super().__init__(f"{message}" + (f" ({', '.join(where)})" if where else ""))
 
+    def within(self, where: str, base: int = 0) -> "FormatError":
+        """This error, raised by a file read inside another (an embedded program, a data
+        file given to a program), as the outer one reports it: its path under ``where``,
+        its offset moved by ``base`` (0 when the offset stays the inner file's)."""
+        return FormatError(self.code, self.reason,
+                           None if self.offset is None else self.offset + base,
+                           f"{where}.{self.path}" if self.path else where)
+
     def __reduce__(self) -> Tuple[type, Tuple[str, str, Optional[int], str]]:
         # keeps the attributes through pickling (multiprocessing)
         return (type(self), (self.code, self.reason, self.offset, self.path))

@@ -1,33 +1,51 @@
-"""``load``: one entry point for every format, chosen by the file's identifier, and
-``verify``. The one place the load options are spelled as keywords: each becomes an
-:class:`~pyflatmodule.core.options.Options`, handed down to the format's opener."""
+"""``load``: one entry point for every format, chosen by the file's identifier; the typed
+loaders ``load_module``, ``load_program``, ``load_data`` and ``load_bundled``, which
+accept their format only; and ``verify``. The one place the load options are spelled as
+keywords: each becomes an :class:`~pyflatmodule.core.options.Options`, handed down to the
+format's opener."""
 from __future__ import annotations
 
 import mmap
 import os
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
 
+from .core.native import format_error, lib
 from .core.options import Options
-from .core.source import SourceLike
+from .core.source import SourceLike, open_file
+from .errors import FormatError
 from .executorch import BundledProgram, DataFile, Program, open_bundled, open_executorch
 from .ptmf import Module, VerifyReport, open_module, verify_module
 
-__all__ = ["file_format", "load", "verify"]
+__all__ = ["file_format", "load", "load_bundled", "load_data", "load_module",
+           "load_program", "verify"]
 
 #: File identifiers (bytes 4..8) of the formats ExecuTorch writes.
 EXECUTORCH = (b"ET12", b"FT01")
 #: What each identifier names.
 FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte"}
+#: Each format in words, by the name FORMATS gives it.
+DESCRIPTIONS = {"ptmf": "a PyTorch Mobile model (PTMF: .ptl, .ff)",
+                "pte": "an ExecuTorch program (ET12: .pte)",
+                "ptd": "an ExecuTorch data file (FT01: .ptd)",
+                "bpte": "an ExecuTorch bundled program (BP08: .bpte)"}
+#: The class each format's files open as.
+CLASSES: Dict[str, type] = {"ptmf": Module, "pte": Program, "ptd": DataFile,
+                            "bpte": BundledProgram}
+#: A zip archive's first bytes (TorchScript's older .ptl), which the PTMF loader names.
+_ZIP = b"PK\x03\x04"
+
+File = Union[Module, Program, DataFile, BundledProgram]
+F = TypeVar("F", Module, Program, DataFile, BundledProgram)
 
 
 def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
-    """The file identifier of ``source``, and the source to open (a file object that
-    cannot seek is read into bytes here)."""
+    """The first 8 bytes of ``source`` (fewer when it is shorter), and the source to open
+    (a file object that cannot seek is read into bytes here)."""
     if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
-            return f.read(8)[4:8], source
+        with os.fdopen(open_file(os.fspath(source)), "rb") as f:
+            return f.read(8), source
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
-        return bytes(memoryview(source).cast("B")[4:8]) if len(source) >= 8 else b"", source
+        return bytes(memoryview(source).cast("B")[:8]), source
     if not hasattr(source, "read"):
         return b"", source   # the PTMF loader names what it cannot read
     seekable = getattr(source, "seekable", None)
@@ -35,62 +53,146 @@ def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
         start = source.tell()
         head = source.read(8)
         source.seek(start)
-        return bytes(head[4:8]), source
+        return bytes(head), source
     data = source.read()
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("file object must be opened in binary mode")
-    return bytes(data[4:8]), bytes(data)
+    return bytes(data[:8]), bytes(data)
+
+
+def _format_of(head: bytes) -> Optional[str]:
+    """The format the first bytes name, None when they name none."""
+    return FORMATS.get(head[4:8]) if len(head) >= 8 else None
+
+
+def _none_of_them(head: bytes) -> FormatError:
+    """The error for a file of no format read here."""
+    idents = [i.decode() for i in FORMATS]
+    known = ", ".join(idents[:-1]) + " or " + idents[-1]
+    if len(head) < 8:
+        return format_error(lib.FB_E_TOO_SMALL, 0, "header",
+                            f"{len(head)} bytes are too few to hold a file identifier "
+                            f"(bytes 4..8: {known})")
+    return format_error(lib.FB_E_BAD_IDENTIFIER, 4, "header",
+                        f"file identifier {head[4:8]!r} (bytes 4..8) is not {known}")
 
 
 def file_format(path: str) -> str:
     """``"ptmf"``, ``"pte"``, ``"ptd"`` or ``"bpte"`` by the file's identifier,
     ``"unknown"`` for any other file (reads 8 bytes; OSError if the path cannot be
     read)."""
-    with open(path, "rb") as f:
-        return FORMATS.get(f.read(8)[4:8], "unknown")
+    with os.fdopen(open_file(path), "rb") as f:
+        return _format_of(f.read(8)) or "unknown"
+
+
+def _check_data(data: Any) -> Sequence[Any]:
+    if isinstance(data, (str, bytes, bytearray, os.PathLike)):
+        raise TypeError(f"data= takes a sequence of data files (.ptd), not a "
+                        f"{type(data).__name__}: write data=[{data!r}]")
+    return list(data)
 
 
 def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
          copy: bool = False, strict: bool = False, advise: Optional[str] = None,
          populate: bool = False, max_depth: int = 200, max_tables: int = 0,
-         max_elements: int = 0) -> Union[Module, Program, DataFile, BundledProgram]:
+         max_elements: int = 0) -> File:
     """Open a model file without copying it; what comes back depends on the file.
 
     A PyTorch Mobile flatbuffer (identifier ``PTMF``, ``.ptl``/``.ff``) gives a
     :class:`Module`, an ExecuTorch program (``ET12``, ``.pte``) a :class:`Program`, an
     ExecuTorch data file (``FT01``, ``.ptd``) a :class:`DataFile`, an ExecuTorch bundled
-    program (``BP08``, ``.bpte``) a :class:`BundledProgram`.
+    program (``BP08``, ``.bpte``) a :class:`BundledProgram`. The typed loaders
+    (:func:`load_program`, ...) take the same arguments and accept one format only.
 
     Args:
         source: a path (mapped read-only), ``bytes``, ``bytearray``, ``memoryview``,
             ``mmap.mmap`` (used in place and kept alive) or a binary file object.
         data: for a program, the data files (paths, sources or opened DataFiles) that
-            hold its external tensors, searched in order by the tensors' names.
+            hold its external tensors, searched in order by the tensors' names; a
+            sequence, never one path.
         verify, copy, strict, advise, populate, max_depth, max_tables, max_elements:
             as :class:`~pyflatmodule.core.options.Options` documents them. ExecuTorch
             files are always checked in full when opened; ``verify`` adds alignment,
             NUL and UTF-8 checks.
 
     Raises:
-        FormatError: the bytes are not a valid file of any of these formats.
+        FormatError: the bytes are not a valid file of any of these formats, or a data
+            file is not one (its errors' paths start with ``data[i]``).
         OSError: the path cannot be opened.
+        TypeError: ``data`` is a single path or buffer rather than a sequence.
         ValueError: an option is out of range, or ``data`` given for a non-program.
     """
-    ident, source = _identify(source)
-    if data and ident in (b"PTMF", b"BP08"):   # any other identifier: the loader's error
-        raise ValueError("data= is for ExecuTorch programs (.pte)")
+    data = _check_data(data)
+    head, source = _identify(source)
+    kind = _format_of(head)
+    if data and kind in ("ptmf", "bpte"):
+        raise ValueError(f"data= is for ExecuTorch programs (.pte); this is "
+                         f"{DESCRIPTIONS[kind]}")
     options = Options(verify=verify, copy=copy, strict=strict, advise=advise,
                       populate=populate, max_depth=max_depth, max_tables=max_tables,
                       max_elements=max_elements)
-    if ident in EXECUTORCH:
+    if kind in ("pte", "ptd"):
         return open_executorch(source, options, data)
-    if ident == b"BP08":
+    if kind == "bpte":
         return open_bundled(source, options)
-    return open_module(source, options)
+    if kind is None and (hasattr(source, "read") or isinstance(
+            source, (str, os.PathLike, bytes, bytearray, memoryview, mmap.mmap))) \
+            and not head.startswith(_ZIP):
+        raise _none_of_them(head)
+    return open_module(source, options)   # PTMF, or what the PTMF loader names
 
 
-def verify(source: SourceLike, *, strict: bool = False, max_depth: int = 200,
-           max_tables: int = 0, max_elements: int = 0) -> VerifyReport:
-    """Check a whole file and return a short report; raise FormatError if it is bad."""
-    return verify_module(source, Options(strict=strict, max_depth=max_depth,
-                                         max_tables=max_tables, max_elements=max_elements))
+def _load_as(cls: Type[F], source: SourceLike, options: Dict[str, Any]) -> F:
+    f = load(source, **options)
+    if not isinstance(f, cls):
+        kind = next(k for k, c in CLASSES.items() if isinstance(f, c))
+        want = next(k for k, c in CLASSES.items() if c is cls)
+        f.close()
+        raise format_error(lib.FB_E_BAD_IDENTIFIER, 4, "header",
+                           f"this is {DESCRIPTIONS[kind]}, not {DESCRIPTIONS[want]}")
+    return f
+
+
+def load_module(source: SourceLike, **options: Any) -> Module:
+    """:func:`load` (same arguments) for a PyTorch Mobile model only: FormatError for a
+    file of another format."""
+    return _load_as(Module, source, options)
+
+
+def load_program(source: SourceLike, **options: Any) -> Program:
+    """:func:`load` (same arguments, ``data=`` included) for an ExecuTorch program only:
+    FormatError for a file of another format."""
+    return _load_as(Program, source, options)
+
+
+def load_data(source: SourceLike, **options: Any) -> DataFile:
+    """:func:`load` (same arguments) for an ExecuTorch data file only: FormatError for a
+    file of another format."""
+    return _load_as(DataFile, source, options)
+
+
+def load_bundled(source: SourceLike, **options: Any) -> BundledProgram:
+    """:func:`load` (same arguments) for an ExecuTorch bundled program only: FormatError
+    for a file of another format."""
+    return _load_as(BundledProgram, source, options)
+
+
+def verify(source: SourceLike, *, data: Sequence[Any] = (), strict: bool = False,
+           max_depth: int = 200, max_tables: int = 0,
+           max_elements: int = 0) -> Union[VerifyReport, Dict[str, Any]]:
+    """Check a whole file of any format and return a short report; raise FormatError if
+    it is bad.
+
+    A PTMF model gives a :class:`VerifyReport`; an ExecuTorch file its ``info()`` (a dict
+    whose ``"format"`` names it), after a load that checks everything: with ``data``, the
+    data files a program's external tensors are in (each checked too)."""
+    data = _check_data(data)
+    head, source = _identify(source)
+    kind = _format_of(head)
+    if kind == "ptmf" and not data:
+        return verify_module(source, Options(strict=strict, max_depth=max_depth,
+                                             max_tables=max_tables,
+                                             max_elements=max_elements))
+    with load(source, data=data, strict=strict, max_depth=max_depth, max_tables=max_tables,
+              max_elements=max_elements) as f:
+        return f.info()

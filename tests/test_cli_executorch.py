@@ -178,7 +178,7 @@ def test_export_data_is_for_programs_only(tmp_path: Any) -> None:
     r = run_cli("export", ptd, str(tmp_path / "w.npz"), "--data", ptd)
     assert r.returncode == 2 and "--data" in r.stderr
     r = run_cli("export", _pte("external"), str(tmp_path / "w.npz"), "--data", _pte("mlp"))
-    assert r.returncode == 2 and "data files" in r.stderr
+    assert r.returncode == 1 and "is an ExecuTorch program (.pte), not a data file" in r.stderr
 
 
 def test_extract_named_data_and_delegate_payloads() -> None:

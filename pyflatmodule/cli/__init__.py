@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="machine-readable output (one JSON document on stdout)")
     common.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour: auto (terminal and no NO_COLOR), always, never")
+    common.add_argument("--data", action="append", default=[], metavar="PTD",
+                        help="an ExecuTorch data file holding a program's external tensors "
+                             "(repeatable; for .pte files)")
     parser = _Parser(prog="pyflatmodule",
                      description="Inspect, verify, compare and convert PyTorch Mobile "
                                  "flatbuffer models (.ptl/.ff) and ExecuTorch programs and "

@@ -25,12 +25,16 @@ class CliError(Exception):
     """A failure to report in one line (``status`` 1) or a usage error (2)."""
 
     def __init__(self, message: str, code: str = "error", status: int = EXIT_FAIL,
-                 file: Optional[str] = None) -> None:
+                 file: Optional[str] = None, offset: Optional[int] = None,
+                 path: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.status = status
         self.file = file
+        #: where in ``file`` the fault is, when it is one of a file's bytes
+        self.offset = offset
+        self.path = path
 
 
 class Style:
@@ -89,7 +93,7 @@ def error_doc(file: Optional[str], exc: BaseException) -> Json:
                 "offset": exc.offset, "path": exc.path}
     if isinstance(exc, CliError):
         return {"file": exc.file or file, "code": exc.code, "message": exc.message,
-                "offset": None, "path": ""}
+                "offset": exc.offset, "path": exc.path}
     if isinstance(exc, OSError):
         return {"file": file, "code": "io_error",
                 "message": exc.strerror or str(exc), "offset": None, "path": ""}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import Any, Sequence
 
 from ..diff import Diff, TensorDiff, diff
 from ..errors import FormatError
@@ -75,7 +75,7 @@ def _line(ctx: Context, t: TensorDiff) -> str:
 def run(ctx: Context) -> int:
     """Compare A with B; exit 0 when equal, 1 when different."""
     args = ctx.args
-    with _open(args.a) as fa, _open(args.b) as fb:
+    with _open(args.a, args.data) as fa, _open(args.b, args.data) as fb:
         try:
             d = diff(fa.file, fb.file)
         except ValueError as e:
@@ -102,10 +102,10 @@ def run(ctx: Context) -> int:
     return EXIT_OK if d.equal else EXIT_DIFFERENT
 
 
-def _open(path: str) -> FileFormat:
+def _open(path: str, data: Sequence[str]) -> FileFormat:
     """The opened file; any failure is trouble (exit 2), as diff(1) has it."""
     try:
-        return open_file(path)
+        return open_file(path, data)
     except FormatError as e:
         raise CliError(f"invalid model: {e} [{e.code}]", e.code, EXIT_TROUBLE,
                        file=path) from None

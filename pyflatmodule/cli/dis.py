@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(ctx: Context) -> int:
     """Disassemble the chosen methods."""
     args = ctx.args
-    with open_file(args.path) as f:
+    with open_file(args.path, args.data) as f:
         listing = f.listing(args.method, args.all)
     if listing.note is not None:
         no_methods_note(ctx, args.path, listing.note)

@@ -38,9 +38,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("path", metavar="PATH")
     p.add_argument("out", metavar="OUT", help="output file: *.safetensors or *.npz")
-    p.add_argument("--data", action="append", default=[], metavar="PTD",
-                   help="an ExecuTorch data file holding the program's external tensors "
-                        "(repeatable)")
     p.add_argument("--format", choices=("safetensors", "npz"),
                    help="output format (default: from OUT's extension)")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -103,6 +100,12 @@ def run(ctx: Context) -> int:
         raise CliError(f"{args.out}: is a directory", "usage", EXIT_USAGE)
     refuse_input_as_output(args.path, args.out)
     with open_file(args.path, args.data) as f:
+        missing = f.missing_data()
+        if missing:
+            shown = ", ".join(repr(k) for k in missing[:8]) + (", ..." if len(missing) > 8 else "")
+            raise CliError(f"{len(missing)} tensors or named data of the program are in none "
+                           f"of the files given ({shown}): pass the .ptd that holds them with "
+                           f"--data", "missing_data", file=args.path)
         entries = exporting.plan(f.tensors().items(), f.dtype_name)
         total = sum(e.nbytes for _, e in entries)
         show = args.progress if args.progress is not None else (

@@ -33,7 +33,7 @@ def run(ctx: Context) -> int:
     args = ctx.args
     if args.output not in (None, "-"):
         refuse_input_as_output(args.path, args.output)
-    with open_file(args.path) as f:
+    with open_file(args.path, args.data) as f:
         data, kind = f.extract(args.name, args.jit_source)
         return _write(ctx, data, kind)
 

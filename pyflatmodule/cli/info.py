@@ -3,7 +3,7 @@ extra files."""
 from __future__ import annotations
 
 import argparse
-from typing import List, Tuple, Type
+from typing import List, Sequence, Tuple, Type
 
 from ..errors import FormatError
 from .common import EXIT_FAIL, EXIT_OK, SAMPLE, Context, Json, report
@@ -26,14 +26,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="model files (default: the sample model shipped with the package)")
 
 
-def summarize(path: str) -> Json:
-    """The facts ``info`` prints, as plain JSON-able data."""
-    return _summary(path)[1]
+def summarize(path: str, data: Sequence[str] = ()) -> Json:
+    """The facts ``info`` prints, as plain JSON-able data (``data``: a program's data
+    files)."""
+    return _summary(path, data)[1]
 
 
-def _summary(path: str) -> Tuple[Type[FileFormat], Json]:
+def _summary(path: str, data: Sequence[str]) -> Tuple[Type[FileFormat], Json]:
     """The file's adapter, and the facts ``info`` prints."""
-    with open_file(path) as f:
+    with open_file(path, data) as f:
         return type(f), f.summary()
 
 
@@ -44,7 +45,7 @@ def run(ctx: Context) -> int:
     status = EXIT_OK
     for k, path in enumerate(paths):
         try:
-            adapter, summary = _summary(path)
+            adapter, summary = _summary(path, ctx.args.data)
         except (FormatError, OSError) as e:
             report(ctx, path, e)
             status = EXIT_FAIL

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import List, Optional, Set
+from typing import List, Optional, Sequence, Set
 
 from .common import EXIT_OK, Context, no_methods_note
 from .formats import open_file
@@ -28,11 +28,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yaml", action="store_true", help="a YAML list, for a selective build")
 
 
-def operator_names(path: str) -> Optional[List[str]]:
+def operator_names(path: str, data: Sequence[str] = ()) -> Optional[List[str]]:
     """The operators a model needs, as ``torch.jit.export_opnames`` names them (an
     ExecuTorch program's kernel operators as ``name.overload``); None for a file without
     methods."""
-    with open_file(path) as f:
+    with open_file(path, data) as f:
         return f.operators()
 
 
@@ -49,7 +49,7 @@ def run(ctx: Context) -> int:
     """Print the union of the files' operators."""
     names: Set[str] = set()
     for path in ctx.args.paths:
-        found = operator_names(path)
+        found = operator_names(path, ctx.args.data)
         if found is None:
             no_methods_note(ctx, path, "it needs no operators")
         names.update(found or ())

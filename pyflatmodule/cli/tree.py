@@ -55,7 +55,7 @@ def run(ctx: Context) -> int:
     args = ctx.args
     if args.depth is not None and args.depth < 0:
         raise CliError("--depth must be 0 or more", "usage", EXIT_USAGE)
-    with open_file(args.path) as f:
+    with open_file(args.path, args.data) as f:
         root = f.tree(args.depth)
     if args.filter:
         root = prune(root, args.filter) or {**root, "children": []}

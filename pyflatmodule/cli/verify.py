@@ -64,14 +64,15 @@ def expand_paths(paths: Sequence[str]) -> Iterator[str]:
             yield path
 
 
-def verify_one(path: str, strict: bool) -> Tuple[Json, Optional[Type[FileFormat]]]:
+def verify_one(path: str, strict: bool,
+               data: Sequence[str] = ()) -> Tuple[Json, Optional[Type[FileFormat]]]:
     """``{"file", "valid", ...report fields}`` and the file's adapter, or
     ``{"file", "valid": false, "error"}`` and None."""
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
         adapter = format_of(path)
-        fields = adapter.verify(path, strict)
+        fields = adapter.verify(path, strict, data)
     except (FormatError, OSError) as e:
         return {"file": path, "valid": False, "error": error_doc(path, e)}, None
     except Exception as e:          # a reader bug must not stop a run over thousands
@@ -104,7 +105,7 @@ def run(ctx: Context) -> int:
     seen_any = False
     for path in expand_paths(args.paths):
         seen_any = True
-        result, adapter = verify_one(path, args.strict)
+        result, adapter = verify_one(path, args.strict, args.data)
         counts[0 if result["valid"] else 1] += 1
         if ctx.json:
             results.append(result)

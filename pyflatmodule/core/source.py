@@ -83,6 +83,30 @@ def _madvise(mm: mmap.mmap, name: str, start: int = 0, length: int = 0) -> None:
         mm.madvise(flag, start, length or len(mm) - start)
 
 
+#: What each kind of file that is not a regular one is called when it is refused.
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def open_file(name: str) -> int:
+    """A read-only descriptor of the regular file at ``name``. Anything else is refused
+    before a byte is read: IsADirectoryError for a directory, OSError (EINVAL) naming the
+    kind for a FIFO, a device or a socket (it opens without blocking, so a FIFO with no
+    writer does not hang the caller)."""
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+        for test, kind in _SPECIAL:
+            if test(mode):
+                raise OSError(errno.EINVAL, f"not a regular file ({kind})", name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _map_fd(fd: int, name: str, populate: bool, owned: bool = False) -> Source:
     """Map the file open as ``fd``. An ``owned`` descriptor is closed here or handed
     to the Source; a caller's is left open (the Source gets a duplicate)."""
@@ -142,11 +166,10 @@ def open_source(source: SourceLike, options: Options) -> Source:
         name = os.fspath(source)
         path = os.path.abspath(name)
         if copy:
-            with open(name, "rb") as f:
+            with os.fdopen(open_file(name), "rb") as f:
                 out = Source(f.read(), name, False, os.fstat(f.fileno()))
         else:
-            out = _map_fd(os.open(name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), name,
-                          populate, owned=True)
+            out = _map_fd(open_file(name), name, populate, owned=True)
         out.path = path
         return out
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):

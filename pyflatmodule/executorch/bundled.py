@@ -138,12 +138,6 @@ class BundledProgram:
                 f"{'s' * (suites != 1)}, {cases} test case{'s' * (cases != 1)}>")
 
 
-def _nested(e: FormatError, base: int) -> FormatError:
-    """``e``, raised by the embedded program, located in the bundled file."""
-    return FormatError(e.code, e.reason, None if e.offset is None else e.offset + base,
-                       "program." + e.path if e.path else "program")
-
-
 def open_bundled(source: SourceLike, options: Options) -> BundledProgram:
     """Open a bundled program with ``options`` (its embedded program with the same); see
     :func:`pyflatmodule.load`."""
@@ -161,7 +155,7 @@ def open_bundled(source: SourceLike, options: Options) -> BundledProgram:
         program = open_opened(Source(view, f"{opened.name}:program", False, opened.stat,
                                      opened.path), options)
     except FormatError as e:
-        raise _nested(e, start) from None
+        raise e.within("program", start) from None
     if not isinstance(program, Program):
         raise format_error(lib.FB_E_BAD_IDENTIFIER, start + 4, "program",
                            "the embedded file is a data file (.ptd), not a program")

@@ -6,9 +6,10 @@ import mmap
 import os
 from typing import Any, Sequence, Union
 
-from ..core.native import check, ffi, lib, new_error
+from ..core.native import check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Source, SourceLike, apply_advice, open_source
+from ..errors import FormatError
 from .data_file import DataFile
 from .program import Program
 
@@ -39,11 +40,23 @@ def open_opened(opened: Source, options: Options,
         if data:
             raise ValueError("data= is for programs (.pte); this is a data file (.ptd)")
         return DataFile(opened, summary, options)
-    files = []
-    for d in data:
-        f = d if isinstance(d, DataFile) else open_executorch(d, options)
-        if not isinstance(f, DataFile):
-            name = os.fspath(d) if isinstance(d, (str, os.PathLike)) else type(d).__name__
-            raise ValueError(f"data= takes data files (.ptd); {name} is a program")
-        files.append(f)
-    return Program(opened, summary, options, files)
+    return Program(opened, summary, options, [_data_file(d, i, options)
+                                              for i, d in enumerate(data)])
+
+
+def _data_file(d: Any, i: int, options: Options) -> DataFile:
+    """Data file ``data[i]``, opened unless it is; its faults located under ``data[i]``."""
+    if isinstance(d, DataFile):
+        return d
+    where = f"data[{i}]"
+    name = os.fspath(d) if isinstance(d, (str, os.PathLike)) else f"a {type(d).__name__}"
+    try:
+        f = open_executorch(d, options)
+    except FormatError as e:
+        raise e.within(where) from None
+    if not isinstance(f, DataFile):
+        f.close()
+        raise format_error(lib.FB_E_BAD_IDENTIFIER, 4, where,
+                           f"{where} ({name}) is an ExecuTorch program (.pte), not a data "
+                           f"file (.ptd)")
+    return f

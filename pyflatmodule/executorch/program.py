@@ -335,9 +335,14 @@ class Program(_File):
         self._external: Dict[str, np.ndarray] = {}
         self._graphs: Dict[str, XnnGraph] = {}
         self._named: Optional[Dict[str, memoryview]] = None
+        # The data files' tensors and named data, taken now: they hold the mappings, so
+        # the program keeps working when a data file given to it is closed.
+        self._data_named: Dict[str, memoryview] = {}
         for f in self.data_files:
             for key, array in f.tensors.items():
                 self._external.setdefault(key, array)
+            for key, blob in f.named_data.items():
+                self._data_named.setdefault(key, blob)
         if self.data_files:
             self._resolve_external()
         for m in self.methods.values():   # XNNPACK payloads are checked when opened
@@ -417,10 +422,7 @@ class Program(_File):
     def _named_bytes(self, key: str) -> Optional[memoryview]:
         """Named data `key` from the program, else from the data files given."""
         if self._named is None:
-            self._named = dict(self.named_data)
-            for f in self.data_files:
-                for k, v in f.named_data.items():
-                    self._named.setdefault(k, v)
+            self._named = {**self._data_named, **self.named_data}
         return self._named.get(key)
 
     def delegate_constants(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
@@ -460,9 +462,8 @@ class Program(_File):
                 out.setdefault(name, self._array(r))
             elif name in self._external:
                 out.setdefault(name, self._external[name])
-        for f in self.data_files:
-            for key, array in f.tensors.items():
-                out.setdefault(key, array)
+        for key, array in self._external.items():
+            out.setdefault(key, array)
         for key, value in self.delegate_constants().items():
             out.setdefault(key, value)
         return out
@@ -476,8 +477,25 @@ class Program(_File):
             out.setdefault(f"{names[plan]}.values[{value}]", array)
         return out
 
+    @property
+    def missing_data(self) -> List[str]:
+        """What the program names but neither it nor a data file given to ``load`` holds,
+        sorted: the fully qualified names of external tensors and the keys of named data
+        its XNNPACK delegates read (weights written to a ``.ptd``). Empty when everything
+        resolved; pass the data files that hold the rest with ``load(..., data=[...])``."""
+        records, _ = self._index()
+        keys = {self._name(r) for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]}
+        keys -= set(self._external)
+        for m in self.methods.values():
+            for d in m.delegates:
+                graph = d.graph
+                if graph is not None:
+                    keys.update(graph.missing.values())
+        return sorted(keys)
+
     def info(self) -> Dict[str, Any]:
-        """Sizes, methods, operators, delegates and segments."""
+        """Sizes, methods, operators, delegates and segments; the external tensors and
+        what of the program's data is missing (:attr:`missing_data`)."""
         s = self._summary
         methods = []
         for m in self.methods.values():
@@ -494,7 +512,11 @@ class Program(_File):
                 "segment_data_size": int(s.segment_size),
                 "segments": len(self._root.tables("segments")),
                 "named_data": int(s.n_blobs), "constant_tensors": len(constants),
-                "constant_bytes": int(constants["nbytes"].sum()), "methods": methods}
+                "constant_bytes": int(constants["nbytes"].sum()),
+                "external_tensors": int(np.count_nonzero(
+                    records["stored"] == lib.ET_STORED_EXTERNAL)),
+                "data_files": len(self.data_files), "missing_data": self.missing_data,
+                "methods": methods}
 
     def __repr__(self) -> str:
         return f"<Program: methods {list(self.methods)}>"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, Sequence, Type
 
 from ...errors import FormatError
@@ -39,8 +40,14 @@ def open_file(path: str, data: Sequence[str] = ()) -> FileFormat:
                        file=path)
     try:
         f = load(path, data=data)
-    except ValueError as e:   # FormatError is one too: only data= misuse is ours
-        if isinstance(e, FormatError):
+    except FormatError as e:   # a data file's fault is the data file's
+        at = re.match(r"data\[(\d+)\]", e.path)
+        if at is None:
             raise
+        where = e.path[at.end():].lstrip(".")
+        raise CliError(f"invalid data file: {e.reason} (at {where or 'its header'}, byte "
+                       f"offset {e.offset}) [{e.code}]", e.code, file=data[int(at.group(1))],
+                       offset=e.offset, path=where) from None
+    except ValueError as e:   # only data= misuse is ours
         raise CliError(str(e), "usage", EXIT_USAGE, file=path) from None
     return _BY_CLASS[type(f)](path, f)

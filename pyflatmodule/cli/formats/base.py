@@ -3,7 +3,7 @@ format's adapter implements, so that the commands never look at the file's class
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -56,8 +56,10 @@ class FileFormat(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def verify(cls, path: str, strict: bool) -> Json:
-        """What ``verify`` reports of a valid file (FormatError or OSError otherwise)."""
+    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+        """What ``verify`` reports of a valid file (FormatError or OSError otherwise);
+        ``data``: the data files of a program's external tensors (other formats ignore
+        them, so that one ``--data`` serves a folder of programs)."""
 
     @staticmethod
     @abc.abstractmethod
@@ -95,6 +97,11 @@ class FileFormat(abc.ABC):
         """The operators the file needs, sorted; None for a file without methods."""
 
     # ------------------------------------------------------------ export, extract
+
+    def missing_data(self) -> List[str]:
+        """What the file names but no file given holds (a program's external tensors and
+        named data: :attr:`pyflatmodule.Program.missing_data`); empty for other kinds."""
+        return []
 
     @abc.abstractmethod
     def tensors(self) -> Dict[str, Tensor]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections import Counter
-from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -138,8 +138,8 @@ class _ExecuTorchFile(FileFormat):
         """What ``info`` prints after the sizes: what the file holds."""
 
     @classmethod
-    def verify(cls, path: str, strict: bool) -> Json:
-        with load(path, strict=strict) as f:
+    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+        with load(path, strict=strict, data=data if cls.opens is Program else ()) as f:
             return cls._verify_fields(f.info())
 
     @staticmethod
@@ -155,7 +155,7 @@ class _ExecuTorchFile(FileFormat):
                 return {"truncated": len(children)} if children else {}
             return {"children": children}
 
-        root: Json = {"name": "", "path": "", "kind": self.root_kind}
+        root: Json = {"name": "", "path": "", "kind": self.root_kind, **self._root_facts()}
         children: List[Json] = []
         for name, m in self._plans():
             values = [_value_node(m, i) for i in range(len(m.values))]
@@ -190,6 +190,10 @@ class _ExecuTorchFile(FileFormat):
     def _plans(self) -> List[Tuple[str, Method]]:
         """The methods, by name (none in a data file)."""
         return []
+
+    def _root_facts(self) -> Json:
+        """What the tree's root says of the file besides its kind."""
+        return {}
 
     @abc.abstractmethod
     def _tree_tensors(self) -> Dict[str, Tensor]:
@@ -251,6 +255,11 @@ def _tree_line(st: Style, node: Json) -> str:
                                           else ""), "dim")
     if "value" in node:
         return f"{kind} = {node['value']!r}"
+    if node.get("external_tensors") or node.get("missing_data"):
+        missing = len(node["missing_data"])
+        return (f"{kind}, {node['external_tensors']} external tensors, "
+                + (st(f"{missing} in no data file given (pass --data)", "yellow") if missing
+                   else "all resolved"))
     return str(kind)
 
 
@@ -267,6 +276,12 @@ class ExecuTorchProgram(_ExecuTorchFile):
         st = ctx.style
         ctx.print(f"  constant tensors: {s['constant_tensors']} ({s['constant_bytes']:,} bytes)"
                   f"   named data: {s['named_data']}")
+        if s["external_tensors"] or s["missing_data"]:
+            missing = s["missing_data"]
+            ctx.print(f"  external tensors: {s['external_tensors']}, data files given: "
+                      f"{s['data_files']}; " + (st(f"{len(missing)} tensors or named data in "
+                                                   f"none of them (pass --data)", "yellow")
+                                                if missing else "all resolved"))
         ctx.print(f"  methods: {len(s['methods'])}")
         for m in s["methods"]:
             ctx.print(f"    {st(m['name'], 'bold')}: {_n(m['values'], 'value')}, "
@@ -293,6 +308,11 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def _plans(self) -> List[Tuple[str, Method]]:
         return list(self.file.methods.items())
 
+    def _root_facts(self) -> Json:
+        info = self.file.info()
+        return {"external_tensors": info["external_tensors"],
+                "missing_data": info["missing_data"]}
+
     def _tree_tensors(self) -> Dict[str, Tensor]:
         return self.file.state_dict()
 
@@ -312,6 +332,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def tensors(self) -> Dict[str, Tensor]:
         """Its named tensors, XNNPACK delegates' constants included."""
         return self.file.named_tensors()
+
+    def missing_data(self) -> List[str]:
+        return self.file.missing_data
 
     def _delegate(self, name: str) -> Optional[memoryview]:
         if name.endswith("]") and ".delegates[" in name:
@@ -408,7 +431,7 @@ class ExecuTorchBundled(ExecuTorchProgram):
                                            f"(bytes {start:,}..{start + s['program_size']:,})"})
 
     @classmethod
-    def verify(cls, path: str, strict: bool) -> Json:
+    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
         with load(path, strict=strict) as f:
             assert isinstance(f, BundledProgram)
             info = f.info()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor, dtype_name
 from ...files import verify
-from ...ptmf import Argument, Function, Methods, Module, Object, TensorRecord, short
+from ...ptmf import Argument, Function, Methods, Module, Object, TensorRecord, VerifyReport, short
 from ..common import CliError, Context, Json, Style, json_value
 from .base import FileFormat, Listing, Tensor
 
@@ -360,8 +360,10 @@ class PtmfModel(FileFormat):
             ctx.print(f"    {name}  ({size:,} bytes)")
 
     @classmethod
-    def verify(cls, path: str, strict: bool) -> Json:
-        return verify(path, strict=strict)._asdict()
+    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+        report = verify(path, strict=strict)
+        assert isinstance(report, VerifyReport)   # what verify gives for a PTMF file
+        return report._asdict()
 
     @staticmethod
     def verify_line(result: Json) -> str:
