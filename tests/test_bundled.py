@@ -24,6 +24,7 @@ import pytest
 import pyflatmodule as pfm
 
 from support.cli import run_cli
+from support.fbwalk import deref, element, field, root, slot, u32, zero_slot
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PATH = os.path.join(DATA, "bundled.bpte")
@@ -37,61 +38,23 @@ DTYPES = {6: np.float32, 4: np.int64}
 SCALARS = {"Int": int, "Bool": bool, "Double": float}
 
 
-# ------------------------------------------------------ the file's bytes, walked here
-
-def _u32(data: bytes, at: int) -> int:
-    return int(struct.unpack_from("<I", data, at)[0])
-
-
-def _slot(data: bytes, table: int, field: int) -> int:
-    """Byte position of field ``field``'s vtable slot of the table at ``table``."""
-    vtable = table - struct.unpack_from("<i", data, table)[0]
-    return vtable + 4 + 2 * field
-
-
-def _field(data: bytes, table: int, field: int) -> int:
-    """Position of field ``field`` of the table at ``table`` (0 when absent)."""
-    off = struct.unpack_from("<H", data, _slot(data, table, field))[0]
-    return table + off if off else 0
-
-
-def _deref(data: bytes, at: int) -> int:
-    return at + _u32(data, at)
-
-
-def _element(data: bytes, table: int, field: int, i: int) -> int:
-    """Table i of vector-of-tables field ``field``."""
-    vec = _deref(data, _field(data, table, field))
-    return _deref(data, vec + 4 + 4 * i)
-
-
-ROOT = _u32(BYTES, 0)
+ROOT = root(BYTES)
 # BundledProgram: version 0, method_test_suites 1, program 2; suite: method_name 0,
 # test_cases 1; case: inputs 0, expected_outputs 1; Value: val_type 0, val 1;
 # Tensor: scalar_type 0, sizes 1, data 2, dim_order 3.
-SUITE = _element(BYTES, ROOT, 1, 0)
-CASE = _element(BYTES, SUITE, 1, 0)
-VALUE = _element(BYTES, CASE, 0, 0)
-TENSOR = _deref(BYTES, _field(BYTES, VALUE, 1))
+SUITE = element(BYTES, ROOT, 1, 0)
+CASE = element(BYTES, SUITE, 1, 0)
+VALUE = element(BYTES, CASE, 0, 0)
+TENSOR = deref(BYTES, field(BYTES, VALUE, 1))
 
 
-def _zero_slot(table: int, field: int) -> bytes:
-    """The file with field ``field`` of the table at ``table`` absent: the table gets a
-    copy of its vtable (appended to the file; writers share vtables between tables of one
-    shape, as the suite and the case tables here do) with the field's slot zeroed."""
-    vtable = table - struct.unpack_from("<i", BYTES, table)[0]
-    size = struct.unpack_from("<H", BYTES, vtable)[0]
-    out = bytearray(BYTES) + bytes(len(BYTES) % 2)
-    copy = len(out)
-    out += BYTES[vtable:vtable + size]
-    struct.pack_into("<i", out, table, table - copy)
-    struct.pack_into("<H", out, copy + 4 + 2 * field, 0)
-    return bytes(out)
+def _zero_slot(table: int, field_id: int) -> bytes:
+    return zero_slot(BYTES, table, field_id)
 
 
 def test_suite_and_case_tables_share_a_vtable() -> None:
     """Why _zero_slot copies the vtable: zeroing a slot in place would change both."""
-    assert _slot(BYTES, SUITE, 0) == _slot(BYTES, CASE, 0)
+    assert slot(BYTES, SUITE, 0) == slot(BYTES, CASE, 0)
 
 
 # ------------------------------------------------------------ ExecuTorch's reading
@@ -246,21 +209,21 @@ REQUIRED: List[Tuple[str, int, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize("name,table,field,where", REQUIRED, ids=[r[0] for r in REQUIRED])
-def test_a_field_the_runtime_dereferences_is_required(name: str, table: int, field: int,
+@pytest.mark.parametrize("name,table,field_id,where", REQUIRED, ids=[r[0] for r in REQUIRED])
+def test_a_field_the_runtime_dereferences_is_required(name: str, table: int, field_id: int,
                                                        where: str) -> None:
     """ExecuTorch's bundled_program.cpp reads each of these without checking that it is
     there; a file without one is refused, located at the table that lacks it."""
-    e = _error(_zero_slot(table, field))
+    e = _error(_zero_slot(table, field_id))
     assert e.code == "missing_field", e
     assert e.path == (f"{where}.{name}" if where else name), e
     assert e.offset == table, e
 
 
 def test_tensor_data_shorter_than_its_sizes() -> None:
-    data_vec = _deref(BYTES, _field(BYTES, TENSOR, 2))
+    data_vec = deref(BYTES, field(BYTES, TENSOR, 2))
     out = bytearray(BYTES)
-    struct.pack_into("<I", out, data_vec, _u32(BYTES, data_vec) - 1)
+    struct.pack_into("<I", out, data_vec, u32(BYTES, data_vec) - 1)
     e = _error(bytes(out))
     assert e.code == "bad_tensor"
     assert e.path == "method_test_suites[0].test_cases[0].inputs[0].val<Tensor>.data"
@@ -268,7 +231,7 @@ def test_tensor_data_shorter_than_its_sizes() -> None:
 
 
 def test_tensor_with_a_negative_size() -> None:
-    sizes = _deref(BYTES, _field(BYTES, TENSOR, 1))
+    sizes = deref(BYTES, field(BYTES, TENSOR, 1))
     out = bytearray(BYTES)
     struct.pack_into("<i", out, sizes + 4, -2)
     e = _error(bytes(out))
@@ -277,7 +240,7 @@ def test_tensor_with_a_negative_size() -> None:
 
 
 def test_dim_order_that_is_no_permutation() -> None:
-    order = _deref(BYTES, _field(BYTES, TENSOR, 3))
+    order = deref(BYTES, field(BYTES, TENSOR, 3))
     out = bytearray(BYTES)
     out[order + 4:order + 6] = b"\x00\x00"
     e = _error(bytes(out))
@@ -286,7 +249,7 @@ def test_dim_order_that_is_no_permutation() -> None:
 
 
 def test_suite_naming_no_method_of_the_program() -> None:
-    name = _deref(BYTES, _field(BYTES, SUITE, 0))
+    name = deref(BYTES, field(BYTES, SUITE, 0))
     assert BYTES[name + 4:name + 11] == b"forward"
     out = bytearray(BYTES)
     out[name + 4:name + 11] = b"fastest"
@@ -298,7 +261,7 @@ def test_suite_naming_no_method_of_the_program() -> None:
 
 def test_a_fault_in_the_embedded_program_is_located_in_the_bundled_file() -> None:
     start = ORACLE["program_offset"]
-    root = start + _u32(BYTES, start)
+    root = start + u32(BYTES, start)
     out = bytearray(BYTES)
     struct.pack_into("<I", out, start, len(BYTES))   # the program's root offset, past its end
     e = _error(bytes(out))

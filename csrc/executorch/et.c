@@ -231,10 +231,10 @@ int et_tensor_layout(ctx *c, const tbl *t, const fb_field *type_f, const fb_fiel
         numel *= (uint64_t)d;
     }
     if (numel > UINT64_MAX / esize) return fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
-    if (order.count) {   /* absent: the default order */
+    {   /* the runtime reads as many entries as there are sizes */
         uint8_t seen[256];
         if (order.count != sizes.count || sizes.count > 256)
-            return fail(c, ET_E_BAD_DIM_ORDER, order.data);
+            return fail(c, ET_E_BAD_DIM_ORDER, order.data ? order.data : t->pos);
         memset(seen, 0, sizeof seen);
         for (i = 0; i < order.count; i++) {
             uint8_t d = c->buf[order.data + i];

@@ -30,8 +30,8 @@ const fb_enum_member ft_scalar_type[23] = {
 
 const fb_field ft_tensor_layout[FT_TENSOR_LAYOUT_FIELD_COUNT] = {
     {"scalar_type", ".scalar_type", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, FT_DECL_SCALAR_TYPE},
-    {"sizes", ".sizes", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
-    {"dim_order", ".dim_order", 2, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"sizes", ".sizes", 1, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"dim_order", ".dim_order", 2, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field ft_data_segment[FT_DATA_SEGMENT_FIELD_COUNT] = {
@@ -40,15 +40,15 @@ const fb_field ft_data_segment[FT_DATA_SEGMENT_FIELD_COUNT] = {
 };
 
 const fb_field ft_named_data[FT_NAMED_DATA_FIELD_COUNT] = {
-    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
     {"segment_index", ".segment_index", 1, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
     {"tensor_layout", ".tensor_layout", 2, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, FT_DECL_TENSOR_LAYOUT},
 };
 
 const fb_field ft_flat_tensor[FT_FLAT_TENSOR_FIELD_COUNT] = {
     {"version", ".version", 0, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"segments", ".segments", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, FT_DECL_DATA_SEGMENT},
-    {"named_data", ".named_data", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, FT_DECL_NAMED_DATA},
+    {"segments", ".segments", 1, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FT_DECL_DATA_SEGMENT},
+    {"named_data", ".named_data", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FT_DECL_NAMED_DATA},
 };
 
 const fb_decl ft_decl_table[FT_DECL_COUNT] = {

@@ -71,8 +71,8 @@ const fb_field et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FIELD_COUNT] = {
 const fb_field et_tensor[ET_TENSOR_FIELD_COUNT] = {
     {"scalar_type", ".scalar_type", 0, FB_SCALAR, FB_I8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_SCALAR_TYPE},
     {"storage_offset", ".storage_offset", 1, FB_SCALAR, FB_I32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
-    {"sizes", ".sizes", 2, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
-    {"dim_order", ".dim_order", 3, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"sizes", ".sizes", 2, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"dim_order", ".dim_order", 3, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
     {"requires_grad", ".requires_grad", 4, FB_SCALAR, FB_BOOL, 1, 1, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
     {"data_buffer_idx", ".data_buffer_idx", 5, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0, 0.0, FB_NO_REF},
     {"allocation_info", ".allocation_info", 6, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_ALLOCATION_DETAILS},
@@ -94,27 +94,27 @@ const fb_field et_double[ET_DOUBLE_FIELD_COUNT] = {
 };
 
 const fb_field et_string[ET_STRING_FIELD_COUNT] = {
-    {"string_val", ".string_val", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"string_val", ".string_val", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_int_list[ET_INT_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_double_list[ET_DOUBLE_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_F64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_F64, 4, 4, 8, 8, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_bool_list[ET_BOOL_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_BOOL, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_BOOL, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_tensor_list[ET_TENSOR_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_optional_tensor_list[ET_OPTIONAL_TENSOR_LIST_FIELD_COUNT] = {
-    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"items", ".items", 0, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_member et_kernel_types[ET_KERNEL_TYPES_COUNT] = {
@@ -134,11 +134,11 @@ const fb_member et_kernel_types[ET_KERNEL_TYPES_COUNT] = {
 
 const fb_field et_e_value[ET_E_VALUE_FIELD_COUNT] = {
     {"val_type", ".val_type", 0, FB_UNION_TYPE, FB_U8, 1, 1, 0, 0, 0, 0, 0, 0.0, ET_DECL_KERNEL_TYPES},
-    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_KERNEL_TYPES},
+    {"val", ".val", 1, FB_UNION, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, ET_DECL_KERNEL_TYPES},
 };
 
 const fb_field et_operator[ET_OPERATOR_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
     {"overload", ".overload", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
@@ -209,7 +209,7 @@ const fb_field et_compile_spec[ET_COMPILE_SPEC_FIELD_COUNT] = {
 };
 
 const fb_field et_backend_delegate[ET_BACKEND_DELEGATE_FIELD_COUNT] = {
-    {"id", ".id", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"id", ".id", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
     {"processed", ".processed", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, FB_REQUIRED, 0, 0.0, ET_DECL_BACKEND_DELEGATE_DATA_REFERENCE},
     {"compile_specs", ".compile_specs", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_COMPILE_SPEC},
 };
@@ -221,11 +221,11 @@ const fb_field et_non_const_buffer_device[ET_NON_CONST_BUFFER_DEVICE_FIELD_COUNT
 };
 
 const fb_field et_execution_plan[ET_EXECUTION_PLAN_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
     {"container_meta_type", ".container_meta_type", 1, FB_TABLE, FB_OFFSET, 4, 4, 0, 0, 0, 0, 0, 0.0, ET_DECL_CONTAINER_METADATA},
-    {"values", ".values", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_E_VALUE},
-    {"inputs", ".inputs", 3, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
-    {"outputs", ".outputs", 4, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, 0, 0, 0.0, FB_NO_REF},
+    {"values", ".values", 2, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, ET_DECL_E_VALUE},
+    {"inputs", ".inputs", 3, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"outputs", ".outputs", 4, FB_VEC_SCALAR, FB_I32, 4, 4, 4, 4, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
     {"chains", ".chains", 5, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_CHAIN},
     {"operators", ".operators", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_OPERATOR},
     {"delegates", ".delegates", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE},

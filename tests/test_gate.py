@@ -1,0 +1,156 @@
+"""A program pyflatmodule verifies is one ExecuTorch's runtime can take: the fields the
+runtime requires are required here too.
+
+Each case makes one field absent in a real ExecuTorch-written file (tests/data/et: the
+table gets a private copy of its vtable with the field's slot zeroed, walked by hand in
+support.fbwalk), and checks that pyflatmodule refuses the file with ``missing_field``
+located at the table. With executorch installed, ExecuTorch 1.5.1's runtime is asked too,
+in a child, at both verification levels: it must not load the file either (it refuses
+it, crashes, the reason for the rule, or reports the field missing). The runtime's
+reading decides what is required, so a case the runtime loaded would be a file refused
+here that is valid there.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+import pyflatmodule as pfm
+
+from support.fbwalk import deref, element, field, grow, root, u32, zero_slot
+from support.runtime import HAS_RUNTIME, runtime_verdicts
+
+ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
+
+
+def _read(name: str) -> bytes:
+    with open(os.path.join(ET, name), "rb") as f:
+        return f.read()
+
+
+MLP, CONV, PTE, PTD = (_read(n) for n in ("mlp.pte", "xnn_conv.pte", "external.pte",
+                                          "external.ptd"))
+
+
+def _value(data: bytes, plan: int, kind: int) -> Tuple[int, int]:
+    """(index, table position of the payload) of the first value of union member
+    ``kind`` in the plan's values (KernelTypes: Tensor 5, IntList 7)."""
+    values = deref(data, field(data, plan, 2))
+    for i in range(u32(data, values)):
+        ev = deref(data, values + 4 + 4 * i)
+        if field(data, ev, 0) and data[field(data, ev, 0)] == kind:
+            return i, deref(data, field(data, ev, 1))
+    raise AssertionError(f"no value of kind {kind}")
+
+
+def _cases() -> List[Tuple[str, bytes, Optional[bytes], str, int, int]]:
+    """(id, file, its data file or None, path, table, field id) per required field.
+    Field ids are positions in ExecuTorch's program.fbs / flat_tensor.fbs."""
+    out = []
+    plan = element(MLP, root(MLP), 1, 0)       # Program.execution_plan[0]
+    at = "execution_plan[0]"
+    for name, fid in (("name", 0), ("values", 2), ("inputs", 3), ("outputs", 4)):
+        out.append((f"plan.{name}", MLP, None, f"{at}.{name}", plan, fid))
+    values = deref(MLP, field(MLP, plan, 2))
+    ev = deref(MLP, values + 4)
+    out.append(("evalue.val", MLP, None, f"{at}.values[0].val", ev, 1))
+    i, tensor = _value(MLP, plan, 5)
+    for name, fid in (("sizes", 2), ("dim_order", 3)):
+        out.append((f"tensor.{name}", MLP, None, f"{at}.values[{i}].val<Tensor>.{name}",
+                    tensor, fid))
+    i, ints = _value(MLP, plan, 7)
+    out.append(("intlist.items", MLP, None, f"{at}.values[{i}].val<IntList>.items", ints, 0))
+    out.append(("operator.name", MLP, None, f"{at}.operators[0].name",
+                element(MLP, plan, 6, 0), 0))
+    conv = element(CONV, root(CONV), 1, 0)
+    out.append(("delegate.id", CONV, None, "execution_plan[0].delegates[0].id",
+                element(CONV, conv, 7, 0), 0))
+    flat = root(PTD)
+    for name, fid in (("segments", 1), ("named_data", 2)):
+        out.append((f"ptd.{name}", PTE, PTD, f"data[0].{name}", flat, fid))
+    named = element(PTD, flat, 2, 0)
+    out.append(("ptd.key", PTE, PTD, "data[0].named_data[0].key", named, 0))
+    layout = deref(PTD, field(PTD, named, 2))
+    for name, fid in (("sizes", 1), ("dim_order", 2)):
+        out.append((f"ptd.layout.{name}", PTE, PTD,
+                    f"data[0].named_data[0].tensor_layout.{name}", layout, fid))
+    return out
+
+
+CASES = _cases()
+
+
+def _absent(data: bytes, table: int, fid: int) -> bytes:
+    """The file with the field absent, its vtable copy in room made at the end of the
+    flatbuffer (the readers take vtables inside the flatbuffer only). The headers, from
+    the bytes: .pte's eh00 at 8 holds the program size (u64 at 16) and where segments
+    start (24); .ptd's FH01 at 8 the flatbuffer's offset (16) and size (24) and where
+    segments start (32)."""
+    if data[8:12] == b"eh00":
+        end, sizes = struct.unpack_from("<Q", data, 16)[0], (16, 24)
+    else:
+        assert data[8:12] == b"FH01"
+        end, sizes = sum(struct.unpack_from("<QQ", data, 16)), (24, 32)
+    return zero_slot(grow(data, end, sizes), table, fid, spare=end)
+
+
+def _mutant(case: Tuple[str, bytes, Optional[bytes], str, int, int]
+            ) -> Tuple[bytes, Optional[bytes]]:
+    _, program, data, _, table, fid = case
+    if data is None:
+        return _absent(program, table, fid), None
+    return program, _absent(data, table, fid)
+
+
+def _load(program: bytes, data: Optional[bytes]) -> None:
+    with pfm.load(program, data=[data] if data is not None else []):
+        pass
+
+
+def test_the_files_themselves_load_here_and_in_the_runtime() -> None:
+    for program, data in ((MLP, None), (CONV, None), (PTE, PTD)):
+        _load(program, data)
+    if HAS_RUNTIME:
+        got = runtime_verdicts([(MLP, None), (CONV, None), (PTE, PTD)])
+        assert [v["verdict"] for v in got] == ["ok"] * len(got), got
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_a_field_the_runtime_requires_is_required(
+        case: Tuple[str, bytes, Optional[bytes], str, int, int]) -> None:
+    program, data = _mutant(case)
+    with pytest.raises(pfm.FormatError) as e:
+        _load(program, data)
+    assert e.value.code == "missing_field", e.value
+    assert e.value.path == case[3], e.value
+    assert e.value.offset == case[4], e.value
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="needs executorch's runtime")
+def test_the_runtime_does_not_load_them_either() -> None:
+    got = runtime_verdicts([_mutant(c) for c in CASES])
+    loaded: Dict[str, List[str]] = {}
+    for i, v in enumerate(got):
+        # an operator without its name loads, but the runtime logs it missing (and its
+        # kernel is never found: the method cannot run)
+        if v["verdict"] == "ok" and "Missing" not in v["detail"]:
+            loaded.setdefault(CASES[i // 2][0], []).append(v["detail"])
+    assert not loaded, loaded
+
+
+def test_a_data_file_dim_order_shorter_than_its_sizes() -> None:
+    """The runtime's data map reads as many dim_order entries as there are sizes
+    (flat_tensor_data_map.cpp, create_tensor_layout): a shorter one is refused."""
+    named = element(PTD, root(PTD), 2, 0)
+    layout = deref(PTD, field(PTD, named, 2))
+    order = deref(PTD, field(PTD, layout, 2))
+    assert u32(PTD, order) > 0
+    out = bytearray(PTD)
+    struct.pack_into("<I", out, order, 0)
+    with pytest.raises(pfm.FormatError) as e:
+        _load(PTE, bytes(out))
+    assert e.value.code == "bad_dim_order"
+    assert e.value.path == "data[0].named_data[0].tensor_layout"
