@@ -12,6 +12,7 @@ here that is valid there.
 """
 from __future__ import annotations
 
+import json
 import os
 import struct
 from typing import Dict, List, Optional, Tuple
@@ -154,3 +155,50 @@ def test_a_data_file_dim_order_shorter_than_its_sizes() -> None:
         _load(PTE, bytes(out))
     assert e.value.code == "bad_dim_order"
     assert e.value.path == "data[0].named_data[0].tensor_layout"
+
+
+def _conv_nodes(data: bytes) -> List[Tuple[int, int]]:
+    """(payload start, node table) of each XNNConv2d node in xnn_conv.pte's XNNPACK
+    payloads, found from the bytes: ExecuTorch's reading (the oracle) gives each
+    delegate's segment; the payload's XH00 header (u32 flatbuffer offset at 10) the
+    graph; XNNGraph.xnodes is field 1, XNode's union type and value fields 0 and 1,
+    XNNConv2d union member 7."""
+    with open(os.path.join(ET, "xnn_conv.oracle.json")) as f:
+        doc = json.load(f)
+    base = doc["header"]["segment_base_offset"]
+    out = []
+    for delegate in doc["program"]["execution_plan"][0]["delegates"]:
+        offset, _ = doc["program"]["segments"][delegate["index"]]
+        payload = base + offset
+        assert data[payload + 4:payload + 8] == b"XH00"
+        fb = payload + u32(data, payload + 10)
+        graph = fb + u32(data, fb)
+        nodes = deref(data, field(data, graph, 1))
+        for i in range(u32(data, nodes)):
+            node = deref(data, nodes + 4 + 4 * i)
+            if data[field(data, node, 0)] == 7:
+                out.append((payload, deref(data, field(data, node, 1))))
+    return out
+
+
+#: _XNNNodeConv's parameters a filter's size depends on (field ids in the schema).
+CONV_PARAMETERS = {"kernel_height": 4, "kernel_width": 5, "group_input_channels": 10,
+                   "group_output_channels": 11, "groups": 12}
+
+
+@pytest.mark.parametrize("name", list(CONV_PARAMETERS))
+def test_a_convolution_whose_parameters_disagree_with_its_filter(name: str) -> None:
+    """XNNPACK packs a convolution's weights by the node's parameters, not by the filter's
+    shape: a kernel one wider than its filter reads past the filter's bytes."""
+    nodes = _conv_nodes(CONV)
+    assert nodes, "xnn_conv.pte has convolutions"
+    payload, node = nodes[0]
+    at = field(CONV, node, CONV_PARAMETERS[name])
+    assert at, f"the writer stores {name}"
+    out = bytearray(CONV)
+    struct.pack_into("<I", out, at, u32(CONV, at) + 1)
+    with pytest.raises(pfm.FormatError) as e:
+        _load(bytes(out), None)
+    assert e.value.code == "bad_node", e.value
+    assert e.value.offset == node, e.value
+    assert e.value.path.endswith("xnode_union<XNNConv2d>"), e.value

@@ -15,7 +15,8 @@
     X(ET_E_MISSING_DATA, "external tensor data is in none of the data files given") \
     X(ET_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size") \
     X(ET_E_BAD_PAYLOAD_HEADER, "XNNPACK payload header (XH00) is malformed or reaches past the payload") \
-    X(ET_E_BAD_VALUE_ID, "XNNPACK value id is out of range, repeated, or names no value")
+    X(ET_E_BAD_VALUE_ID, "XNNPACK value id is out of range, repeated, or names no value") \
+    X(ET_E_BAD_NODE, "XNNPACK node's parameters disagree with the shapes of the values it names")
 
 FB_STATUS_CODES(et_status, ET);
 extern const fb_status_block et_statuses;

@@ -295,6 +295,61 @@ static int node_values(walk *w, const fb_member *m, const tbl *t) {
     return FB_OK;
 }
 
+/* Elements of the tensor value with id `id` (a shape XNNPACK reads whole), by its dims;
+ * UINT64_MAX when the product overflows. */
+static int value_numel(walk *w, uint32_t id, uint64_t *numel) {
+    ctx *c = &w->c;
+    tbl t;
+    vec dims;
+    uint32_t i;
+    TRY(tbl_open(c, w->values[id].tensor - w->base, &t));
+    TRY(fld_vec(c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], &dims));
+    *numel = 1;
+    for (i = 0; i < dims.count; i++) {
+        uint64_t d = vec_u32(c, &dims, i);
+        if (d && *numel > UINT64_MAX / d) { *numel = UINT64_MAX; return FB_OK; }
+        *numel *= d;
+    }
+    return FB_OK;
+}
+
+/* A convolution's filter holds groups * group_output_channels * kernel_height *
+ * kernel_width * group_input_channels elements and its bias groups *
+ * group_output_channels: XNNPACK packs that many from the node's parameters, not from the
+ * values' shapes (XNNCompiler.cpp hands both over unchecked). Values that are not
+ * tensors (no table) are left to the value_ref check. */
+static int conv_shapes(walk *w, const tbl *t) {
+    static const unsigned factors[] = {
+        XN__XNN_NODE_CONV_GROUPS, XN__XNN_NODE_CONV_GROUP_OUTPUT_CHANNELS,
+        XN__XNN_NODE_CONV_KERNEL_HEIGHT, XN__XNN_NODE_CONV_KERNEL_WIDTH,
+        XN__XNN_NODE_CONV_GROUP_INPUT_CHANNELS};
+    ctx *c = &w->c;
+    uint64_t want = 1, channels = 0, have;
+    uint32_t filter, bias;
+    unsigned i;
+    for (i = 0; i < sizeof factors / sizeof factors[0]; i++) {
+        uint32_t f;
+        TRY(fld_u32(c, t, &xn__xnn_node_conv[factors[i]], &f));
+        want = (f && want > UINT64_MAX / f) ? UINT64_MAX : want * f;
+        if (i == 1) channels = want;
+    }
+    TRY(fld_u32(c, t, &xn__xnn_node_conv[XN__XNN_NODE_CONV_FILTER_ID], &filter));
+    TRY(fld_u32(c, t, &xn__xnn_node_conv[XN__XNN_NODE_CONV_BIAS_ID], &bias));
+    if (filter == XNN_NO_ID || !w->values[filter].tensor)
+        return fail_at(c, &xn__xnn_node_conv[XN__XNN_NODE_CONV_FILTER_ID], NO_INDEX,
+                       ET_E_BAD_VALUE_ID, t->pos);
+    TRY(value_numel(w, filter, &have));
+    if (have != want || want == UINT64_MAX) return fail(c, ET_E_BAD_NODE, t->pos);
+    if (bias != XNN_NO_ID) {
+        if (!w->values[bias].tensor)
+            return fail_at(c, &xn__xnn_node_conv[XN__XNN_NODE_CONV_BIAS_ID], NO_INDEX,
+                           ET_E_BAD_VALUE_ID, t->pos);
+        TRY(value_numel(w, bias, &have));
+        if (have != channels) return fail(c, ET_E_BAD_NODE, t->pos);
+    }
+    return FB_OK;
+}
+
 /* Xnode `index` of the graph. */
 static int node(walk *w, const vec *xnodes, uint32_t index) {
     const fb_field *f = &xn_x_node[XN_X_NODE_XNODE_UNION];
@@ -303,6 +358,8 @@ static int node(walk *w, const vec *xnodes, uint32_t index) {
     TRY(vec_table(&w->c, xnodes, index, &xn));
     TRY(union_open(&w->c, &xn, f, &xn_schema_file.decls[f->ref], &u));
     TRY_IN_MEMBER(&w->c, f, u.member, node_values(w, u.member, &u.table));
+    if (w->values && u.member->ref == XN_DECL__XNN_NODE_CONV)
+        TRY_IN_MEMBER(&w->c, f, u.member, conv_shapes(w, &u.table));
     return FB_OK;
 }
 
