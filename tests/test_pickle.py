@@ -2,6 +2,7 @@
 Ray or Dask take it pickled, and re-open, re-verify and identify the same file."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pickle
@@ -130,3 +131,76 @@ def test_plain_values_pickle_as_copies():
     copies = pickle.loads(pickle.dumps(weights))
     assert _oracle_bytes(NAME) == {k: v.tobytes() for k, v in copies.items()}
     assert not any(np.shares_memory(copies[k], weights[k]) for k in weights)
+
+
+# ------------------------------------------------------------ ExecuTorch programs
+
+ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
+
+
+def _external_oracle() -> Dict[str, bytes]:
+    """external.ptd's tensors as exir wrote them (tests/data/et/external.oracle.*)."""
+    with open(os.path.join(ET, "external.oracle.json")) as f:
+        doc = json.load(f)
+    arrays = np.load(os.path.join(ET, "external.oracle.npz"))
+    return {k: arrays[t["data"]].tobytes() for k, t in doc["weights"].items()}
+
+
+def test_a_program_and_its_data_files_cross_to_a_spawn_worker(tmp_path):
+    pte, ptd = tmp_path / "m.pte", tmp_path / "m.ptd"
+    shutil.copy(os.path.join(ET, "external.pte"), pte)
+    shutil.copy(os.path.join(ET, "external.ptd"), ptd)
+    d = pfm.load_data(str(ptd))
+    p = pfm.load_program(str(pte), data=[d], strict=True)
+    d.close()                                  # the program pickles its data file by path
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        theirs = pool.apply_async(pfm.Program.state_dict, (p,)).get(timeout=120)
+    expected = _external_oracle()
+    assert expected and _bytes(theirs) == expected
+    again = pickle.loads(pickle.dumps(p))
+    assert again.load_args == p.load_args and again.load_args["strict"] is True
+    assert [g.origin for g in again.data_files] == [d.origin]
+    assert pickle.loads(pickle.dumps(pfm.load_data(str(ptd)))).tensors.keys() == \
+        set(expected)
+    p.close()
+    with pytest.raises(ValueError, match="closed"):
+        pickle.dumps(p)
+
+
+def test_a_program_does_not_unpickle_from_a_changed_data_file(tmp_path):
+    pte, ptd = tmp_path / "m.pte", tmp_path / "m.ptd"
+    shutil.copy(os.path.join(ET, "external.pte"), pte)
+    shutil.copy(os.path.join(ET, "external.ptd"), ptd)
+    blob = pickle.dumps(pfm.load_program(str(pte), data=[str(ptd)]))
+    with open(ptd, "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(OSError, match="m.ptd is not the file the pickled"):
+        pickle.loads(blob)
+
+
+def test_a_program_from_a_buffer_does_not_pickle():
+    with open(os.path.join(ET, "mlp.pte"), "rb") as f:
+        p = pfm.load_program(f.read())
+    with pytest.raises(TypeError, match="opened from paths"):
+        pickle.dumps(p)
+    with pytest.raises(TypeError, match="data file given as a buffer"):
+        pickle.dumps(pfm.load_program(os.path.join(ET, "external.pte"),
+                                      data=[open(os.path.join(ET, "external.ptd"), "rb").read()]))
+
+
+def test_check_reprs_and_methods_name_the_file(tmp_path):
+    path = tmp_path / "m.pte"
+    shutil.copy(os.path.join(ET, "two_methods.pte"), path)
+    with open(os.path.join(ET, "two_methods.oracle.json")) as f:
+        names = [plan["name"] for plan in json.load(f)["program"]["execution_plan"]]
+    p = pfm.load_program(str(path))
+    assert repr(p) == f"<Program {path}: methods {names}>"
+    with pytest.raises(KeyError) as e:
+        p.methods["nope"]
+    assert all(n in str(e.value) for n in names)
+    assert p.check() is None
+    with open(path, "ab") as f:
+        f.write(b"\0")
+    assert p.check() is not None
+    p.close()
+    assert repr(p) == "<Program (closed)>"

@@ -45,7 +45,8 @@ class NamedDict(Dict[str, V]):
     """A ``dict`` whose repr counts its entries and names a few, never their values.
 
     Subclasses set ``what`` (the collection's name) and ``unit``, and may override
-    ``describe``, the text shown for one entry.
+    ``describe``, the text shown for one entry. A missing key raises KeyError naming the
+    first few keys there are.
     """
 
     what = "dict"
@@ -54,6 +55,10 @@ class NamedDict(Dict[str, V]):
     def describe(self, name: str) -> str:
         """The text shown for the entry ``name``: the name itself."""
         return name
+
+    def __missing__(self, name: str) -> V:
+        raise KeyError(f"no {self.unit} {name!r}; there are "
+                       f"{listing(self, len(self)) or 'none'}")
 
     def __repr__(self) -> str:
         return summary(self.what, len(self), map(self.describe, self), self.unit)

@@ -141,6 +141,23 @@ def _map_fd(fd: int, name: str, populate: bool, owned: bool = False) -> Source:
             os.close(fd)
 
 
+def file_identity(st: os.stat_result) -> Tuple[int, int, int]:
+    """What tells one file from another at one path: size, mtime and inode."""
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def check_same_file(path: str, identity: Tuple[int, int, int], st: os.stat_result,
+                    what: str) -> None:
+    """OSError unless ``st`` is the file ``identity`` was taken from (a pickled ``what``
+    is opened again only from the file it was opened from)."""
+    now = file_identity(st)
+    if now != identity:
+        changed = ", ".join(f"{k} {old} -> {new}" for k, old, new in
+                            zip(("size", "mtime_ns", "inode"), identity, now) if old != new)
+        raise OSError(f"{path} is not the file the pickled pyflatmodule.{what} was "
+                      f"opened from ({changed})")
+
+
 def apply_advice(source: Source, advise: Optional[str],
                  payload_runs: Sequence[Tuple[int, int]]) -> None:
     """Set the mapping's access pattern once the index is built.

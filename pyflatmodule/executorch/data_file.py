@@ -34,5 +34,5 @@ class DataFile(_File):
                 "segments": len(self._root.tables("segments")),
                 "named_data": int(s.n_blobs), "tensors": int(s.n_tensors)}
 
-    def __repr__(self) -> str:
-        return f"<DataFile: {int(self._summary.n_blobs)} named data entries>"
+    def _describe(self) -> str:
+        return f"{int(self._summary.n_blobs)} named data entries"

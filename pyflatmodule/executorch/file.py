@@ -12,7 +12,7 @@ from ..core.fbread import Schema, Table, Where, decode_text, schema_of
 from ..core.native import check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.records import struct_dtype
-from ..core.source import Source
+from ..core.source import Source, file_identity
 
 #: The C index's records: one per tensor, one per named data entry.
 RECORD = struct_dtype("et_record")
@@ -46,6 +46,11 @@ class _File(abc.ABC):
         self._records: Optional[np.ndarray] = None
         self._blobs: Optional[np.ndarray] = None
         self._by_value: Optional[Dict[Tuple[int, int], int]] = None
+        #: the path and identity of the file opened from a path, None otherwise (kept
+        #: after close: a program pickles its data files by them)
+        self.origin: Optional[Tuple[str, Tuple[int, int, int]]] = (
+            (source.path, file_identity(source.stat))
+            if source.path is not None and source.stat is not None else None)
 
     @property
     def _buf(self) -> Any:
@@ -117,6 +122,29 @@ class _File(abc.ABC):
     def close(self) -> None:
         """Drop this object's hold on the mapping; arrays taken earlier stay valid."""
         self._source = None
+
+    def check(self) -> Optional[str]:
+        """None while the file on disk is the one that was opened; otherwise what
+        changed (replaced, truncated, modified). Cheap: one ``stat``. Sources not opened
+        from a path always give None."""
+        if self._source is None:
+            raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
+        return self._source.changed()
+
+    @property
+    def load_args(self) -> Dict[str, Any]:
+        """The options it was opened with, as ``load()``'s keyword arguments."""
+        return self._options.keywords()
+
+    @abc.abstractmethod
+    def _describe(self) -> str:
+        """What the repr says of the open file after its name."""
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        if self._source is None:
+            return f"<{kind} (closed)>"
+        return f"<{kind} {self._source.name}: {self._describe()}>"
 
     @property
     def closed(self) -> bool:

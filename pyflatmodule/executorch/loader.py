@@ -2,13 +2,14 @@
 DataFile by its identifier."""
 from __future__ import annotations
 
+import copyreg
 import mmap
 import os
-from typing import Any, Sequence, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 from ..core.native import check, ffi, format_error, lib, new_error
 from ..core.options import Options
-from ..core.source import Source, SourceLike, apply_advice, open_source
+from ..core.source import Source, SourceLike, apply_advice, check_same_file, open_source
 from ..errors import FormatError
 from .data_file import DataFile
 from .program import Program
@@ -42,6 +43,48 @@ def open_opened(opened: Source, options: Options,
         return DataFile(opened, summary, options)
     return Program(opened, summary, options, [_data_file(d, i, options)
                                               for i, d in enumerate(data)])
+
+
+def _reduce(f: Union[Program, DataFile]) -> Tuple[Any, Tuple[Any, ...]]:
+    """A program or data file opened from a path pickles as its path, ``load()``'s
+    arguments and the file's identity (size, mtime, inode), and a program its data files
+    the same way: unpickling checks that each path still holds the same file and opens
+    them again, verified as before. The mapping itself cannot be sent."""
+    kind = type(f).__name__
+    if f.closed:
+        raise ValueError(f"cannot pickle a closed pyflatmodule.{kind}")
+    data = f.data_files if isinstance(f, Program) else []
+    for g in (f, *data):
+        if g.origin is None:
+            raise TypeError(
+                f"cannot pickle a pyflatmodule.{kind} opened from "
+                f"{'a buffer' if g is f else 'a data file given as a buffer'}: only files "
+                "opened from paths pickle (as their paths, to be opened again where they are "
+                "unpickled)")
+    return _reopen, (kind, f.load_args, f.origin, [g.origin for g in data])
+
+
+def _reopen(kind: str, load_args: Dict[str, Any], origin: Tuple[str, Tuple[int, int, int]],
+            data: List[Tuple[str, Tuple[int, int, int]]]) -> Union[Program, DataFile]:
+    """Unpickle a program or data file: each path must still hold the file it held (checked
+    before opening, and on what was opened)."""
+    for path, identity in (origin, *data):
+        check_same_file(path, identity, os.stat(path), kind)
+    options = Options(**load_args)
+    files = [open_executorch(path, options) for path, _ in data]
+    f = open_executorch(origin[0], options, files)
+    try:
+        for g, (path, identity) in zip((f, *files), (origin, *data)):
+            assert g._source is not None and g._source.stat is not None   # from a path
+            check_same_file(path, identity, g._source.stat, kind)
+    except OSError:
+        f.close()
+        raise
+    return f
+
+
+copyreg.pickle(Program, _reduce)
+copyreg.pickle(DataFile, _reduce)
 
 
 def _data_file(d: Any, i: int, options: Options) -> DataFile:

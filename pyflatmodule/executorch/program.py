@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, Where, enum_names
+from ..core.names import NamedDict
 from ..core.native import format_error, lib
 from ..core.options import Options
 from ..core.source import Source
@@ -324,6 +325,13 @@ class Method(_Ports):
         return f"<Method {self.name}: {len(self._table.tables('values'))} values>"
 
 
+class Methods(NamedDict[Method]):
+    """A program's methods by name (a ``dict``)."""
+
+    what = "Methods"
+    unit = "method"
+
+
 class Program(_File):
     """An ExecuTorch program (``.pte``)."""
 
@@ -372,10 +380,11 @@ class Program(_File):
                                    f"{list(array.shape)}")
 
     @property
-    def methods(self) -> Dict[str, Method]:
+    def methods(self) -> "Methods":
         """Execution plans by name, in file order (of plans sharing a name, the first: the
-        one the runtime loads by that name)."""
-        out: Dict[str, Method] = {}
+        one the runtime loads by that name); a name that is none of them raises KeyError
+        listing those there are."""
+        out = Methods()
         for m in self._plans():
             out.setdefault(m.name, m)
         return out
@@ -518,5 +527,5 @@ class Program(_File):
                 "data_files": len(self.data_files), "missing_data": self.missing_data,
                 "methods": methods}
 
-    def __repr__(self) -> str:
-        return f"<Program: methods {list(self.methods)}>"
+    def _describe(self) -> str:
+        return f"methods {list(self.methods)}"

@@ -302,7 +302,7 @@ class Methods(NamedDict[Function]):
             return dict.__getitem__(self, found[0])
         if found:
             raise KeyError(f"{name!r} is ambiguous: it may be {listing(found, len(found))}")
-        raise KeyError(f"no function {name!r}; there are {listing(self, len(self)) or 'none'}")
+        return super().__missing__(name)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (dict.__contains__(self, name)

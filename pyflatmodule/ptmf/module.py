@@ -23,7 +23,7 @@ from ..core.dtypes import QuantizedTensor
 from ..core.names import NamedDict, NamedList, not_picklable
 from ..core.native import format_error, lib
 from ..core.options import Options
-from ..core.source import SourceLike, open_source
+from ..core.source import SourceLike, check_same_file, file_identity, open_source
 from .decoder import Decoder
 from .functions import Function, Methods
 from .index import DICT, ENUM, FUNCTION, LIST, OBJECT, TENSOR, TUPLE, UNION_NAMES, Image, ObjectType
@@ -269,7 +269,7 @@ class Module:
                 "Module opened from a path can be pickled (as the path, to be re-opened "
                 "where it is unpickled); pass the path to load(), or send the bytes and "
                 "load() them in the other process")
-        return _reopen, (source.path, self._load_args, _identity(source.stat))
+        return _reopen, (source.path, self._load_args, file_identity(source.stat))
 
     # -------------------------------------------------------------- header
 
@@ -417,30 +417,16 @@ class Module:
                 "opname_to_num_args": ops}
 
 
-def _identity(st: os.stat_result) -> Tuple[int, int, int]:
-    """What tells one file from another at one path: size, mtime and inode."""
-    return st.st_size, st.st_mtime_ns, st.st_ino
-
-
-def _same_file(path: str, identity: Tuple[int, int, int], st: os.stat_result) -> None:
-    now = _identity(st)
-    if now != identity:
-        changed = ", ".join(f"{what} {old} -> {new}" for what, old, new in
-                            zip(("size", "mtime_ns", "inode"), identity, now) if old != new)
-        raise OSError(f"{path} is not the file the pickled pyflatmodule.Module was "
-                      f"opened from ({changed})")
-
-
 def _reopen(path: str, load_args: Dict[str, Any], identity: Tuple[int, int, int]) -> Module:
     """Unpickle a Module: check that ``path`` is still the file that was pickled, then
     open it again with the same options (checked again once open: the stat of what
     was actually opened)."""
-    _same_file(path, identity, os.stat(path))
+    check_same_file(path, identity, os.stat(path), "Module")
     module = open_module(path, Options(**load_args))
     st = module._img().source.stat
     assert st is not None   # a path always has one
     try:
-        _same_file(path, identity, st)
+        check_same_file(path, identity, st, "Module")
     except OSError:
         module.close()
         raise
