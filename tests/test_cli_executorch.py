@@ -200,3 +200,17 @@ def test_extract_named_data_and_delegate_payloads() -> None:
 def test_a_data_file_has_nothing_to_disassemble() -> None:
     r = run_cli("dis", os.path.join(ET, "external.ptd"))
     assert r.returncode == 0 and r.stdout == "" and "nothing to disassemble" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["tree", "info", "dis", "ops"])
+def test_json_is_strict_with_a_non_finite_double(command: str) -> None:
+    """xnn_attention.pte holds a Double -inf (exir's reading: values[49]); JSON has no
+    such number, so it is written as the string "-inf", never as bare -Infinity."""
+    doc, _ = _oracle("xnn_attention")
+    assert doc["program"]["execution_plan"][0]["values"][49] == {"kind": "Double",
+                                                                  "value": "-inf"}
+    r = run_cli(command, _pte("xnn_attention"), "--json")
+    assert r.returncode == 0, r.stderr
+    json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    if command == "tree":
+        assert '"-inf"' in r.stdout

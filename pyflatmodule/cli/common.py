@@ -82,7 +82,9 @@ class Context:
         self.out.write(text + "\n")
 
     def dump(self, doc: Any) -> None:
-        json.dump(doc, self.out, indent=2, ensure_ascii=False, allow_nan=False)
+        """Write ``doc`` as strict JSON (non-finite floats as the strings "inf", "-inf",
+        "nan")."""
+        json.dump(strict_json(doc), self.out, indent=2, ensure_ascii=False, allow_nan=False)
         self.out.write("\n")
 
 
@@ -158,12 +160,22 @@ def human(n: float) -> str:
     return f"{n} B"
 
 
+def strict_json(doc: Any) -> Any:
+    """``doc`` with every non-finite float replaced by its name ("inf", "-inf", "nan"):
+    JSON has no such numbers."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else str(doc)
+    if isinstance(doc, dict):
+        return {k: strict_json(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [strict_json(v) for v in doc]
+    return doc
+
+
 def json_value(value: Any) -> Any:
     """``value`` as JSON when it is plain data (numbers, strings, lists...), else None."""
-    if value is None or isinstance(value, (bool, int, str)):
+    if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
     if isinstance(value, (list, tuple)):
         items = [json_value(v) for v in value]
         return items if all(i is not None or v is None for i, v in zip(items, value)) else None

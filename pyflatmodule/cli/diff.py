@@ -34,14 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="list equal tensors too")
 
 
-def _number(x: float) -> Any:
-    return x if math.isfinite(x) else str(x)
-
-
 def _tensor_doc(t: TensorDiff) -> Json:
     return {"a": t.name_a, "b": t.name_b, "status": t.status, "dtype": t.dtype,
-            "shape": list(t.shape), "differing": t.differing, "max_abs": _number(t.max_abs),
-            "max_rel": _number(t.max_rel), "note": t.note}
+            "shape": list(t.shape), "differing": t.differing, "max_abs": t.max_abs,
+            "max_rel": t.max_rel, "note": t.note}
 
 
 def to_json(a: str, b: str, d: Diff) -> Json:
