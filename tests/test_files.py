@@ -183,3 +183,16 @@ def test_a_socket_and_a_device_are_refused(tmp_path: Any) -> None:
             pfm.load(path)
     finally:
         s.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_export_refuses_to_replace_a_fifo_or_a_directory(tmp_path: Any) -> None:
+    fifo = tmp_path / "w.npz"
+    os.mkfifo(fifo)
+    r = run_cli("export", FILES[pfm.Program], str(fifo))
+    assert r.returncode == 2 and "a FIFO, not a regular file" in r.stderr
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)
+    folder = tmp_path / "w.safetensors"
+    folder.mkdir()
+    r = run_cli("export", FILES[pfm.Program], str(folder))
+    assert r.returncode == 2 and "a directory, not a regular file" in r.stderr

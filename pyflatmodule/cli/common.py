@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 from typing import Any, Dict, Optional, TextIO
 
@@ -136,6 +137,22 @@ def refuse_input_as_output(source: str, output: str) -> None:
             else f"the same file as the input {source}"
         raise CliError(f"is {what}; refusing to overwrite it", "usage", EXIT_USAGE,
                        file=output)
+
+
+def refuse_special_output(output: str) -> None:
+    """A usage error when ``output`` exists and is not a regular file (a directory, FIFO,
+    device or socket): the writer would replace it with a regular file."""
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        return          # no such output yet
+    if not stat.S_ISREG(mode):
+        kind = next((k for test, k in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                                       (stat.S_ISCHR, "a character device"),
+                                       (stat.S_ISBLK, "a block device"),
+                                       (stat.S_ISSOCK, "a socket")) if test(mode)), "special")
+        raise CliError(f"is {kind}, not a regular file; refusing to replace it", "usage",
+                       EXIT_USAGE, file=output)
 
 
 def write_error(output: str, exc: OSError) -> CliError:

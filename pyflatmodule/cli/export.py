@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import time
 from typing import TextIO
@@ -18,6 +17,7 @@ from .common import (
     human,
     isatty,
     refuse_input_as_output,
+    refuse_special_output,
     write_error,
 )
 from .formats import open_file
@@ -96,8 +96,7 @@ def run(ctx: Context) -> int:
     """Write every state_dict() tensor to OUT."""
     args = ctx.args
     fmt = export_format(args)
-    if os.path.isdir(args.out):
-        raise CliError(f"{args.out}: is a directory", "usage", EXIT_USAGE)
+    refuse_special_output(args.out)
     refuse_input_as_output(args.path, args.out)
     with open_file(args.path, args.data) as f:
         missing = f.missing_data()
