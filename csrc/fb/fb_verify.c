@@ -94,9 +94,9 @@ static int verify_required(ctx *c, const tbl *t, const fb_field *fields, unsigne
     const fb_field *f = &fields[i];
     uint64_t at;
     uint8_t type = 1;
-    TRY(tbl_field_aligned(c, t, f->id, 1, 1, &at));
+    TRY(at_field(c, f, NO_INDEX, tbl_field_aligned(c, t, f->id, 1, 1, &at)));
     if (at && f->kind == FB_UNION && i > 0 && fields[i - 1].kind == FB_UNION_TYPE)
-        TRY(fld_u8(c, t, &fields[i - 1], &type));
+        TRY(at_field(c, f, NO_INDEX, fld_u8(c, t, &fields[i - 1], &type)));
     if (!at || !type) return fail_at(c, f, NO_INDEX, FB_E_MISSING_FIELD, t->pos);
     return FB_OK;
 }
