@@ -214,3 +214,63 @@ def test_json_is_strict_with_a_non_finite_double(command: str) -> None:
     json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
     if command == "tree":
         assert '"-inf"' in r.stdout
+
+
+def test_dis_shows_each_xnnpack_graph_as_exir_reads_it() -> None:
+    """Under each DelegateCall: the delegate's XNNPACK nodes (kind, value ids read and
+    written) and each value's datatype and dims, as ExecuTorch's XNNPACK deserializer
+    reads the payload (xnn_conv.oracle.json's "xnnpack")."""
+    doc, _ = _oracle("xnn_conv")
+    r = run_cli("dis", _pte("xnn_conv"), "--json")
+    assert r.returncode == 0, r.stderr
+    (method,) = json.loads(r.stdout)["methods"]
+    graphs = [ins["graph"] for c in method["chains"] for ins in c["instructions"]
+              if ins["op"] == "DelegateCall"]
+    expected = doc["xnnpack"]["delegates"]
+    assert len(graphs) == len(expected) == 2
+    for got, want in zip(graphs, expected):
+        g = want["graph"]
+        assert [n["kind"] for n in got["nodes"]] == [n["xnode_union_type"] for n in g["xnodes"]]
+        for n, w in zip(got["nodes"], g["xnodes"]):
+            ids = {k: v for k, v in w["xnode_union"].items() if k.endswith("_id")}
+            assert n["outputs"] == [v for k, v in ids.items() if k.startswith("output")]
+            assert sorted(n["inputs"]) == sorted(v for k, v in ids.items()
+                                                 if not k.startswith("output")
+                                                 and v != 0xFFFFFFFF)
+        by_id = {v["xvalue_union"]["id_out"]: v["xvalue_union"] for v in g["xvalues"]}
+        for v in got["values"]:
+            assert v["dims"] == by_id[v["id"]]["dims"]
+            assert "xnn_datatype_" + v["datatype"] == by_id[v["id"]]["datatype"]
+            assert v["constant"] == (by_id[v["id"]]["constant_buffer_idx"] != 0)
+    text = run_cli("dis", _pte("xnn_conv")).stdout
+    for n in expected[0]["graph"]["xnodes"]:
+        assert n["xnode_union_type"] in text
+
+
+def test_dis_shows_jump_targets_and_stack_traces() -> None:
+    """cond_stacktrace.pte (torch.cond, exported with stack traces): each JumpFalseCall's
+    destination and each instruction's innermost frame, as exir reads the chain."""
+    doc, _ = _oracle("cond_stacktrace")
+    chain = doc["program"]["execution_plan"][0]["chains"][0]
+    r = run_cli("dis", _pte("cond_stacktrace"), "--json")
+    (method,) = json.loads(r.stdout)["methods"]
+    code = method["chains"][0]["instructions"]
+    jumps = [i for i in code if i["op"] == "JumpFalseCall"]
+    assert jumps and all(i["jump_to"] == i["destination_instruction"] for i in jumps)
+    for ins, frames in zip(code, chain["stacktrace"]):
+        assert [[f["filename"], f["lineno"], f["name"], f["context"]]
+                for f in ins.get("stack", [])] == frames
+    text = run_cli("dis", _pte("cond_stacktrace")).stdout
+    for ins in jumps:
+        assert f"-> pc {ins['destination_instruction']}" in text
+    top = chain["stacktrace"][0][-1]
+    assert f"# {top[0]}:{top[1]} in {top[2]}" in text
+
+
+def test_dis_of_a_method_without_inputs() -> None:
+    doc, _ = _oracle("two_methods")
+    plans = {p["name"]: p for p in doc["program"]["execution_plan"]}
+    text = run_cli("dis", _pte("two_methods")).stdout
+    for name, plan in plans.items():
+        ins = ", ".join(f"%{i}" for i in plan["inputs"])
+        assert f"method {name}({ins}) -> (" in text

@@ -72,6 +72,10 @@ def test_load_gives_a_program_and_the_runtimes_methods(stem: str) -> None:
                 assert spec.dtype == _dtype_name(want["dtype"])
                 assert list(spec.shape) == want["sizes"]
                 assert spec.stored == ("planned" if want["memory_planned"] else "none")
+            metas = m.input_meta + m.output_meta
+            assert len(metas) == len(meta["inputs"] + meta["outputs"])
+            for got, want in zip(metas, meta["inputs"] + meta["outputs"]):
+                assert got == ("Tensor", _dtype_name(want["dtype"]), tuple(want["sizes"]))
 
 
 def _dtype_name(scalar_type: int) -> str:

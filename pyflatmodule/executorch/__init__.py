@@ -31,10 +31,11 @@ from .program import (
                       Operator,
                       Program,
                       TensorSpec,
+                      ValueMeta,
 )
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
 __all__ = ["BundledProgram", "Chain", "DataFile", "Delegate", "DelegateCall", "Frame", "FreeCall",
            "Instruction", "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator",
-           "Program", "Quantization", "TensorSpec", "TestCase", "XnnGraph", "XnnNode",
-           "XnnValue", "open_bundled", "open_executorch"]
+           "Program", "Quantization", "TensorSpec", "TestCase", "ValueMeta", "XnnGraph",
+           "XnnNode", "XnnValue", "open_bundled", "open_executorch"]

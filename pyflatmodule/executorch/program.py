@@ -52,6 +52,20 @@ class TensorSpec(NamedTuple):
     initial: Optional[np.ndarray] = None
 
 
+class ValueMeta(NamedTuple):
+    """What a method takes or gives at one input or output, as the runtime's method
+    metadata says it: the value's kind (``"Tensor"``, ``"Int"``, ...) and, for a tensor,
+    its dtype name and shape."""
+
+    kind: str
+    dtype: Optional[str] = None
+    shape: Optional[Tuple[int, ...]] = None
+
+    def __str__(self) -> str:
+        return f"{self.dtype}{list(self.shape)}" if self.dtype is not None and \
+            self.shape is not None else self.kind
+
+
 class Operator(NamedTuple):
     """A kernel operator an execution plan calls, e.g. ``aten::add`` overload ``out``."""
 
@@ -290,6 +304,25 @@ class Method(_Ports):
         return [Delegate(t, self._program, f"execution_plan[{self.index}].delegates[{i}]")
                 for i, t in enumerate(self._table.tables("delegates"))]
 
+    def _meta(self, i: int) -> ValueMeta:
+        kind = self.values.kind(i)
+        if kind != "Tensor":
+            return ValueMeta(kind)
+        v = self.values[i]
+        dtype = v.dtype if isinstance(v, TensorSpec) else str(v.dtype)
+        return ValueMeta(kind, dtype, tuple(v.shape))
+
+    @property
+    def input_meta(self) -> List[ValueMeta]:
+        """Each input's kind, and a tensor's dtype and shape (the runtime's
+        ``MethodMeta.input_tensor_meta``)."""
+        return [self._meta(i) for i in self.inputs]
+
+    @property
+    def output_meta(self) -> List[ValueMeta]:
+        """Each output's kind, and a tensor's dtype and shape."""
+        return [self._meta(i) for i in self.outputs]
+
     @property
     def non_const_buffer_sizes(self) -> List[int]:
         """Bytes of each memory-planned buffer (entry 0 is reserved)."""
@@ -510,6 +543,8 @@ class Program(_File):
         for m in self.methods.values():
             methods.append({"name": m.name, "values": len(m.values), "inputs": m.inputs,
                             "outputs": m.outputs,
+                            "input_meta": [v._asdict() for v in m.input_meta],
+                            "output_meta": [v._asdict() for v in m.output_meta],
                             "instructions": sum(len(c.instructions) for c in m.chains),
                             "operators": [str(o) for o in m.operators],
                             "delegates": [d.id for d in m.delegates],

@@ -9,7 +9,23 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor
-from ...executorch import BundledProgram, DataFile, Method, Program, TensorSpec, TestCase
+from ...executorch import (
+    BundledProgram,
+    DataFile,
+    DelegateCall,
+    Frame,
+    FreeCall,
+    JumpFalseCall,
+    KernelCall,
+    Method,
+    MoveCall,
+    Program,
+    TensorSpec,
+    TestCase,
+    ValueMeta,
+    XnnGraph,
+    XnnValue,
+)
 from ...files import load
 from ..common import CliError, Context, Json, Style, human
 from .base import FileFormat, Listing, Tensor
@@ -63,27 +79,74 @@ def _value_node(m: Method, i: int) -> Json:
 
 # ------------------------------------------------------------------ dis
 
+def _xnn_value_text(v: XnnValue) -> str:
+    """An XNNPACK value in a few words: datatype, dims, constant, quantization."""
+    words = [f"{v.datatype}{list(v.dims)}"]
+    if v.constant:
+        words.append("const")
+    if v.quantization is not None:
+        words.append(v.quantization.kind)
+    return " ".join(words)
+
+
+def _xnn_graph(g: XnnGraph) -> Json:
+    """An XNNPACK delegate's graph: its nodes in execution order, each value once."""
+    values = g.values
+    nodes = [{"kind": n.kind, "inputs": list(n.inputs), "outputs": list(n.outputs)}
+             for n in g.nodes]
+    used = dict.fromkeys(i for n in g.nodes for i in n.inputs + n.outputs)
+    return {"version": g.version, "inputs": g.input_ids, "outputs": g.output_ids,
+            "nodes": nodes, "values": [_xnn_value(values[i]) for i in used]}
+
+
+def _xnn_value(v: XnnValue) -> Json:
+    q = v.quantization
+    return {"id": v.id, "datatype": v.datatype, "dims": list(v.dims),
+            "constant": bool(v.constant), "quantization": None if q is None else q.kind,
+            "text": _xnn_value_text(v)}
+
+
+def _meta_text(metas: Sequence[Json]) -> str:
+    """Inputs or outputs as ``float32[1, 3, 8, 8], Int``."""
+    return ", ".join(str(ValueMeta(**m)) for m in metas)
+
+
+def _frame(f: Frame) -> Json:
+    return {"filename": f.filename, "lineno": f.lineno, "name": f.name, "context": f.context}
+
+
 def disassemble(m: Method) -> Json:
-    """A method's instruction chains with operator names and value kinds."""
+    """A method's instruction chains with operator names and value kinds, jump targets,
+    stack traces when the file has them, and each XNNPACK delegate's graph."""
     operators = [str(o) for o in m.operators]
     delegates = m.delegates
     chains = []
     for k, c in enumerate(m.chains):
         code = []
+        stacks = c.stacktrace
         for pc, ins in enumerate(c.instructions):
             kind = type(ins).__name__
             entry: Json = {"pc": pc, "op": kind, **ins._asdict()}
-            if kind == "KernelCall":
-                entry["target"] = operators[ins.op_index]   # type: ignore[union-attr]
-            elif kind == "DelegateCall":
-                entry["target"] = delegates[ins.delegate_index].id   # type: ignore[union-attr]
-            used = [v for v in ins if isinstance(v, int)] if kind in ("MoveCall", "FreeCall") \
-                else list(getattr(ins, "args", ()))
-            if kind == "JumpFalseCall":
-                used = [ins.cond_value_index]   # type: ignore[union-attr]
+            if isinstance(ins, KernelCall):
+                entry["target"] = operators[ins.op_index]
+            elif isinstance(ins, DelegateCall):
+                d = delegates[ins.delegate_index]
+                entry["target"] = d.id
+                graph = d.graph
+                if graph is not None:
+                    entry["graph"] = _xnn_graph(graph)
+            if isinstance(ins, JumpFalseCall):
+                used = [ins.cond_value_index]
+                entry["jump_to"] = ins.destination_instruction
+            elif isinstance(ins, (MoveCall, FreeCall)):
+                used = [v for v in ins if isinstance(v, int)]
+            else:
+                used = list(getattr(ins, "args", ()))
             entry["operands"] = used
             entry["values"] = [{"index": i, "text": value_text(m, i)}
                                for i in dict.fromkeys(used)]   # each value once
+            if stacks is not None and pc < len(stacks):
+                entry["stack"] = [_frame(f) for f in stacks[pc]]
             code.append(entry)
         chains.append({"index": k, "inputs": c.inputs, "outputs": c.outputs,
                        "instructions": code})
@@ -91,12 +154,28 @@ def disassemble(m: Method) -> Json:
             "operators": operators, "delegates": [d.id for d in delegates], "chains": chains}
 
 
+def _registers(ids: Sequence[int], mark: str = "%") -> str:
+    return ", ".join(f"{mark}{i}" for i in ids)
+
+
+def _print_graph(ctx: Context, g: Json) -> None:
+    st = ctx.style
+    ctx.print(st(f"             XNNPACK graph: {_n(len(g['nodes']), 'node')}, inputs "
+                 f"({_registers(g['inputs'], 'v')}) -> ({_registers(g['outputs'], 'v')})",
+                 "dim"))
+    for n in g["nodes"]:
+        ctx.print(f"               {st(n['kind'], 'cyan')}({_registers(n['inputs'], 'v')}) -> "
+                  f"{_registers(n['outputs'], 'v')}")
+    for v in g["values"]:
+        ctx.print(st(f"               v{v['id']}: {v['text']}", "dim"))
+
+
 def print_dis(ctx: Context, d: Json) -> None:
     """The listing of one method."""
     st = ctx.style
     n = sum(len(c["instructions"]) for c in d["chains"])
     ctx.print(f"{st('method', 'magenta')} {st(d['name'], 'bold')}"
-              f"(%{', %'.join(map(str, d['inputs']))}) -> %{', %'.join(map(str, d['outputs']))}")
+              f"({_registers(d['inputs'])}) -> ({_registers(d['outputs'])})")
     ctx.print(st(f"  # {_n(len(d['chains']), 'chain')}, {_n(n, 'instruction')}, "
                  f"{_n(len(d['operators']), 'operator')}, "
                  f"{_n(len(d['delegates']), 'delegate')}", "dim"))
@@ -104,10 +183,18 @@ def print_dis(ctx: Context, d: Json) -> None:
         ctx.print(f"  chain {c['index']}:")
         for ins in c["instructions"]:
             target = st(ins.get("target", ""), "cyan")
-            args = ", ".join(f"%{i}" for i in ins["operands"])
-            ctx.print(f"    {ins['pc']:5d}  {st(ins['op'], 'yellow'):<13s} {target}({args})")
+            jump = f" -> pc {ins['jump_to']}" if "jump_to" in ins else ""
+            ctx.print(f"    {ins['pc']:5d}  {st(ins['op'], 'yellow'):<13s} {target}"
+                      f"({_registers(ins['operands'])}){jump}")
+            stack = ins.get("stack")
+            if stack:
+                top = stack[-1]
+                ctx.print(st(f"             # {top['filename']}:{top['lineno']} in "
+                             f"{top['name']}", "dim"))
             for v in ins["values"]:
                 ctx.print(st(f"             %{v['index']}: {v['text']}", "dim"))
+            if "graph" in ins:
+                _print_graph(ctx, ins["graph"])
 
 
 # ------------------------------------------------------------------ the adapters
@@ -285,8 +372,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
         ctx.print(f"  methods: {len(s['methods'])}")
         for m in s["methods"]:
             ctx.print(f"    {st(m['name'], 'bold')}: {_n(m['values'], 'value')}, "
-                      f"{_n(m['instructions'], 'instruction')}, inputs {m['inputs']}, "
-                      f"outputs {m['outputs']}")
+                      f"{_n(m['instructions'], 'instruction')}")
+            ctx.print(f"      inputs: {_meta_text(m['input_meta']) or 'none'}   "
+                      f"outputs: {_meta_text(m['output_meta']) or 'none'}")
             planned = sum(m["non_const_buffer_sizes"])
             ctx.print(f"      {_n(len(m['operators']), 'operator')}, "
                       f"{_n(len(m['delegates']), 'delegate')}"
