@@ -21,7 +21,7 @@ import sys
 from typing import Any, List, Optional
 
 from ..errors import FormatError
-from . import diff, dis, export, extract, info, ops, tree, verify
+from . import diff, dis, export, extract, info, memory, ops, tree, verify
 from .common import EXIT_FAIL, EXIT_USAGE, SAMPLE, CliError, Context, report
 from .info import summarize
 
@@ -29,7 +29,7 @@ __all__ = ["SAMPLE", "build_parser", "main", "summarize"]
 
 #: The commands, in the order ``--help`` lists them.
 COMMANDS = {"info": info, "verify": verify, "tree": tree, "dis": dis, "ops": ops,
-            "export": export, "extract": extract, "diff": diff}
+            "memory": memory, "export": export, "extract": extract, "diff": diff}
 
 EXAMPLES = """examples:
   pyflatmodule info                          describe the sample model shipped with the package

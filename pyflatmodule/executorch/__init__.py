@@ -17,6 +17,7 @@ constants. Bundled programs (``.bpte``), a program with its test cases, open as 
 from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
 from .loader import open_executorch
+from .memory import MemoryPlan, PlannedTensor
 from .program import (
                       Chain,
                       Delegate,
@@ -36,6 +37,6 @@ from .program import (
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
 __all__ = ["BundledProgram", "Chain", "DataFile", "Delegate", "DelegateCall", "Frame", "FreeCall",
-           "Instruction", "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator",
-           "Program", "Quantization", "TensorSpec", "TestCase", "ValueMeta", "XnnGraph",
-           "XnnNode", "XnnValue", "open_bundled", "open_executorch"]
+           "Instruction", "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall",
+           "Operator", "PlannedTensor", "Program", "Quantization", "TensorSpec", "TestCase",
+           "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled", "open_executorch"]

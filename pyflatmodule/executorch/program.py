@@ -14,6 +14,7 @@ from ..core.options import Options
 from ..core.source import Source
 from .data_file import DataFile
 from .file import _File
+from .memory import MemoryPlan, make_plan
 from .xnnpack import XnnGraph, is_legacy
 
 #: The id of XNNPACK's backend, whose payloads Delegate.graph reads.
@@ -323,6 +324,33 @@ class Method(_Ports):
         """Each output's kind, and a tensor's dtype and shape."""
         return [self._meta(i) for i in self.outputs]
 
+    def _uses(self) -> List[List[int]]:
+        """Per instruction (across the chains, in order), the values it names: its
+        arguments, and the tensors of the tensor lists among them."""
+        values = self.values
+        out = []
+        for c in self.chains:
+            for ins in c.instructions:
+                if isinstance(ins, JumpFalseCall):
+                    named = [ins.cond_value_index]
+                elif isinstance(ins, (MoveCall, FreeCall)):
+                    named = list(ins)
+                else:
+                    named = list(ins.args)
+                used = list(named)
+                for v in named:
+                    if 0 <= v < len(values) and values.kind(v) in ("TensorList",
+                                                                   "OptionalTensorList"):
+                        used += [x for x in values[v] if x is not None]
+                out.append(used)
+        return out
+
+    def memory_plan(self) -> MemoryPlan:
+        """Where the runtime puts each memory-planned tensor, for how long, the peak,
+        and any two tensors the plan lets overlap while both are alive."""
+        return make_plan(self.non_const_buffer_sizes, self._program._planned(self.index),
+                         self._uses(), self.inputs, self.outputs)
+
     @property
     def non_const_buffer_sizes(self) -> List[int]:
         """Bytes of each memory-planned buffer (entry 0 is reserved)."""
@@ -425,6 +453,13 @@ class Program(_File):
     def _plans(self) -> List[Method]:
         """Every execution plan, by index."""
         return [Method(t, self, i) for i, t in enumerate(self._root.tables("execution_plan"))]
+
+    def _planned(self, plan: int) -> List[Tuple[int, int, int, int]]:
+        """(value, mem_id, offset, nbytes) of each memory-planned tensor of a plan."""
+        records, _ = self._index()
+        mine = records[(records["plan"] == plan) & (records["stored"] == lib.ET_STORED_PLANNED)]
+        return list(zip(mine["value"].tolist(), mine["memory_id"].tolist(),
+                        mine["memory_offset"].tolist(), mine["nbytes"].tolist()))
 
     def _tensor(self, plan: int, value: int) -> Union[np.ndarray, TensorSpec]:
         records, _ = self._index()

@@ -96,6 +96,12 @@ class FileFormat(abc.ABC):
     def operators(self) -> Optional[List[str]]:
         """The operators the file needs, sorted; None for a file without methods."""
 
+    def memory_plans(self) -> Optional[List[Json]]:
+        """Each method's memory plan (``method``, ``buffer_sizes``, ``peak``,
+        ``instructions``, ``tensors``, ``conflicts``); None for a format whose methods have
+        none (only ExecuTorch programs plan memory ahead)."""
+        return None
+
     # ------------------------------------------------------------ export, extract
 
     def missing_data(self) -> List[str]:

@@ -17,6 +17,7 @@ from ...executorch import (
     FreeCall,
     JumpFalseCall,
     KernelCall,
+    MemoryPlan,
     Method,
     MoveCall,
     Program,
@@ -109,6 +110,13 @@ def _xnn_value(v: XnnValue) -> Json:
 def _meta_text(metas: Sequence[Json]) -> str:
     """Inputs or outputs as ``float32[1, 3, 8, 8], Int``."""
     return ", ".join(str(ValueMeta(**m)) for m in metas)
+
+
+def _plan_doc(name: str, mp: MemoryPlan) -> Json:
+    """One method's memory plan as JSON."""
+    return {"method": name, "buffer_sizes": mp.buffer_sizes, "peak": mp.peak,
+            "instructions": mp.instructions, "tensors": [t._asdict() for t in mp.tensors],
+            "conflicts": [list(c) for c in mp.conflicts]}
 
 
 def _frame(f: Frame) -> Json:
@@ -423,6 +431,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
 
     def missing_data(self) -> List[str]:
         return self.file.missing_data
+
+    def memory_plans(self) -> Optional[List[Json]]:
+        return [_plan_doc(name, m.memory_plan()) for name, m in self.file.methods.items()]
 
     def _delegate(self, name: str) -> Optional[memoryview]:
         if name.endswith("]") and ".delegates[" in name:

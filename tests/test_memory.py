@@ -1,0 +1,116 @@
+"""Method.memory_plan() against exir's reading of the programs it wrote: every planned
+tensor's buffer, offset and size (tests/data/et/*.oracle.json, ``allocation`` =
+[memory_id, offset_low, offset_high]), lifetimes from exir's instruction arguments, no
+overlap in exir's own plans, and an overlap made in the bytes found."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pytest
+
+import pyflatmodule as pfm
+
+from support.fbwalk import deref, element, field, root
+
+ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
+PROGRAMS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ET, "*.pte")))
+#: Bytes per element of ExecuTorch's scalar types in these files.
+ITEMSIZE = {6: 4, 4: 8, 3: 4, 11: 1, 7: 8, 5: 2, 15: 2, 1: 1, 0: 1}
+
+
+def _oracle(stem: str) -> Dict[str, Any]:
+    with open(os.path.join(ET, stem + ".oracle.json")) as f:
+        return json.load(f)
+
+
+def _expected(plan: Dict[str, Any]) -> List[Tuple[int, int, int, int]]:
+    out = []
+    for i, v in enumerate(plan["values"]):
+        if v["kind"] == "Tensor" and v.get("allocation"):   # initial values or not
+            mem, low, high = v["allocation"]
+            nbytes = ITEMSIZE[v["scalar_type"]] * int(np.prod(v["sizes"], dtype=np.int64))
+            out.append((i, mem, low + (high << 32), nbytes))
+    return out
+
+
+@pytest.mark.parametrize("stem", PROGRAMS)
+def test_the_plan_is_exirs(stem: str) -> None:
+    doc = _oracle(stem)
+    with pfm.load_program(os.path.join(ET, stem + ".pte")) as p:
+        for plan in doc["program"]["execution_plan"]:
+            mp = p.methods[plan["name"]].memory_plan()
+            assert mp.buffer_sizes == plan["non_const_buffer_sizes"]
+            got = [(t.value, t.mem_id, t.offset, t.nbytes) for t in mp.tensors]
+            assert got == _expected(plan)
+            for t in mp.tensors:
+                assert t.end <= mp.buffer_sizes[t.mem_id]
+            assert mp.conflicts == [], "exir's planner lets no live tensors overlap"
+            assert 0 < mp.peak <= sum(mp.buffer_sizes) or not mp.tensors
+            assert mp.instructions == sum(len(c["instructions"]) for c in plan["chains"])
+
+
+def test_lifetimes_are_the_instructions_naming_each_tensor() -> None:
+    """cond_stacktrace.pte's chain as exir reads it: per instruction its kind and
+    arguments (KernelCall: op index, then the values; JumpFalseCall: the condition, then
+    the destination; MoveCall: from, to; FreeCall: the value)."""
+    plan = _oracle("cond_stacktrace")["program"]["execution_plan"][0]
+    (chain,) = plan["chains"]
+    uses: List[List[int]] = []
+    for kind, args in zip(chain["instructions"], chain["args"]):
+        uses.append({"KernelCall": args[1:], "DelegateCall": args[1:], "JumpFalseCall": args[:1],
+                     "MoveCall": args, "FreeCall": args}[kind])
+    end = len(uses) - 1
+    with pfm.load_program(os.path.join(ET, "cond_stacktrace.pte")) as p:
+        mp = p.methods["forward"].memory_plan()
+    for t in mp.tensors:
+        at = [pc for pc, used in enumerate(uses) if t.value in used]
+        first = 0 if t.value in plan["inputs"] else (at[0] if at else None)
+        last = end if t.value in plan["outputs"] else (at[-1] if at else None)
+        assert (t.first, t.last) == (first, last), t
+
+
+def test_an_overlap_made_in_the_bytes_is_found() -> None:
+    """mlp.pte with one planned tensor moved onto another that is alive with it: the
+    plan reports the pair."""
+    path = os.path.join(ET, "mlp.pte")
+    with pfm.load_program(path) as p:
+        mp = p.methods["forward"].memory_plan()
+    # b's offset is stored (a default 0 is not), so it can be changed in place
+    a, b = next((a, b) for a in mp.tensors for b in mp.tensors
+                if a.value != b.value and a.alive_with(b) and 0 != b.offset != a.offset)
+    target = a.offset + 4 if a.offset + 4 + b.nbytes <= mp.buffer_sizes[b.mem_id] else a.offset - 4
+    data = bytearray(open(path, "rb").read())
+    plan = element(bytes(data), root(bytes(data)), 1, 0)
+    ev = element(bytes(data), plan, 2, b.value)               # values[b]: EValue
+    tensor = deref(bytes(data), field(bytes(data), ev, 1))     # its Tensor
+    details = deref(bytes(data), field(bytes(data), tensor, 6))  # allocation_info
+    low = field(bytes(data), details, 1)                        # memory_offset_low
+    assert low and struct.unpack_from("<I", data, low)[0] == b.offset
+    struct.pack_into("<I", data, low, target)
+    with pfm.load_program(bytes(data)) as p:
+        mp = p.methods["forward"].memory_plan()
+    assert (min(a.value, b.value), max(a.value, b.value)) in mp.conflicts
+
+
+def test_the_memory_command(tmp_path: Any) -> None:
+    from support.cli import run_cli
+    plan = _oracle("sample")["program"]["execution_plan"][0]
+    path = os.path.join(ET, "sample.pte")
+    r = run_cli("memory", path, "--json")
+    assert r.returncode == 0, r.stderr
+    (doc,) = json.loads(r.stdout)["methods"]
+    assert doc["buffer_sizes"] == plan["non_const_buffer_sizes"]
+    assert [(t["value"], t["mem_id"], t["offset"], t["nbytes"]) for t in doc["tensors"]] == \
+        _expected(plan)
+    text = run_cli("memory", path).stdout
+    for value, _, offset, nbytes in _expected(plan):
+        assert f"%{value:<5d}" in text and f"{offset + nbytes:>8,})" in text
+    r = run_cli("memory", os.path.join(ET, "external.ptd"))
+    assert r.returncode == 1 and "no memory plan" in r.stderr
+    r = run_cli("memory", path, "nope")
+    assert r.returncode == 1 and "forward" in r.stderr
