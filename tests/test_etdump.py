@@ -1,0 +1,321 @@
+"""ExecuTorch ETDump profiles (.etdump) against ExecuTorch 1.5.1's own reading of them.
+
+tests/data/et/profile.etdump (with its debug buffer profile.debug), alloc.etdump and
+etdump.oracle.json come from tests/data/make_etdump.py: the runtime's ETDump of one
+method loaded and executed, a run of allocation events compiled by flatc from ExecuTorch's
+schema, and what ExecuTorch's deserializer says of both (every event's fields), the
+values its Inspector reads from the debug buffer per instruction, and the runtime's
+output. Bad inputs are made from the real files' bytes, by walking their flatbuffers
+here (not with the reader under test).
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+
+import pyflatmodule as pfm
+import pyflatmodule.diff
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
+PROFILE = os.path.join(DATA, "profile.etdump")
+DEBUG = os.path.join(DATA, "profile.debug")
+ALLOC = os.path.join(DATA, "alloc.etdump")
+with open(os.path.join(DATA, "etdump.oracle.json"), encoding="utf-8") as _f:
+    ORACLE: Dict[str, Any] = json.load(_f)
+with open(PROFILE, "rb") as _f:
+    BYTES = _f.read()
+with open(ALLOC, "rb") as _f:
+    ALLOC_BYTES = _f.read()
+with open(DEBUG, "rb") as _f:
+    DEBUG_BYTES = _f.read()
+
+
+# ------------------------------------------------------ the file's bytes, walked here
+
+def _u32(data: bytes, at: int) -> int:
+    return int(struct.unpack_from("<I", data, at)[0])
+
+
+def _field(data: bytes, table: int, field: int) -> int:
+    """Position of field ``field`` of the table at ``table`` (0 when absent)."""
+    vtable = table - struct.unpack_from("<i", data, table)[0]
+    if 4 + 2 * field >= struct.unpack_from("<H", data, vtable)[0]:
+        return 0
+    off = struct.unpack_from("<H", data, vtable + 4 + 2 * field)[0]
+    return table + off if off else 0
+
+
+def _deref(data: bytes, at: int) -> int:
+    return at + _u32(data, at)
+
+
+def _element(data: bytes, table: int, field: int, i: int) -> int:
+    """Table i of vector-of-tables field ``field``."""
+    vec = _deref(data, _field(data, table, field))
+    return _deref(data, vec + 4 + 4 * i)
+
+
+def _root(data: bytes) -> int:
+    """The ETDump table: the size prefix first, the root offset at 4, relative to 4."""
+    return 4 + _u32(data, 4)
+
+
+# ETDump: version 0, run_data 1; RunData: name 0, bundled_input_index 1, allocators 2,
+# events 3; Event: profile_event 0, allocation_event 1, debug_event 2; DebugEvent:
+# debug_entry 2; AllocationEvent: allocator_id 0; Value: val 0, tensor 1; Tensor:
+# scalar_type 0, sizes 1, strides 2, offset 3.
+EXECUTE = _element(BYTES, _root(BYTES), 1, 1)
+EVENT = _element(BYTES, EXECUTE, 3, 0)           # a debug event: instruction 0's tensor
+DEBUG_EVENT = _deref(BYTES, _field(BYTES, EVENT, 2))
+VALUE = _deref(BYTES, _field(BYTES, DEBUG_EVENT, 2))
+TENSOR = _deref(BYTES, _field(BYTES, VALUE, 1))
+TENSOR_PATH = "run_data[1].events[0].debug_event.debug_entry.tensor"
+
+
+def _with_vtable_slot_zeroed(data: bytes, table: int, field: int) -> bytes:
+    """The file with field ``field`` of the table at ``table`` absent: the table gets a
+    copy of its vtable with the slot zeroed, appended to the file, whose size prefix
+    grows to hold it (writers share vtables between tables of one shape)."""
+    vtable = table - struct.unpack_from("<i", data, table)[0]
+    size = struct.unpack_from("<H", data, vtable)[0]
+    out = bytearray(data) + bytes(len(data) % 2)
+    copy = len(out)
+    out += data[vtable:vtable + size]
+    out += bytes(-len(out) % 8)
+    struct.pack_into("<i", out, table, table - copy)
+    struct.pack_into("<H", out, copy + 4 + 2 * field, 0)
+    struct.pack_into("<I", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def _patched(data: bytes, at: int, fmt: str, value: Any) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(fmt, out, at, value)
+    return bytes(out)
+
+
+# ------------------------------------------------------------ against the oracle
+
+def _event_fields(e: Any) -> Dict[str, Any]:
+    """An event as make_etdump.py writes ExecuTorch's reading of it."""
+    if e.kind == "allocation":
+        return {"kind": "allocation", "allocator_id": e.allocator_id,
+                "allocation_size": e.allocation_size}
+    out = {"kind": e.kind, "name": e.name, "chain_index": e.chain_index,
+           "instruction_id": e.instruction_id,
+           "delegate_debug_id_int": e.delegate_debug_id_int,
+           "delegate_debug_id_str": e.delegate_debug_id_str}
+    if e.kind == "profile":
+        out.update(start_time=e.start_time, end_time=e.end_time)
+    return out
+
+
+@pytest.mark.parametrize("name,path", [("profile", PROFILE), ("alloc", ALLOC)])
+def test_matches_exirs_reading(name: str, path: str) -> None:
+    want = ORACLE[name]
+    with pfm.load(path) as d:
+        assert isinstance(d, pfm.ETDump)
+        assert d.version == want["version"] and d.size == want["size"]
+        assert len(d.runs) == len(want["run_data"])
+        for run, wr in zip(d.runs, want["run_data"]):
+            assert run.name == wr["name"]
+            assert run.bundled_input_index == wr["bundled_input_index"]
+            assert run.allocators == wr["allocators"]
+            assert len(run.events) == len(wr["events"])
+            for e, we in zip(run.events, wr["events"]):
+                got = _event_fields(e)
+                assert got == {k: we[k] for k in got}, (got, we)
+                if e.kind == "profile":
+                    assert e.duration == we["end_time"] - we["start_time"]
+                    assert e.delegate_debug_id == (we["delegate_debug_id_str"] or None)
+                if e.kind == "allocation":
+                    assert e.allocator == wr["allocators"][we["allocator_id"]]
+                if e.kind == "debug":
+                    value = we["value"]
+                    assert e.value_type == value["val"]
+                    assert e.output == value.get("output", False)
+                    t = value["tensor"]
+                    assert e.tensors == [(t["scalar_type"], t["sizes"], t["strides"],
+                                          t["offset"])]
+
+
+def test_info_counts_what_exir_reads() -> None:
+    events = [e for r in ORACLE["profile"]["run_data"] for e in r["events"]]
+    with pfm.load_etdump(PROFILE, debug_buffer=DEBUG) as d:
+        info = d.info()
+    assert info["format"] == "etdump" and info["runs"] == 2
+    assert info["events"] == len(events)
+    for kind in ("profile", "allocation", "debug"):
+        assert info[f"{kind}_events"] == sum(e["kind"] == kind for e in events)
+    assert info["debug_tensors"] == sum("tensor" in e.get("value", {}) for e in events)
+    assert info["debug_buffer_size"] == ORACLE["profile"]["debug_buffer_size"]
+    assert pfm.verify(ALLOC)["allocation_events"] == 3
+
+
+def test_debug_tensors_are_inspectors_values_and_views_of_the_buffer() -> None:
+    want = ORACLE["profile"]["inspector_debug_data"]
+    with pfm.load_etdump(PROFILE, debug_buffer=DEBUG) as d:
+        debug = [e for e in d.runs[1].events if isinstance(e, pfm.executorch.DebugEvent)]
+        inner = [e for e in debug if not e.output]
+        assert sorted(str(e.instruction_id) for e in inner) == sorted(want)
+        for e in inner:
+            value = e.value
+            assert isinstance(value, np.ndarray) and not value.flags.writeable
+            np.testing.assert_array_equal(value, np.array(want[str(e.instruction_id)][0],
+                                                          np.float32))
+            # the view reads the debug buffer's bytes at the tensor's offset
+            (t,) = e.tensors
+            assert value.tobytes() == DEBUG_BYTES[t.offset:t.offset + value.nbytes]
+        (out,) = [e for e in debug if e.output]
+        np.testing.assert_array_equal(out.value, np.array(ORACLE["profile"]["output"],
+                                                          np.float32))
+
+
+def test_without_the_debug_buffer_layouts_read_but_not_values() -> None:
+    with pfm.load(PROFILE) as d:
+        e = d.runs[1].events[0]
+        assert isinstance(e, pfm.executorch.DebugEvent)
+        assert e.tensors[0].offset == 16 and e.tensors[0].sizes == [4, 3]
+        with pytest.raises(ValueError, match="debug buffer"):
+            e.value
+
+
+def test_close_repr_and_the_front_door() -> None:
+    assert pfm.files.file_format(PROFILE) == "etdump"
+    d = pfm.load_etdump(PROFILE)
+    assert PROFILE in repr(d) and "2 runs, 19 events" in repr(d)
+    d.close()
+    assert d.closed and repr(d) == "<ETDump: closed>"
+    with pytest.raises(ValueError, match="closed"):
+        d.runs
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load_program(PROFILE)
+    assert e.value.code == "bad_identifier" and "ETDump" in e.value.reason
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load_etdump(os.path.join(DATA, "mlp.pte"))
+    assert e.value.code == "bad_identifier" and "ETDump" in e.value.reason
+    with pytest.raises(ValueError, match="data= is for ExecuTorch programs"):
+        pfm.load(PROFILE, data=[PROFILE])
+    with pytest.raises(ValueError, match="debug_buffer= is for"):
+        pfm.load(os.path.join(DATA, "mlp.pte"), debug_buffer=DEBUG)
+    with pytest.raises(ValueError, match="not a model"):
+        pfm.diff.diff(PROFILE, PROFILE)
+
+
+# ----------------------------------------------------------------- bad input
+
+def _error(data: bytes, debug: Any = None) -> pfm.FormatError:
+    with pytest.raises(pfm.FormatError) as info:
+        pfm.load(data, debug_buffer=debug)
+    return info.value
+
+
+def test_a_truncated_file_is_refused_at_its_size_prefix() -> None:
+    for n in (12, 100, len(BYTES) // 2, len(BYTES) - 1):
+        e = _error(BYTES[:n])
+        assert e.code == "bad_size" and e.offset == 0, (n, e)
+
+
+def test_a_wrong_identifier_names_the_formats() -> None:
+    e = _error(BYTES[:8] + b"ED01" + BYTES[12:])
+    assert e.code == "bad_identifier" and "ED00" in e.reason
+
+
+def test_an_event_without_a_member() -> None:
+    """The schema: exactly one of an Event's fields must be non-null."""
+    e = _error(_with_vtable_slot_zeroed(BYTES, EVENT, 2))
+    assert (e.code, e.path, e.offset) == ("bad_event", "run_data[1].events[0]", EVENT)
+
+
+def test_an_allocator_id_outside_the_runs_allocators() -> None:
+    event = _element(ALLOC_BYTES, _element(ALLOC_BYTES, _root(ALLOC_BYTES), 1, 0), 3, 1)
+    alloc = _deref(ALLOC_BYTES, _field(ALLOC_BYTES, event, 1))
+    at = _field(ALLOC_BYTES, alloc, 0)
+    assert _u32(ALLOC_BYTES, at) == 1   # the second allocator, of two
+    e = _error(_patched(ALLOC_BYTES, at, "<i", 2))
+    assert e.code == "bad_index"
+    assert e.path == "run_data[0].events[1].allocation_event.allocator_id"
+
+
+def test_a_debug_tensor_past_the_debug_buffer() -> None:
+    e = _error(BYTES, DEBUG_BYTES[:40])   # instruction 0's [4, 3] floats start at 16
+    assert (e.code, e.path, e.offset) == ("outside_storage", TENSOR_PATH + ".offset", TENSOR)
+
+
+def test_a_debug_value_whose_type_names_a_field_it_lacks() -> None:
+    at = _field(BYTES, VALUE, 0)
+    assert BYTES[at] == 5   # ValueType Tensor
+    for bad in (1, 9):       # Int, which it does not hold; no ValueType
+        e = _error(_patched(BYTES, at, "<B", bad))
+        assert e.code == "bad_value"
+        assert e.path == "run_data[1].events[0].debug_event.debug_entry.val"
+
+
+def test_debug_tensor_layouts_that_describe_no_bytes() -> None:
+    sizes = _deref(BYTES, _field(BYTES, TENSOR, 1))
+    strides = _deref(BYTES, _field(BYTES, TENSOR, 2))
+    e = _error(_patched(BYTES, sizes + 4, "<q", -4))
+    assert (e.code, e.path) == ("negative_dimension", TENSOR_PATH + ".sizes[0]")
+    e = _error(_patched(BYTES, strides, "<I", 1))   # one stride for two sizes
+    assert (e.code, e.path) == ("length_mismatch", TENSOR_PATH + ".strides")
+    e = _error(_patched(BYTES, strides + 4, "<q", 4))   # [4, 1]: past its 12 elements
+    assert (e.code, e.path) == ("outside_storage", TENSOR_PATH + ".strides")
+    e = _error(_patched(BYTES, _field(BYTES, TENSOR, 0), "<b", 99))
+    assert (e.code, e.path) == ("bad_scalar_type", TENSOR_PATH + ".scalar_type")
+
+
+def test_the_root_offset_zeroed() -> None:
+    e = _error(_patched(BYTES, 4, "<I", 0))
+    assert e.code == "bad_vtable"
+
+
+SWEEP = """
+import random, sys
+import pyflatmodule as pfm
+data = open(sys.argv[1], "rb").read()
+debug = open(sys.argv[2], "rb").read()
+rng = random.Random(0)
+refused = 0
+for _ in range(int(sys.argv[3])):
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    try:
+        with pfm.load(bytes(b), debug_buffer=debug) as d:
+            for run in d.runs:
+                run.name, run.allocators
+                for e in run.events:
+                    repr(e)
+                    if e.kind == "debug":
+                        e.value
+    except pfm.FormatError:
+        refused += 1
+print(refused)
+"""
+
+
+def test_mutated_files_are_refused_or_read_never_a_crash() -> None:
+    """Random byte changes of the real file: each opens and reads in full, or raises
+    FormatError (a UTF-8 fault in a name, left to the read, raises it too)."""
+    r = subprocess.run([sys.executable, "-c", SWEEP, PROFILE, DEBUG, "3000"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout) > 0
+
+
+def _names(run: Any) -> List[str]:
+    return [e.name for e in run.events if e.kind == "profile"]
+
+
+def test_the_runs_are_the_methods_load_and_execution() -> None:
+    with pfm.load(PROFILE) as d:
+        assert [r.name for r in d.runs] == ["Default", "Execute"]
+        assert _names(d.runs[0]) == ["Method::init", "Program::load_method"]
+        assert _names(d.runs[1])[-1] == "Method::execute"
