@@ -1,12 +1,13 @@
 """ExecuTorch ETDump profiles (.etdump) against ExecuTorch 1.5.1's own reading of them.
 
-tests/data/et/profile.etdump (with its debug buffer profile.debug), alloc.etdump and
-etdump.oracle.json come from tests/data/make_etdump.py: the runtime's ETDump of one
-method loaded and executed, a run of allocation events compiled by flatc from ExecuTorch's
-schema, and what ExecuTorch's deserializer says of both (every event's fields), the
-values its Inspector reads from the debug buffer per instruction, and the runtime's
-output. Bad inputs are made from the real files' bytes, by walking their flatbuffers
-here (not with the reader under test).
+tests/data/et/profile.etdump (with its debug buffer profile.debug), alloc.etdump,
+values.etdump (with values.debug) and etdump.oracle.json come from
+tests/data/make_etdump.py: the runtime's ETDump of one method loaded and executed; a run
+of allocation events and one of debug values of every type, compiled by flatc from
+ExecuTorch's schema; what ExecuTorch's deserializer says of each (every event's fields),
+the values its Inspector reads from the debug buffers, torch's reading of a strided
+tensor, and the runtime's output. Bad inputs are made from the real files' bytes, by
+walking their flatbuffers here (not with the reader under test).
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PROFILE = os.path.join(DATA, "profile.etdump")
 DEBUG = os.path.join(DATA, "profile.debug")
 ALLOC = os.path.join(DATA, "alloc.etdump")
+VALUES = os.path.join(DATA, "values.etdump")
+VALUES_DEBUG = os.path.join(DATA, "values.debug")
 with open(os.path.join(DATA, "etdump.oracle.json"), encoding="utf-8") as _f:
     ORACLE: Dict[str, Any] = json.load(_f)
 with open(PROFILE, "rb") as _f:
@@ -117,7 +120,12 @@ def _event_fields(e: Any) -> Dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("name,path", [("profile", PROFILE), ("alloc", ALLOC)])
+def _layout(t: Dict[str, Any]) -> Any:
+    return (t["scalar_type"], t["sizes"], t["strides"], t["offset"])
+
+
+@pytest.mark.parametrize("name,path", [("profile", PROFILE), ("alloc", ALLOC),
+                                       ("values", VALUES)])
 def test_matches_exirs_reading(name: str, path: str) -> None:
     want = ORACLE[name]
     with pfm.load(path) as d:
@@ -141,9 +149,9 @@ def test_matches_exirs_reading(name: str, path: str) -> None:
                     value = we["value"]
                     assert e.value_type == value["val"]
                     assert e.output == value.get("output", False)
-                    t = value["tensor"]
-                    assert e.tensors == [(t["scalar_type"], t["sizes"], t["strides"],
-                                          t["offset"])]
+                    tensors = [value["tensor"]] if "tensor" in value else \
+                        value.get("tensor_list", [])
+                    assert e.tensors == [_layout(t) for t in tensors]
 
 
 def test_info_counts_what_exir_reads() -> None:
@@ -178,11 +186,42 @@ def test_debug_tensors_are_inspectors_values_and_views_of_the_buffer() -> None:
                                                           np.float32))
 
 
+def _plain(v: Any) -> Any:
+    """A value as make_etdump.py writes the Inspector's inflation of it."""
+    if isinstance(v, list):
+        return [_plain(t) for t in v]
+    if isinstance(v, np.ndarray):
+        return {"shape": list(v.shape), "values": v.flatten().tolist()}
+    return v
+
+
+def test_debug_values_of_every_type() -> None:
+    """Each as ExecuTorch's Inspector inflates it, but for the tensor whose strides
+    transpose it: the Inspector reads its bytes as contiguous, torch (``as_strided``) and
+    this reader by its strides."""
+    want = ORACLE["values"]
+    with pfm.load_etdump(VALUES, debug_buffer=VALUES_DEBUG) as d:
+        events = list(d.runs[0].events)
+        assert [e.value_type for e in events] == [  # type: ignore[union-attr]
+            "Int", "Bool", "Float", "Double", "Tensor", "TensorList", "Null"]
+        for i, (e, inflated) in enumerate(zip(events, want["inflated"])):
+            value = e.value   # type: ignore[union-attr]
+            if str(i) in want["as_strided"]:
+                assert value.tolist() == want["as_strided"][str(i)]
+                assert _plain(value) != inflated   # the Inspector ignores the strides
+            else:
+                assert _plain(value) == inflated, (i, value, inflated)
+                if not isinstance(inflated, (dict, list)):
+                    assert type(value) is type(inflated), (i, value, inflated)
+        assert d.info()["debug_tensors"] == 3
+
+
 def test_without_the_debug_buffer_layouts_read_but_not_values() -> None:
     with pfm.load(PROFILE) as d:
         e = d.runs[1].events[0]
         assert isinstance(e, pfm.executorch.DebugEvent)
-        assert e.tensors[0].offset == 16 and e.tensors[0].sizes == [4, 3]
+        want = ORACLE["profile"]["run_data"][1]["events"][0]["value"]["tensor"]
+        assert e.tensors == [_layout(want)]
         with pytest.raises(ValueError, match="debug buffer"):
             e.value
 
@@ -245,7 +284,8 @@ def test_an_allocator_id_outside_the_runs_allocators() -> None:
 
 
 def test_a_debug_tensor_past_the_debug_buffer() -> None:
-    e = _error(BYTES, DEBUG_BYTES[:40])   # instruction 0's [4, 3] floats start at 16
+    offset = ORACLE["profile"]["run_data"][1]["events"][0]["value"]["tensor"]["offset"]
+    e = _error(BYTES, DEBUG_BYTES[:offset + 47])   # one byte short of its [4, 3] floats
     assert (e.code, e.path, e.offset) == ("outside_storage", TENSOR_PATH + ".offset", TENSOR)
 
 
@@ -269,6 +309,19 @@ def test_debug_tensor_layouts_that_describe_no_bytes() -> None:
     assert (e.code, e.path) == ("outside_storage", TENSOR_PATH + ".strides")
     e = _error(_patched(BYTES, _field(BYTES, TENSOR, 0), "<b", 99))
     assert (e.code, e.path) == ("bad_scalar_type", TENSOR_PATH + ".scalar_type")
+
+
+def test_a_fault_in_a_tensor_list_is_located_at_its_element() -> None:
+    with open(VALUES, "rb") as f:
+        data = f.read()
+    event = _element(data, _element(data, _root(data), 1, 0), 3, 5)
+    value = _deref(data, _field(data, _deref(data, _field(data, event, 2)), 2))
+    assert data[_field(data, value, 0)] == 6   # ValueType TensorList
+    first = _element(data, _deref(data, _field(data, value, 2)), 0, 0)
+    e = _error(_patched(data, _field(data, first, 0), "<b", 99))
+    assert e.code == "bad_scalar_type"
+    assert e.path == ("run_data[0].events[5].debug_event.debug_entry.tensor_list.tensors[0]"
+                      ".scalar_type")
 
 
 def test_the_root_offset_zeroed() -> None:
@@ -301,10 +354,12 @@ print(refused)
 """
 
 
-def test_mutated_files_are_refused_or_read_never_a_crash() -> None:
-    """Random byte changes of the real file: each opens and reads in full, or raises
+@pytest.mark.parametrize("path,debug", [(PROFILE, DEBUG), (VALUES, VALUES_DEBUG),
+                                        (ALLOC, DEBUG)], ids=["profile", "values", "alloc"])
+def test_mutated_files_are_refused_or_read_never_a_crash(path: str, debug: str) -> None:
+    """Random byte changes of the real files: each opens and reads in full, or raises
     FormatError (a UTF-8 fault in a name, left to the read, raises it too)."""
-    r = subprocess.run([sys.executable, "-c", SWEEP, PROFILE, DEBUG, "3000"],
+    r = subprocess.run([sys.executable, "-c", SWEEP, path, debug, "2000"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert int(r.stdout) > 0

@@ -348,8 +348,10 @@ class ETDump:
         if 0 in t.sizes:   # no bytes: the runtime writes offset -1
             out = np.empty(t.sizes, dtype)
         else:
+            # a dimension of size 1 is never stepped over: its stride, whatever it is, is 0
             out = np.ndarray(tuple(t.sizes), dtype, buffer=self._debug.obj, offset=t.offset,
-                             strides=[s * dtype.itemsize for s in t.strides])
+                             strides=[s * dtype.itemsize if n > 1 else 0
+                                      for n, s in zip(t.sizes, t.strides)])
         out.flags.writeable = False
         return out
 

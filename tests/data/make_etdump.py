@@ -14,9 +14,12 @@ every event: a profile event's name, chain_index, instruction_id, delegate ids, 
 end time; an allocation event's allocator id and size; a debug event's ids, name and value
 with its tensor's scalar type, sizes, strides and offset), the values ``Inspector`` reads
 for each instruction's debug tensor from the debug buffer, the input and the runtime's
-output. Also writes ``alloc.etdump``, compiled by ``flatc`` from JSON with ExecuTorch's
-schema (the runtime's Python bindings record no allocations): one run with two allocators
-and allocation events, and its own entry in the oracle.
+output. Also writes, compiled by ``flatc`` from JSON with ExecuTorch's schema, what the
+runtime's Python bindings do not record: ``alloc.etdump``, one run with two allocators
+and allocation events, and ``values.etdump`` with ``values.debug``, a debug value of
+every ValueType (a tensor transposed by its strides, a tensor list with an empty tensor),
+each as the Inspector inflates it from the debug buffer; each file its entry in the
+oracle.
 """
 import json
 import os
@@ -26,9 +29,11 @@ from importlib import resources
 from typing import Any, Dict, List
 
 import executorch.devtools.etdump as etdump_package
+import numpy as np
 import torch
 from executorch.devtools import Inspector
 from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+from executorch.devtools.inspector._inspector_utils import inflate_runtime_output
 from executorch.exir import to_edge_transform_and_lower
 from executorch.runtime import Runtime
 from torch.export import export
@@ -48,10 +53,13 @@ class Small(torch.nn.Module):
 
 def _value(v: Any) -> Dict[str, Any]:
     out: Dict[str, Any] = {"val": v.val}
+    def layout(t: Any) -> Dict[str, Any]:
+        return {"scalar_type": int(t.scalar_type), "sizes": list(t.sizes),
+                "strides": list(t.strides), "offset": t.offset}
     if v.tensor is not None:
-        t = v.tensor
-        out["tensor"] = {"scalar_type": int(t.scalar_type), "sizes": list(t.sizes),
-                         "strides": list(t.strides), "offset": t.offset}
+        out["tensor"] = layout(v.tensor)
+    if v.tensor_list is not None:
+        out["tensor_list"] = [layout(t) for t in v.tensor_list.tensors]
     for name in ("int_value", "float_value", "double_value", "bool_value", "output"):
         sub = getattr(v, name)
         if sub is not None:
@@ -117,27 +125,85 @@ def _profile(tmp: str, oracle: Dict[str, Any]) -> None:
                              output=y.tolist())
 
 
+def _compiled(tmp: str, name: str, dump: Dict[str, Any]) -> bytes:
+    """``dump`` (an ETDump as JSON) compiled size-prefixed by flatc with ExecuTorch's
+    schema, written to et/<name>.etdump (ExecuTorch's serializer writes no size prefix,
+    its runtime and reader do)."""
+    for schema in ("etdump_schema_flatcc.fbs", "scalar_type.fbs"):
+        with open(os.path.join(tmp, schema), "wb") as f:
+            f.write(resources.files(etdump_package).joinpath(schema).read_bytes())
+    with open(os.path.join(tmp, name + ".json"), "w") as f:
+        json.dump(dump, f)
+    subprocess.run([os.environ["FLATC_EXECUTABLE"], "--size-prefixed", "-b", "-o", tmp,
+                    os.path.join(tmp, "etdump_schema_flatcc.fbs"),
+                    os.path.join(tmp, name + ".json")], check=True)
+    with open(os.path.join(tmp, name + ".etdp"), "rb") as f:
+        blob = f.read()
+    with open(os.path.join(OUT, name + ".etdump"), "wb") as f:
+        f.write(blob)
+    return blob
+
+
 def _alloc(tmp: str, oracle: Dict[str, Any]) -> None:
-    # ExecuTorch's serializer writes no size prefix, its runtime and reader do: flatc
-    # compiles the run size-prefixed from JSON by ExecuTorch's schema.
     def alloc(i: int, n: int) -> Dict[str, Any]:
         return {"allocation_event": {"allocator_id": i, "allocation_size": n}}
     run = {"name": "alloc", "bundled_input_index": 2,
            "allocators": [{"name": "method"}, {"name": "temp"}],
            "events": [alloc(0, 64), alloc(1, 4096), alloc(0, 16)]}
-    for name in ("etdump_schema_flatcc.fbs", "scalar_type.fbs"):
-        with open(os.path.join(tmp, name), "wb") as f:
-            f.write(resources.files(etdump_package).joinpath(name).read_bytes())
-    with open(os.path.join(tmp, "alloc.json"), "w") as f:
-        json.dump({"version": 0, "run_data": [run]}, f)
-    subprocess.run([os.environ["FLATC_EXECUTABLE"], "--size-prefixed", "-b", "-o", tmp,
-                    os.path.join(tmp, "etdump_schema_flatcc.fbs"),
-                    os.path.join(tmp, "alloc.json")], check=True)
-    with open(os.path.join(tmp, "alloc.etdp"), "rb") as f:
-        blob = f.read()
-    with open(os.path.join(OUT, "alloc.etdump"), "wb") as f:
-        f.write(blob)
-    oracle["alloc"] = _reading(blob)
+    oracle["alloc"] = _reading(_compiled(tmp, "alloc", {"version": 0, "run_data": [run]}))
+
+
+def _values(tmp: str, oracle: Dict[str, Any]) -> None:
+    """Debug values of every ValueType, and a debug buffer for the tensors among them;
+    each value as ExecuTorch's Inspector inflates it (``inflate_runtime_output``)."""
+    buffer = (np.array([1.5, -2.0], np.float32).tobytes() + bytes(8)
+              + np.array([[1, 2, 3], [4, 5, 6]], np.int64).tobytes())
+    with open(os.path.join(OUT, "values.debug"), "wb") as f:
+        f.write(buffer)
+
+    def tensor(scalar_type: str, sizes: List[int], strides: List[int],
+               offset: int) -> Dict[str, Any]:
+        return {"scalar_type": scalar_type, "sizes": sizes, "strides": strides,
+                "offset": offset}
+
+    entries = [
+        {"val": "Int", "int_value": {"int_val": -7}},
+        {"val": "Bool", "bool_value": {"bool_val": True}},
+        {"val": "Float", "float_value": {"float_val": 0.25}},
+        {"val": "Double", "double_value": {"double_val": -1e300}},
+        {"val": "Tensor", "tensor": tensor("LONG", [3, 2], [1, 3], 16)},
+        {"val": "TensorList", "tensor_list": {"tensors": [
+            tensor("FLOAT", [2], [1], 0), tensor("LONG", [0, 3], [3, 1], -1)]}},
+        {"val": "Null"},
+    ]
+    run = {"name": "values", "events": [
+        {"debug_event": {"instruction_id": i, "debug_entry": e}}
+        for i, e in enumerate(entries)]}
+    blob = _compiled(tmp, "values", {"version": 1, "run_data": [run]})
+    oracle["values"] = _reading(blob)
+    inflated = []
+    for e in deserialize_from_etdump_flatcc(blob).run_data[0].events:
+        v = inflate_runtime_output(e.debug_event.debug_entry, buffer)
+        if isinstance(v, list):
+            inflated.append([{"shape": list(t.shape), "values": t.flatten().tolist()}
+                             for t in v])
+        elif isinstance(v, torch.Tensor):
+            inflated.append({"shape": list(v.shape), "values": v.flatten().tolist()})
+        else:
+            inflated.append(v)
+    oracle["values"]["inflated"] = inflated
+    # The Inspector reads a tensor's bytes as contiguous, whatever its strides; torch
+    # reads them by the strides stored with it.
+    strided: Dict[str, Any] = {}
+    for i, e in enumerate(oracle["values"]["run_data"][0]["events"]):
+        t = e["value"].get("tensor")
+        if t is not None:
+            dtype = {4: torch.int64, 6: torch.float32}[t["scalar_type"]]
+            count = 1 + sum((n - 1) * s for n, s in zip(t["sizes"], t["strides"]))
+            base = torch.frombuffer(bytearray(buffer), dtype=dtype, count=count,
+                                    offset=t["offset"])
+            strided[str(i)] = base.as_strided(t["sizes"], t["strides"]).tolist()
+    oracle["values"]["as_strided"] = strided
 
 
 def main() -> None:
@@ -146,6 +212,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         _profile(tmp, oracle)
         _alloc(tmp, oracle)
+        _values(tmp, oracle)
     with open(os.path.join(OUT, "etdump.oracle.json"), "w") as f:
         json.dump(oracle, f, indent=1, sort_keys=True)
 
