@@ -24,6 +24,8 @@ import pytest
 import pyflatmodule as pfm
 import pyflatmodule.diff
 
+from support.cli import run_cli
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PROFILE = os.path.join(DATA, "profile.etdump")
 DEBUG = os.path.join(DATA, "profile.debug")
@@ -259,7 +261,7 @@ def _error(data: bytes, debug: Any = None) -> pfm.FormatError:
 def test_a_truncated_file_is_refused_at_its_size_prefix() -> None:
     for n in (12, 100, len(BYTES) // 2, len(BYTES) - 1):
         e = _error(BYTES[:n])
-        assert e.code == "bad_size" and e.offset == 0, (n, e)
+        assert (e.code, e.offset, e.path) == ("bad_size", 0, "size"), (n, e)
 
 
 def test_a_wrong_identifier_names_the_formats() -> None:
@@ -374,3 +376,48 @@ def test_the_runs_are_the_methods_load_and_execution() -> None:
         assert [r.name for r in d.runs] == ["Default", "Execute"]
         assert _names(d.runs[0]) == ["Method::init", "Program::load_method"]
         assert _names(d.runs[1])[-1] == "Method::execute"
+
+
+# ------------------------------------------------------------------ the command line
+
+@pytest.mark.parametrize("command", ["info", "verify", "tree"])
+def test_cli_reads_it(command: str) -> None:
+    text = run_cli(command, PROFILE)
+    assert text.returncode == 0, text.stderr
+    as_json = run_cli(command, "--json", PROFILE)
+    assert as_json.returncode == 0, as_json.stderr
+    json.loads(as_json.stdout)
+
+
+def test_cli_info_and_tree_show_exirs_runs() -> None:
+    want = ORACLE["alloc"]["run_data"]
+    doc = json.loads(run_cli("info", "--json", ALLOC).stdout)
+    assert doc["format"] == "etdump" and doc["size"] == len(ALLOC_BYTES)
+    assert [(r["name"], r["allocators"], r["events"]) for r in doc["run_data"]] == \
+        [(r["name"], r["allocators"], len(r["events"])) for r in want]
+    tree = json.loads(run_cli("tree", "--json", ALLOC).stdout)
+    (run,) = tree["root"]["children"]
+    assert run["run_name"] == want[0]["name"]
+    assert [(e["allocator"], e["allocation_size"]) for e in run["children"]] == \
+        [(want[0]["allocators"][e["allocator_id"]], e["allocation_size"])
+         for e in want[0]["events"]]
+
+
+@pytest.mark.parametrize("command", ["dis", "ops"])
+def test_cli_commands_for_code_say_it_holds_none(command: str) -> None:
+    data_file = run_cli(command, os.path.join(DATA, "external.ptd"))
+    r = run_cli(command, PROFILE)
+    assert r.returncode == data_file.returncode and "holds no methods" in r.stderr
+
+
+def test_cli_names_a_bad_files_fault() -> None:
+    bad = _with_vtable_slot_zeroed(BYTES, EVENT, 2)
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"bad-{os.getpid()}.etdump")
+    with open(path, "wb") as f:
+        f.write(bad)
+    try:
+        r = run_cli("verify", path)
+    finally:
+        os.remove(path)
+    assert r.returncode == 1 and "INVALID [bad_event]" in r.stdout
+    assert "at run_data[1].events[0]" in r.stdout
