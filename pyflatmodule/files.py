@@ -83,14 +83,15 @@ def _format_of(head: bytes) -> Optional[str]:
 def _none_of_them(head: bytes) -> FormatError:
     """The error for a file of no format read here."""
     idents = [i.decode() for i in FORMATS if i not in SIZE_PREFIXED]
-    known = ", ".join(idents[:-1]) + " or " + idents[-1] + "; bytes 8..12: " + \
-        " or ".join(i.decode() for i in SIZE_PREFIXED)
+    known = ", ".join(idents[:-1]) + " or " + idents[-1]
+    prefixed = " or ".join(i.decode() for i in SIZE_PREFIXED)
     if len(head) < 8:
         return format_error(lib.FB_E_TOO_SMALL, 0, "header",
                             f"{len(head)} bytes are too few to hold a file identifier "
-                            f"(bytes 4..8: {known})")
+                            f"(bytes 4..8: {known}; 8..12: {prefixed})")
     return format_error(lib.FB_E_BAD_IDENTIFIER, 4, "header",
-                        f"file identifier {head[4:8]!r} (bytes 4..8) is not {known}")
+                        f"file identifier {head[4:8]!r} (bytes 4..8) is not {known}, and "
+                        f"bytes 8..12 are not {prefixed}")
 
 
 def file_format(path: str) -> str:
