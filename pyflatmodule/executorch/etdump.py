@@ -204,11 +204,11 @@ class DebugEvent(_Traced):
 
     def _tensor_tables(self) -> List[Table]:
         entry, kind = self._entry, self.value_type
-        if entry is None or kind not in ("Tensor", "TensorList"):
+        sub = entry.table({"Tensor": "tensor", "TensorList": "tensor_list"}[kind]) \
+            if entry is not None and kind in ("Tensor", "TensorList") else None
+        if sub is None:   # the core proved a Tensor or TensorList value holds its table
             return []
-        if kind == "Tensor":
-            return [entry.table("tensor")]   # type: ignore[list-item]  # the core checked it
-        return list(entry.table("tensor_list").tables("tensors"))   # type: ignore[union-attr]
+        return [sub] if kind == "Tensor" else list(sub.tables("tensors"))
 
     @property
     def value(self) -> DebugValue:
