@@ -30,6 +30,7 @@ DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PROFILE = os.path.join(DATA, "profile.etdump")
 DEBUG = os.path.join(DATA, "profile.debug")
 ALLOC = os.path.join(DATA, "alloc.etdump")
+XNNPACK = os.path.join(DATA, "xnnpack.etdump")
 VALUES = os.path.join(DATA, "values.etdump")
 VALUES_DEBUG = os.path.join(DATA, "values.debug")
 with open(os.path.join(DATA, "etdump.oracle.json"), encoding="utf-8") as _f:
@@ -126,8 +127,8 @@ def _layout(t: Dict[str, Any]) -> Any:
     return (t["scalar_type"], t["sizes"], t["strides"], t["offset"])
 
 
-@pytest.mark.parametrize("name,path", [("profile", PROFILE), ("alloc", ALLOC),
-                                       ("values", VALUES)])
+@pytest.mark.parametrize("name,path", [("profile", PROFILE), ("xnnpack", XNNPACK),
+                                       ("alloc", ALLOC), ("values", VALUES)])
 def test_matches_exirs_reading(name: str, path: str) -> None:
     want = ORACLE[name]
     with pfm.load(path) as d:
@@ -145,6 +146,8 @@ def test_matches_exirs_reading(name: str, path: str) -> None:
                 if e.kind == "profile":
                     assert e.duration == we["end_time"] - we["start_time"]
                     assert e.delegate_debug_id == (we["delegate_debug_id_str"] or None)
+                    assert bytes(e.delegate_debug_metadata).hex() == \
+                        (we["delegate_debug_metadata"] or "")
                 if e.kind == "allocation":
                     assert e.allocator == wr["allocators"][we["allocator_id"]]
                 if e.kind == "debug":
@@ -369,6 +372,19 @@ def test_mutated_files_are_refused_or_read_never_a_crash(path: str, debug: str) 
 
 def _names(run: Any) -> List[str]:
     return [e.name for e in run.events if e.kind == "profile"]
+
+
+def test_xnnpacks_events_carry_its_labels() -> None:
+    """The delegate's own events have no name: the delegate's label is their id."""
+    want = [e for e in ORACLE["xnnpack"]["run_data"][1]["events"]
+            if e["delegate_debug_id_str"] is not None]
+    assert want, "the XNNPACK run records the delegate's events"
+    with pfm.load(XNNPACK) as d:
+        got = [e for e in d.runs[1].events
+               if e.kind == "profile" and e.delegate_debug_id is not None]
+        assert [(e.name, e.delegate_debug_id, e.instruction_id) for e in got] == \
+            [(None, w["delegate_debug_id_str"], w["instruction_id"]) for w in want]
+        assert all(repr(e).startswith(f"<ProfileEvent {e.delegate_debug_id!r}") for e in got)
 
 
 def test_the_runs_are_the_methods_load_and_execution() -> None:

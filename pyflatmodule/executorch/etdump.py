@@ -113,7 +113,8 @@ class _Traced(_Event):
         return n if n != -1 else None
 
     def _describe(self) -> str:
-        return f"{self.name!r} instruction {self.instruction_id}"
+        label = self.name if self.name is not None else self.delegate_debug_id
+        return f"{label!r} instruction {self.instruction_id}"
 
 
 class ProfileEvent(_Traced):

@@ -1,36 +1,40 @@
 #!/usr/bin/env python3
-"""Regenerate tests/data/et/profile.etdump, its debug buffer and its oracle (needs torch
-2.13, executorch 1.5.1).
+"""Regenerate tests/data/et's ETDumps and their oracle (needs torch 2.13, executorch 1.5.1).
 
     FLATC_EXECUTABLE=.../flatc python tests/data/make_etdump.py
 
-Exports a small model (linear, relu, times 2) with ``to_edge_transform_and_lower`` and
-``to_executorch``, loads it in ExecuTorch's runtime with ETDump enabled and a debug buffer,
-executes ``forward`` once and writes ``profile.etdump`` (the ETDump, identifier ``ED00``)
-and ``profile.debug`` (the debug buffer its debug events' tensors point into). Writes
-``profile.oracle.json``: what ExecuTorch's own reader ``deserialize_from_etdump_flatcc``
-says of the ETDump (version; per run its name, bundled_input_index, allocator names and
-every event: a profile event's name, chain_index, instruction_id, delegate ids, start and
-end time; an allocation event's allocator id and size; a debug event's ids, name and value
-with its tensor's scalar type, sizes, strides and offset), the values ``Inspector`` reads
-for each instruction's debug tensor from the debug buffer, the input and the runtime's
-output. Also writes, compiled by ``flatc`` from JSON with ExecuTorch's schema, what the
-runtime's Python bindings do not record: ``alloc.etdump``, one run with two allocators
-and allocation events, and ``values.etdump`` with ``values.debug``, a debug value of
-every ValueType (a tensor transposed by its strides, a tensor list with an empty tensor),
-each as the Inspector inflates it from the debug buffer; each file its entry in the
-oracle.
+From ExecuTorch's runtime: a small model (linear, relu, times 2) exported with
+``to_edge_transform_and_lower`` and ``to_executorch``, loaded with ETDump enabled and a
+debug buffer, ``forward`` executed once: ``profile.etdump`` (the ETDump, identifier
+``ED00``) and ``profile.debug`` (the debug buffer its debug events' tensors point into);
+the same model lowered to XNNPACK, run without a debug buffer: ``xnnpack.etdump`` (the
+delegate's own events, labelled by their ``delegate_debug_id_str``). Compiled by
+``flatc`` from JSON with ExecuTorch's schema, what the runtime's Python bindings do not
+record: ``alloc.etdump``, one run with two allocators and allocation events, and
+``values.etdump`` with ``values.debug``, a debug value of every ValueType (a tensor
+transposed by its strides, a tensor list with an empty tensor).
+
+``etdump.oracle.json`` holds, per file, what ExecuTorch's own reader
+``deserialize_from_etdump_flatcc`` says of it (version; per run its name,
+bundled_input_index, allocator names and every event: a profile event's name,
+chain_index, instruction_id, delegate ids and metadata, start and end time; an allocation
+event's allocator id and size; a debug event's ids, name and value with its tensors'
+scalar types, sizes, strides and offsets); for the profile, the values ``Inspector``
+reads for each instruction's debug tensor, the input and the runtime's output; for the
+values, each as the Inspector inflates it from the debug buffer and the strided tensor
+as torch's ``as_strided`` reads it.
 """
 import json
 import os
 import subprocess
 import tempfile
 from importlib import resources
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import executorch.devtools.etdump as etdump_package
 import numpy as np
 import torch
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.devtools import Inspector
 from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 from executorch.devtools.inspector._inspector_utils import inflate_runtime_output
@@ -74,7 +78,9 @@ def _event(e: Any) -> Dict[str, Any]:
                 "instruction_id": p.instruction_id,
                 "delegate_debug_id_int": p.delegate_debug_id_int,
                 "delegate_debug_id_str": p.delegate_debug_id_str,
-                "start_time": p.start_time, "end_time": p.end_time}
+                "start_time": p.start_time, "end_time": p.end_time,
+                "delegate_debug_metadata": None if p.delegate_debug_metadata is None
+                else bytes(p.delegate_debug_metadata).hex()}
     if e.allocation_event is not None:
         a = e.allocation_event
         return {"kind": "allocation", "allocator_id": a.allocator_id,
@@ -98,14 +104,22 @@ def _reading(blob: bytes) -> Dict[str, Any]:
     return {"version": dump.version, "run_data": runs, "size": len(blob)}
 
 
-def _profile(tmp: str, oracle: Dict[str, Any]) -> None:
+def _exported(tmp: str, name: str, partitioner: List[Any]) -> Tuple[str, torch.Tensor]:
+    """The small model exported to tmp/<name>.pte (lowered by ``partitioner``), and the
+    input it was exported with."""
     torch.manual_seed(0)
     model = Small().eval()
     x = torch.randn(2, 4)
-    program = to_edge_transform_and_lower(export(model, (x,))).to_executorch()
-    pte = os.path.join(tmp, "small.pte")
+    program = to_edge_transform_and_lower(export(model, (x,)),
+                                          partitioner=partitioner).to_executorch()
+    pte = os.path.join(tmp, name + ".pte")
     with open(pte, "wb") as f:
         f.write(program.buffer)
+    return pte, x
+
+
+def _profile(tmp: str, oracle: Dict[str, Any]) -> None:
+    pte, x = _exported(tmp, "small", [])
     loaded = Runtime.get().load_program(pte, enable_etdump=True,
                                         debug_buffer_size=DEBUG_BUFFER_SIZE)
     (y,) = loaded.load_method("forward").execute([x])
@@ -123,6 +137,18 @@ def _profile(tmp: str, oracle: Dict[str, Any]) -> None:
     oracle["profile"].update(debug_buffer_size=os.path.getsize(debug),
                              inspector_debug_data=values, input=x.tolist(),
                              output=y.tolist())
+
+
+def _xnnpack(tmp: str, oracle: Dict[str, Any]) -> None:
+    """The model lowered to XNNPACK: the delegate's events carry its own labels."""
+    pte, x = _exported(tmp, "xnnpack", [XnnpackPartitioner()])
+    loaded = Runtime.get().load_program(pte, enable_etdump=True)
+    loaded.load_method("forward").execute([x])
+    path = os.path.join(OUT, "xnnpack.etdump")
+    # without a debug buffer there is none to write; the public wrapper insists on a path
+    loaded._program.write_etdump_result_to_file(path, None)
+    with open(path, "rb") as f:
+        oracle["xnnpack"] = _reading(f.read())
 
 
 def _compiled(tmp: str, name: str, dump: Dict[str, Any]) -> bytes:
@@ -211,6 +237,7 @@ def main() -> None:
     oracle: Dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         _profile(tmp, oracle)
+        _xnnpack(tmp, oracle)
         _alloc(tmp, oracle)
         _values(tmp, oracle)
     with open(os.path.join(OUT, "etdump.oracle.json"), "w") as f:
