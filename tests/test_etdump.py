@@ -11,8 +11,10 @@ walking their flatbuffers here (not with the reader under test).
 """
 from __future__ import annotations
 
+import io
 import json
 import os
+import pathlib
 import struct
 import subprocess
 import sys
@@ -251,6 +253,21 @@ def test_close_repr_and_the_front_door() -> None:
         pfm.load(os.path.join(DATA, "mlp.pte"), debug_buffer=DEBUG)
     with pytest.raises(ValueError, match="not a model"):
         pfm.diff.diff(PROFILE, PROFILE)
+
+
+def test_every_kind_of_source_opens_alike() -> None:
+    sources: List[Any] = [pathlib.Path(PROFILE), BYTES, bytearray(BYTES), memoryview(BYTES),
+                          io.BytesIO(BYTES), open(PROFILE, "rb")]
+    for source in sources:
+        with pfm.load(source, debug_buffer=io.BytesIO(DEBUG_BYTES)) as d:
+            assert d.info()["events"] == 19 and d.runs[1].events[0].value.shape == (4, 3)
+    with pfm.load(PROFILE, copy=True, debug_buffer=DEBUG) as d:
+        assert d.info()["debug_buffer_size"] == len(DEBUG_BYTES)
+    sources[-1].close()
+    assert pfm.verify(PROFILE, debug_buffer=DEBUG)["debug_tensors"] == 6
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(PROFILE, debug_buffer=DEBUG_BYTES[:64])
+    assert e.value.code == "outside_storage"
 
 
 # ----------------------------------------------------------------- bad input
