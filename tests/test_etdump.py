@@ -25,6 +25,7 @@ import pytest
 
 import pyflatmodule as pfm
 import pyflatmodule.diff
+from pyflatmodule.core.options import Options
 
 from support.cli import run_cli
 
@@ -287,6 +288,23 @@ def test_a_truncated_file_is_refused_at_its_size_prefix() -> None:
 def test_a_wrong_identifier_names_the_formats() -> None:
     e = _error(BYTES[:8] + b"ED01" + BYTES[12:])
     assert e.code == "bad_identifier" and "ED00" in e.reason
+
+
+def test_the_opener_names_the_identifier_at_byte_8() -> None:
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.executorch.open_etdump(BYTES[:8] + b"ED01" + BYTES[12:], Options())
+    assert (e.value.code, e.value.offset) == ("bad_identifier", 8)
+
+
+def test_nothing_is_required() -> None:
+    """ExecuTorch's readers take every field absent: an ETDump without runs, a run
+    without events or a name read as empty."""
+    with pfm.load(_with_vtable_slot_zeroed(BYTES, _root(BYTES), 1)) as d:
+        assert d.runs == [] and d.info()["events"] == 0
+    with pfm.load(_with_vtable_slot_zeroed(BYTES, EXECUTE, 3)) as d:
+        assert len(d.runs[1].events) == 0 and d.info()["events"] == 2
+    with pfm.load(_with_vtable_slot_zeroed(BYTES, EXECUTE, 0)) as d:
+        assert d.runs[1].name is None
 
 
 def test_an_event_without_a_member() -> None:
