@@ -6,9 +6,12 @@
  * ("Exactly one of these fields must be non-null"); an allocation event's allocator_id
  * indexes its run's allocators; a debug Value holds the table its `val` names; a debug
  * tensor has a known scalar type, as many strides as sizes, none of either negative,
- * strides that stay inside its elements (the runtime copies a tensor's nbytes into the
- * debug buffer), and when it has bytes an offset to them inside the debug buffer (when
- * its size is given). Times are not compared: nothing says an end follows its start.
+ * its nonzero sizes' product in bytes within an int64, strides that stay inside its
+ * elements (the runtime's DataSink::write_tensor copies a tensor's nbytes into the debug
+ * buffer, offset -1 when it has none), and when it has bytes an offset to them inside
+ * the debug buffer (when its size is given). Before all that, the size prefix must lie
+ * inside the file; the buffer read is the one it gives. Times are not compared: nothing
+ * says an end follows its start.
  */
 #include "executorch/etdump.h"
 
