@@ -16,8 +16,16 @@ with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by TensorKey, whos
 """
 from .core.dtypes import QuantizedTensor
 from .errors import FormatError
-from .executorch import BundledProgram, DataFile, Method, Program, TensorSpec
-from .files import load, load_bundled, load_data, load_module, load_program, verify
+from .executorch import BundledProgram, DataFile, ETDump, Method, Program, TensorSpec
+from .files import (
+                    load,
+                    load_bundled,
+                    load_data,
+                    load_etdump,
+                    load_module,
+                    load_program,
+                    verify,
+)
 from .ptmf import (
                    Argument,
                    Device,
@@ -37,8 +45,8 @@ from .ptmf import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Argument", "BundledProgram", "DataFile", "Device", "EnumValue", "FormatError", "Function",
-    "Method", "Methods", "Module", "Object", "ObjectType", "Operator", "Program", "QuantizedTensor",
-    "Schema", "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load", "load_bundled",
-    "load_data", "load_module", "load_program", "verify",
+    "Argument", "BundledProgram", "DataFile", "Device", "ETDump", "EnumValue", "FormatError",
+    "Function", "Method", "Methods", "Module", "Object", "ObjectType", "Operator", "Program",
+    "QuantizedTensor", "Schema", "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load",
+    "load_bundled", "load_data", "load_etdump", "load_module", "load_program", "verify",
 ]

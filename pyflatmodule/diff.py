@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from .core.dtypes import QuantizedTensor, dtype_name
-from .executorch import BundledProgram, DataFile, Program
+from .executorch import BundledProgram, DataFile, ETDump, Program
 from .export import blocks, quantization_params
 from .files import load
 from .ptmf import Module
@@ -231,12 +231,16 @@ def _kind(f: Opened) -> str:
 
 
 #: What diff takes already opened.
-_OPENED = (Module, Program, DataFile, BundledProgram)
+_OPENED = (Module, Program, DataFile, BundledProgram, ETDump)
 
 
-def _compared(f: Union[Module, Program, DataFile, BundledProgram]) -> Union[Module, Program,
-                                                                            DataFile]:
-    """What diff compares of a file: a bundled program's embedded program, else the file."""
+def _compared(f: Union[Module, Program, DataFile, BundledProgram, ETDump]) -> Union[
+        Module, Program, DataFile]:
+    """What diff compares of a file: a bundled program's embedded program, else the file;
+    an ETDump (a record of runs, not a model) is refused."""
+    if isinstance(f, ETDump):
+        f.close()
+        raise ValueError("diff compares models; an ETDump is a record of runs, not a model")
     return f.program if isinstance(f, BundledProgram) else f
 
 

@@ -1,8 +1,8 @@
 """``load``: one entry point for every format, chosen by the file's identifier; the typed
-loaders ``load_module``, ``load_program``, ``load_data`` and ``load_bundled``, which
-accept their format only; and ``verify``. The one place the load options are spelled as
-keywords: each becomes an :class:`~pyflatmodule.core.options.Options`, handed down to the
-format's opener."""
+loaders ``load_module``, ``load_program``, ``load_data``, ``load_bundled`` and
+``load_etdump``, which accept their format only; and ``verify``. The one place the load
+options are spelled as keywords: each becomes an
+:class:`~pyflatmodule.core.options.Options`, handed down to the format's opener."""
 from __future__ import annotations
 
 import mmap
@@ -13,76 +13,93 @@ from .core.native import format_error, lib
 from .core.options import Options
 from .core.source import SourceLike, open_file
 from .errors import FormatError
-from .executorch import BundledProgram, DataFile, Program, open_bundled, open_executorch
+from .executorch import (
+                          BundledProgram,
+                          DataFile,
+                          ETDump,
+                          Program,
+                          open_bundled,
+                          open_etdump,
+                          open_executorch,
+)
 from .ptmf import Module, VerifyReport, open_module, verify_module
 
-__all__ = ["file_format", "load", "load_bundled", "load_data", "load_module",
+__all__ = ["file_format", "load", "load_bundled", "load_data", "load_etdump", "load_module",
            "load_program", "verify"]
 
 #: File identifiers (bytes 4..8) of the formats ExecuTorch writes.
 EXECUTORCH = (b"ET12", b"FT01")
-#: What each identifier names.
-FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte"}
+#: What each identifier names: at bytes 4..8, or at 8..12 for the size-prefixed formats.
+FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte", b"ED00": "etdump"}
+#: Identifiers of size-prefixed flatbuffers (a u32 size first, so the identifier at 8..12).
+SIZE_PREFIXED = (b"ED00",)
 #: Each format in words, by the name FORMATS gives it.
 DESCRIPTIONS = {"ptmf": "a PyTorch Mobile model (PTMF: .ptl, .ff)",
                 "pte": "an ExecuTorch program (ET12: .pte)",
                 "ptd": "an ExecuTorch data file (FT01: .ptd)",
-                "bpte": "an ExecuTorch bundled program (BP08: .bpte)"}
+                "bpte": "an ExecuTorch bundled program (BP08: .bpte)",
+                "etdump": "an ExecuTorch ETDump profile (ED00: .etdump, .etdp)"}
 #: The class each format's files open as.
 CLASSES: Dict[str, type] = {"ptmf": Module, "pte": Program, "ptd": DataFile,
-                            "bpte": BundledProgram}
+                            "bpte": BundledProgram, "etdump": ETDump}
 #: A zip archive's first bytes (TorchScript's older .ptl), which the PTMF loader names.
 _ZIP = b"PK\x03\x04"
 
-File = Union[Module, Program, DataFile, BundledProgram]
-F = TypeVar("F", Module, Program, DataFile, BundledProgram)
+File = Union[Module, Program, DataFile, BundledProgram, ETDump]
+F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump)
+#: Bytes read to tell the formats apart.
+HEAD = 12
 
 
 def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
-    """The first 8 bytes of ``source`` (fewer when it is shorter), and the source to open
+    """The first HEAD bytes of ``source`` (fewer when it is shorter), and the source to open
     (a file object that cannot seek is read into bytes here)."""
     if isinstance(source, (str, os.PathLike)):
         with os.fdopen(open_file(os.fspath(source)), "rb") as f:
-            return f.read(8), source
+            return f.read(HEAD), source
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
-        return bytes(memoryview(source).cast("B")[:8]), source
+        return bytes(memoryview(source).cast("B")[:HEAD]), source
     if not hasattr(source, "read"):
         return b"", source   # the PTMF loader names what it cannot read
     seekable = getattr(source, "seekable", None)
     if seekable is not None and seekable():
         start = source.tell()
-        head = source.read(8)
+        head = source.read(HEAD)
         source.seek(start)
         return bytes(head), source
     data = source.read()
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("file object must be opened in binary mode")
-    return bytes(data[:8]), bytes(data)
+    return bytes(data[:HEAD]), bytes(data)
 
 
 def _format_of(head: bytes) -> Optional[str]:
     """The format the first bytes name, None when they name none."""
-    return FORMATS.get(head[4:8]) if len(head) >= 8 else None
+    if len(head) >= 8 and head[4:8] in FORMATS and head[4:8] not in SIZE_PREFIXED:
+        return FORMATS[head[4:8]]
+    return FORMATS[head[8:12]] if len(head) >= 12 and head[8:12] in SIZE_PREFIXED else None
 
 
 def _none_of_them(head: bytes) -> FormatError:
     """The error for a file of no format read here."""
-    idents = [i.decode() for i in FORMATS]
+    idents = [i.decode() for i in FORMATS if i not in SIZE_PREFIXED]
     known = ", ".join(idents[:-1]) + " or " + idents[-1]
+    prefixed = " or ".join(i.decode() for i in SIZE_PREFIXED)
     if len(head) < 8:
         return format_error(lib.FB_E_TOO_SMALL, 0, "header",
                             f"{len(head)} bytes are too few to hold a file identifier "
-                            f"(bytes 4..8: {known})")
+                            f"(bytes 4..8: {known}; 8..12: {prefixed})")
     return format_error(lib.FB_E_BAD_IDENTIFIER, 4, "header",
-                        f"file identifier {head[4:8]!r} (bytes 4..8) is not {known}")
+                        f"file identifier {head[4:8]!r} (bytes 4..8) is not {known}, and "
+                        f"bytes 8..12 are not {prefixed}")
 
 
 def file_format(path: str) -> str:
-    """``"ptmf"``, ``"pte"``, ``"ptd"`` or ``"bpte"`` by the file's identifier,
-    ``"unknown"`` for any other file (reads 8 bytes; OSError if the path cannot be
-    read)."""
+    """``"ptmf"``, ``"pte"``, ``"ptd"``, ``"bpte"`` or ``"etdump"`` by the file's
+    identifier, ``"unknown"`` for any other file (reads 12 bytes; OSError if the path
+    cannot be read)."""
     with os.fdopen(open_file(path), "rb") as f:
-        return _format_of(f.read(8)) or "unknown"
+        return _format_of(f.read(HEAD)) or "unknown"
 
 
 def _check_data(data: Any) -> Sequence[Any]:
@@ -92,16 +109,17 @@ def _check_data(data: Any) -> Sequence[Any]:
     return list(data)
 
 
-def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
-         copy: bool = False, strict: bool = False, advise: Optional[str] = None,
-         populate: bool = False, max_depth: int = 200, max_tables: int = 0,
-         max_elements: int = 0) -> File:
+def load(source: SourceLike, *, data: Sequence[Any] = (),
+         debug_buffer: Optional[SourceLike] = None, verify: bool = True, copy: bool = False,
+         strict: bool = False, advise: Optional[str] = None, populate: bool = False,
+         max_depth: int = 200, max_tables: int = 0, max_elements: int = 0) -> File:
     """Open a model file without copying it; what comes back depends on the file.
 
     A PyTorch Mobile flatbuffer (identifier ``PTMF``, ``.ptl``/``.ff``) gives a
     :class:`Module`, an ExecuTorch program (``ET12``, ``.pte``) a :class:`Program`, an
     ExecuTorch data file (``FT01``, ``.ptd``) a :class:`DataFile`, an ExecuTorch bundled
-    program (``BP08``, ``.bpte``) a :class:`BundledProgram`. The typed loaders
+    program (``BP08``, ``.bpte``) a :class:`BundledProgram`, an ExecuTorch ETDump
+    (``ED00`` at bytes 8..12, ``.etdump``) an :class:`ETDump`. The typed loaders
     (:func:`load_program`, ...) take the same arguments and accept one format only.
 
     Args:
@@ -110,6 +128,8 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
         data: for a program, the data files (paths, sources or opened DataFiles) that
             hold its external tensors, searched in order by the tensors' names; a
             sequence, never one path.
+        debug_buffer: for an ETDump, the debug buffer its debug events' tensors are
+            stored in (any source as ``source``); its tensors then read as arrays.
         verify, copy, strict, advise, populate, max_depth, max_tables, max_elements:
             as :class:`~pyflatmodule.core.options.Options` documents them. ExecuTorch
             files are always checked in full when opened; ``verify`` adds alignment,
@@ -120,13 +140,17 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
             file is not one (its errors' paths start with ``data[i]``).
         OSError: the path cannot be opened.
         TypeError: ``data`` is a single path or buffer rather than a sequence.
-        ValueError: an option is out of range, or ``data`` given for a non-program.
+        ValueError: an option is out of range, ``data`` given for a non-program or
+            ``debug_buffer`` for a non-ETDump.
     """
     data = _check_data(data)
     head, source = _identify(source)
     kind = _format_of(head)
-    if data and kind in ("ptmf", "bpte"):
+    if data and kind in ("ptmf", "bpte", "etdump"):
         raise ValueError(f"data= is for ExecuTorch programs (.pte); this is "
+                         f"{DESCRIPTIONS[kind]}")
+    if debug_buffer is not None and kind not in (None, "etdump"):
+        raise ValueError(f"debug_buffer= is for ExecuTorch ETDumps (.etdump); this is "
                          f"{DESCRIPTIONS[kind]}")
     options = Options(verify=verify, copy=copy, strict=strict, advise=advise,
                       populate=populate, max_depth=max_depth, max_tables=max_tables,
@@ -135,6 +159,8 @@ def load(source: SourceLike, *, data: Sequence[Any] = (), verify: bool = True,
         return open_executorch(source, options, data)
     if kind == "bpte":
         return open_bundled(source, options)
+    if kind == "etdump":
+        return open_etdump(source, options, debug_buffer)
     if kind is None and (hasattr(source, "read") or isinstance(
             source, (str, os.PathLike, bytes, bytearray, memoryview, mmap.mmap))) \
             and not head.startswith(_ZIP):
@@ -177,7 +203,14 @@ def load_bundled(source: SourceLike, **options: Any) -> BundledProgram:
     return _load_as(BundledProgram, source, options)
 
 
-def verify(source: SourceLike, *, data: Sequence[Any] = (), strict: bool = False,
+def load_etdump(source: SourceLike, **options: Any) -> ETDump:
+    """:func:`load` (same arguments, ``debug_buffer=`` included) for an ExecuTorch ETDump
+    only: FormatError for a file of another format."""
+    return _load_as(ETDump, source, options)
+
+
+def verify(source: SourceLike, *, data: Sequence[Any] = (),
+           debug_buffer: Optional[SourceLike] = None, strict: bool = False,
            max_depth: int = 200, max_tables: int = 0,
            max_elements: int = 0) -> Union[VerifyReport, Dict[str, Any]]:
     """Check a whole file of any format and return a short report; raise FormatError if
@@ -185,14 +218,16 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (), strict: bool = False
 
     A PTMF model gives a :class:`VerifyReport`; an ExecuTorch file its ``info()`` (a dict
     whose ``"format"`` names it), after a load that checks everything: with ``data``, the
-    data files a program's external tensors are in (each checked too)."""
+    data files a program's external tensors are in (each checked too); with
+    ``debug_buffer``, the one an ETDump's debug tensors are in (their extents checked
+    against it)."""
     data = _check_data(data)
     head, source = _identify(source)
     kind = _format_of(head)
-    if kind == "ptmf" and not data:
+    if kind == "ptmf" and not data and debug_buffer is None:
         return verify_module(source, Options(strict=strict, max_depth=max_depth,
                                              max_tables=max_tables,
                                              max_elements=max_elements))
-    with load(source, data=data, strict=strict, max_depth=max_depth, max_tables=max_tables,
-              max_elements=max_elements) as f:
+    with load(source, data=data, debug_buffer=debug_buffer, strict=strict,
+              max_depth=max_depth, max_tables=max_tables, max_elements=max_elements) as f:
         return f.info()

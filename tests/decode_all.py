@@ -78,8 +78,8 @@ def peak_rss_kib() -> int:
 
 
 def full_decode(m: Any) -> None:
-    """Read every part of a Module, Program, DataFile or BundledProgram through the public
-    API."""
+    """Read every part of a Module, Program, DataFile, BundledProgram or ETDump through
+    the public API."""
     if isinstance(m, pfm.Program):
         decode_program(m)
         return
@@ -88,6 +88,9 @@ def full_decode(m: Any) -> None:
         return
     if isinstance(m, pfm.BundledProgram):
         decode_bundled(m)
+        return
+    if isinstance(m, pfm.ETDump):
+        decode_etdump(m)
         return
     assert len(list(m.ivalues)) == len(m.ivalues)   # the bulk decoder
     for i in range(len(m.ivalues)):
@@ -178,6 +181,29 @@ def decode_bundled(b: pfm.BundledProgram) -> None:
     b.info()
     repr(b)
     decode_program(b.program)
+
+
+def decode_etdump(d: pfm.ETDump) -> None:
+    """Read every part of an ExecuTorch ETDump through the public API (debug values
+    when it was opened with its debug buffer)."""
+    _ = d.version, d.size, d.has_debug_buffer
+    for run in d.runs:
+        _ = run.name, run.bundled_input_index, run.allocators
+        repr(run)
+        for e in run.events:
+            repr(e)
+            if e.kind == "allocation":
+                _ = e.allocator_id, e.allocator, e.allocation_size
+                continue
+            _ = e.name, e.chain_index, e.instruction_id, e.delegate_debug_id
+            if isinstance(e, pfm.executorch.ProfileEvent):
+                _ = e.start_time, e.end_time, e.duration, bytes(e.delegate_debug_metadata)
+            elif isinstance(e, pfm.executorch.DebugEvent):
+                _ = e.value_type, e.output, e.tensors
+                if d.has_debug_buffer:
+                    touch(e.value)
+    d.info()
+    repr(d)
 
 
 def check_error(e: pfm.FormatError, data: Any, path: str = "",

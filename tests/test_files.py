@@ -1,6 +1,7 @@
 """The front door: load() and its typed twins, verify(), data= and the paths they refuse.
 
-Expected values come from the files' bytes (identifiers at bytes 4..8) and from
+Expected values come from the files' bytes (identifiers at bytes 4..8, an ETDump's at
+8..12, after its size prefix) and from
 ExecuTorch's own reading of them (tests/data/et/*.oracle.json, written by exir).
 """
 from __future__ import annotations
@@ -24,9 +25,13 @@ PTE = os.path.join(ET, "external.pte")
 PTD = os.path.join(ET, "external.ptd")
 #: One real file of each format, by the class load() gives for it.
 FILES = {pfm.Module: model_path("layouts.ff"), pfm.Program: os.path.join(ET, "mlp.pte"),
-         pfm.DataFile: PTD, pfm.BundledProgram: os.path.join(ET, "bundled.bpte")}
+         pfm.DataFile: PTD, pfm.BundledProgram: os.path.join(ET, "bundled.bpte"),
+         pfm.ETDump: os.path.join(ET, "profile.etdump")}
 LOADERS = {pfm.Module: pfm.load_module, pfm.Program: pfm.load_program,
-           pfm.DataFile: pfm.load_data, pfm.BundledProgram: pfm.load_bundled}
+           pfm.DataFile: pfm.load_data, pfm.BundledProgram: pfm.load_bundled,
+           pfm.ETDump: pfm.load_etdump}
+#: Where each format's identifier is: bytes 4..8 but for a size-prefixed ETDump.
+IDENTIFIER_AT = {pfm.ETDump: 8}
 
 
 def _oracle(name: str) -> Dict[str, Any]:
@@ -43,8 +48,9 @@ def _external_names() -> List[str]:
 @pytest.mark.parametrize("cls", list(FILES), ids=lambda c: c.__name__)
 def test_load_and_the_typed_loader_agree_on_each_format(cls: type) -> None:
     path = FILES[cls]
+    at = IDENTIFIER_AT.get(cls, 4)
     with open(path, "rb") as f:
-        ident = f.read(8)[4:8]
+        ident = f.read(12)[at:at + 4]
     assert pfm.files.FORMATS[ident] == pfm.files.file_format(path)
     with pfm.load(path) as f:
         assert type(f) is cls
@@ -63,7 +69,7 @@ def test_an_unknown_identifier_names_the_ones_read_here() -> None:
     with pytest.raises(pfm.FormatError) as e:
         pfm.load(b"\0\0\0\0ZZZZ" + bytes(64))
     assert e.value.code == "bad_identifier" and e.value.offset == 4
-    for ident in (b"PTMF", b"ET12", b"FT01", b"BP08"):
+    for ident in (b"PTMF", b"ET12", b"FT01", b"BP08", b"ED00"):
         assert ident.decode() in e.value.reason
     with pytest.raises(pfm.FormatError) as e:
         pfm.load(b"ET1")
@@ -74,7 +80,7 @@ def test_data_takes_a_sequence_and_only_for_programs() -> None:
     for one in (PTD, pathlib.Path(PTD), open(PTD, "rb").read()):
         with pytest.raises(TypeError, match=r"data=\["):
             pfm.load(PTE, data=one)  # type: ignore[arg-type]
-    for path in (FILES[pfm.Module], FILES[pfm.BundledProgram]):
+    for path in (FILES[pfm.Module], FILES[pfm.BundledProgram], FILES[pfm.ETDump]):
         with pytest.raises(ValueError, match="data= is for ExecuTorch programs"):
             pfm.load(path, data=[PTD])
 

@@ -539,7 +539,8 @@ def _wire(s: Any) -> Dict[str, Any]:
 @pytest.mark.parametrize("stem,theirs", [
     ("executorch_program", "exir/_serialize/program.fbs"),
     ("executorch_flat_tensor", "extension/flat_tensor/serialize/flat_tensor.fbs"),
-    ("xnnpack", "backends/xnnpack/serialization/schema.fbs")])
+    ("xnnpack", "backends/xnnpack/serialization/schema.fbs"),
+    ("executorch_etdump", "devtools/etdump/etdump_schema_flatcc.fbs")])
 def test_executorch_schemas_are_wire_identical_to_executorchs(stem: str, theirs: str) -> None:
     """Where ExecuTorch is installed, its own schema files (their `include` of
     scalar_type.fbs spliced in) declare the same wire format as the project's."""
@@ -738,8 +739,9 @@ def test_good_schema_parses() -> None:
 
 def test_prefixes_keep_the_executorch_schemas_apart() -> None:
     assert [fbsgen.prefix(stem) for stem in ("mobile_bytecode", "executorch_program",
-                                             "executorch_flat_tensor", "xnnpack", "a_b")] == \
-        ["MOBILE", "ET", "FT", "XN", "A"]
+                                             "executorch_flat_tensor", "executorch_etdump",
+                                             "xnnpack", "a_b")] == \
+        ["MOBILE", "ET", "FT", "ED", "XN", "A"]
 
 
 def test_a_table_without_fields_gets_ids_but_no_descriptor_array() -> None:

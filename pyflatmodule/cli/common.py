@@ -15,7 +15,7 @@ from ..errors import FormatError
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
-MODEL_SUFFIXES = (".ptl", ".ff", ".pte", ".ptd", ".bpte")
+MODEL_SUFFIXES = (".ptl", ".ff", ".pte", ".ptd", ".bpte", ".etdump", ".etdp")
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 

@@ -12,10 +12,21 @@ the strides their ``dim_order`` gives; delegate payloads and named data are read
 (csrc/executorch/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
 (:mod:`pyflatmodule.executorch.xnnpack`); ``Program.state_dict()`` includes their
 constants. Bundled programs (``.bpte``), a program with its test cases, open as a
-:class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`).
+:class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`). ETDump profiles
+(``.etdump``), what the runtime records of its runs, open as an :class:`ETDump`
+(:mod:`pyflatmodule.executorch.etdump`).
 """
 from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
+from .etdump import (
+                     AllocationEvent,
+                     DebugEvent,
+                     DebugTensor,
+                     ETDump,
+                     ProfileEvent,
+                     RunData,
+                     open_etdump,
+)
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
 from .program import (
@@ -36,7 +47,9 @@ from .program import (
 )
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
-__all__ = ["BundledProgram", "Chain", "DataFile", "Delegate", "DelegateCall", "Frame", "FreeCall",
-           "Instruction", "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall",
-           "Operator", "PlannedTensor", "Program", "Quantization", "TensorSpec", "TestCase",
-           "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled", "open_executorch"]
+__all__ = ["AllocationEvent", "BundledProgram", "Chain", "DataFile", "DebugEvent", "DebugTensor",
+           "Delegate", "DelegateCall", "ETDump", "Frame", "FreeCall", "Instruction",
+           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
+           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "RunData", "TensorSpec",
+           "TestCase", "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled",
+           "open_etdump", "open_executorch"]

@@ -50,7 +50,8 @@ def seed_dir() -> str:
     paths = [os.path.join(data, f) for f in sorted(os.listdir(data))
              if f.endswith((".ff", ".ptl"))]
     paths.append(os.path.join(ROOT, "pyflatmodule", "data", "sample.ptl"))
-    paths += [os.path.join(et, f) for f in sorted(os.listdir(et)) if f.endswith((".pte", ".ptd"))]
+    paths += [os.path.join(et, f) for f in sorted(os.listdir(et))
+              if f.endswith((".pte", ".ptd", ".bpte", ".etdump"))]
     for p in paths:
         with open(p, "rb") as src, open(os.path.join(out, os.path.basename(p)), "wb") as dst:
             dst.write(src.read())

@@ -73,10 +73,11 @@ ET_DATA = os.path.join(DATA, "et")
 
 def model_files() -> List[Tuple[str, str]]:
     """(name, path) of every real model file: tests/data/*.ff, *.ptl, the sample, and
-    the ExecuTorch programs, data files and bundled programs tests/data/et/*.pte, *.ptd,
-    *.bpte."""
+    the ExecuTorch programs, data files, bundled programs and ETDumps tests/data/et/*.pte,
+    *.ptd, *.bpte, *.etdump."""
     names = sorted(f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl")))
-    et = sorted(f for f in os.listdir(ET_DATA) if f.endswith((".pte", ".ptd", ".bpte")))
+    et = sorted(f for f in os.listdir(ET_DATA)
+                if f.endswith((".pte", ".ptd", ".bpte", ".etdump")))
     return ([(n, os.path.join(DATA, n)) for n in names] + [("sample.ptl", SAMPLE)]
             + [(n, os.path.join(ET_DATA, n)) for n in et])
 
@@ -168,6 +169,11 @@ def _index_arrays(f: Any) -> List[Tuple[str, Any]]:
     if isinstance(f, pfm.BundledProgram):   # what it adds to its program's: the span
         import numpy as np
         return [("program_span", np.array(f.program_span)), *_index_arrays(f.program)]
+    if isinstance(f, pfm.ETDump):   # no index: what the C pass counted and found
+        import numpy as np
+        s = f._summary
+        return [("summary", np.array([s.root, s.size, s.n_runs, s.n_events, s.n_profile,
+                                      s.n_allocation, s.n_debug, s.n_debug_tensors]))]
     records, blobs = f._index()
     return [("records", records), ("blobs", blobs)]
 

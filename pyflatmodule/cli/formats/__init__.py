@@ -11,6 +11,7 @@ from ...errors import FormatError
 from ...files import file_format, load
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing
+from .etdump import ExecuTorchETDump
 from .executorch import ExecuTorchBundled, ExecuTorchDataFile, ExecuTorchProgram
 from .ptmf import PtmfModel
 
@@ -18,7 +19,8 @@ __all__ = ["FileFormat", "Listing", "format_of", "open_file"]
 
 #: The adapter of each format :func:`pyflatmodule.files.file_format` names.
 ADAPTERS: Dict[str, Type[FileFormat]] = {"ptmf": PtmfModel, "pte": ExecuTorchProgram,
-                                         "ptd": ExecuTorchDataFile, "bpte": ExecuTorchBundled}
+                                         "ptd": ExecuTorchDataFile, "bpte": ExecuTorchBundled,
+                                         "etdump": ExecuTorchETDump}
 #: The adapter of each class ``load`` returns.
 _BY_CLASS = {adapter.opens: adapter for adapter in ADAPTERS.values()}
 

@@ -1,0 +1,140 @@
+"""What the commands show of ExecuTorch ETDump profiles (``.etdump``): the runs and their
+events, through the public API of ``ETDump``. An ETDump holds no code, tensors or named
+data of a model: ``dis``, ``ops``, ``export`` and ``extract`` say so."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from ...executorch import ETDump, RunData
+from ...files import load
+from ..common import CliError, Context, Json, Style
+from .base import FileFormat, Listing, Tensor
+
+__all__ = ["ExecuTorchETDump"]
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 run``, ``3 runs``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _event(e: Any) -> Json:
+    """One event's fields as JSON."""
+    if e.kind == "allocation":
+        return {"kind": "allocation", "allocator": e.allocator,
+                "allocation_size": e.allocation_size}
+    out: Json = {"kind": e.kind, "name": e.name, "instruction_id": e.instruction_id,
+                 "delegate_debug_id": e.delegate_debug_id}
+    if e.kind == "profile":
+        out.update(start_time=e.start_time, end_time=e.end_time, duration=e.duration)
+    else:
+        out.update(value_type=e.value_type, output=e.output,
+                   tensors=[t._asdict() for t in e.tensors])
+    return out
+
+
+def _run(r: RunData) -> Json:
+    kinds = Counter(e.kind for e in r.events)
+    return {"name": r.name, "bundled_input_index": r.bundled_input_index,
+            "allocators": r.allocators, "events": len(r.events),
+            "by_kind": dict(sorted(kinds.items()))}
+
+
+class ExecuTorchETDump(FileFormat):
+    """An ExecuTorch ETDump (a :class:`pyflatmodule.ETDump`)."""
+
+    opens = ETDump
+    file: ETDump
+
+    def summary(self) -> Json:
+        return {"file": self.path, **self.file.info(),
+                "run_data": [_run(r) for r in self.file.runs]}
+
+    @staticmethod
+    def print_info(ctx: Context, s: Json) -> None:
+        st = ctx.style
+        ctx.print(f"{st(s['file'], 'bold')}: ExecuTorch ETDump, {s['size']:,} bytes, "
+                  f"version {s['version']}")
+        ctx.print(f"  runs: {s['runs']}, {_n(s['events'], 'event')} "
+                  f"({s['profile_events']:,} profile, {s['allocation_events']:,} allocation, "
+                  f"{s['debug_events']:,} debug; {_n(s['debug_tensors'], 'debug tensor')})")
+        for r in s["run_data"]:
+            kinds = ", ".join(f"{n:,} {k}" for k, n in r["by_kind"].items()) or "none"
+            ctx.print(f"    {st(str(r['name']), 'bold')}: {_n(r['events'], 'event')} ({kinds})"
+                      + (f", allocators {', '.join(map(str, r['allocators']))}"
+                         if r["allocators"] else ""))
+
+    @classmethod
+    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+        with load(path, strict=strict) as f:
+            info = f.info()
+        return {"format": "etdump", "size": info["size"], "runs": info["runs"],
+                "events": info["events"]}
+
+    @staticmethod
+    def verify_line(result: Json) -> str:
+        return (f"{result['size']:,} bytes, ExecuTorch ETDump, {_n(result['runs'], 'run')}, "
+                f"{_n(result['events'], 'event')}")
+
+    def tree(self, max_depth: Optional[int]) -> Json:
+        """The runs, each with its events."""
+        def cut(children: List[Json], depth: int) -> Dict[str, Any]:
+            if max_depth is not None and depth >= max_depth:
+                return {"truncated": len(children)} if children else {}
+            return {"children": children}
+
+        runs = []
+        for i, r in enumerate(self.file.runs):
+            path = f"run_data[{i}]"
+            # a node's name is its path segment: the run's and events' own names move
+            events = []
+            for j, e in enumerate(r.events):
+                node = _event(e)
+                node["event_name"] = node.pop("name", None)
+                events.append({**node, "name": f"events[{j}]", "path": f"{path}.events[{j}]"})
+            run = _run(r)
+            run["run_name"] = run.pop("name")
+            runs.append({**run, "name": path, "path": path, "kind": "run", **cut(events, 1)})
+        return {"name": "", "path": "", "kind": "etdump", "version": self.file.version,
+                **cut(runs, 0)}
+
+    @staticmethod
+    def tree_lines(st: Style, node: Json) -> List[str]:
+        kind = node["kind"]
+        if kind == "etdump":
+            line = f"ETDump, version {node['version']}"
+        elif kind == "run":
+            line = f"{st('run', 'cyan')} {node['run_name']!r}, {_n(node['events'], 'event')}"
+        elif kind == "profile":
+            line = (f"{st('profile', 'yellow')} {node['event_name']} (instruction "
+                    f"{node['instruction_id']}), {node['duration']:,} ticks")
+        elif kind == "allocation":
+            line = f"{st('allocation', 'yellow')} {node['allocation_size']:,} bytes from " \
+                   f"{node['allocator']!r}"
+        else:
+            shapes = ", ".join(str(t["sizes"]) for t in node["tensors"])
+            line = (f"{st('debug', 'yellow')} instruction {node['instruction_id']}: "
+                    f"{node['value_type']}{' ' + shapes if shapes else ''}"
+                    f"{' (output)' if node['output'] else ''}")
+        lines = [line]
+        if "truncated" in node:
+            lines.append(st(f"... {node['truncated']} not shown (--depth)", "dim"))
+        return lines
+
+    def listing(self, method: Optional[str], every_function: bool) -> Listing:
+        return Listing("methods", [], "an ExecuTorch ETDump: nothing to disassemble")
+
+    @staticmethod
+    def print_entry(ctx: Context, entry: Json) -> None:
+        """An ETDump lists no entries."""
+
+    def operators(self) -> Optional[List[str]]:
+        return None
+
+    def tensors(self) -> Dict[str, Tensor]:
+        return {}
+
+    def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
+        raise CliError(f"no named data {name!r}: an ExecuTorch ETDump holds none",
+                       "not_found", file=self.path)
