@@ -53,7 +53,8 @@ def _cases() -> List[Tuple[str, bytes, Optional[bytes], str, int, int]]:
     out = []
     plan = element(MLP, root(MLP), 1, 0)       # Program.execution_plan[0]
     at = "execution_plan[0]"
-    for name, fid in (("name", 0), ("values", 2), ("inputs", 3), ("outputs", 4)):
+    for name, fid in (("name", 0), ("values", 2), ("inputs", 3), ("outputs", 4),
+                      ("non_const_buffer_sizes", 8)):
         out.append((f"plan.{name}", MLP, None, f"{at}.{name}", plan, fid))
     values = deref(MLP, field(MLP, plan, 2))
     ev = deref(MLP, values + 4)
@@ -157,12 +158,12 @@ def test_a_data_file_dim_order_shorter_than_its_sizes() -> None:
     assert e.value.path == "data[0].named_data[0].tensor_layout"
 
 
-def _conv_nodes(data: bytes) -> List[Tuple[int, int]]:
-    """(payload start, node table) of each XNNConv2d node in xnn_conv.pte's XNNPACK
-    payloads, found from the bytes: ExecuTorch's reading (the oracle) gives each
-    delegate's segment; the payload's XH00 header (u32 flatbuffer offset at 10) the
-    graph; XNNGraph.xnodes is field 1, XNode's union type and value fields 0 and 1,
-    XNNConv2d union member 7."""
+def _nodes(data: bytes, member: int) -> List[Tuple[int, int]]:
+    """(XNode table, node table) of each node of union member ``member`` (XNNConv2d 7,
+    XNNFullyConnected 2, XNNStaticTranspose 5) in xnn_conv.pte's XNNPACK payloads, found
+    from the bytes: ExecuTorch's reading (the oracle) gives each delegate's segment; the
+    payload's XH00 header (u32 flatbuffer offset at 10) the graph; XNNGraph.xnodes is
+    field 1, XNode's union type and value fields 0 and 1."""
     with open(os.path.join(ET, "xnn_conv.oracle.json")) as f:
         doc = json.load(f)
     base = doc["header"]["segment_base_offset"]
@@ -175,10 +176,16 @@ def _conv_nodes(data: bytes) -> List[Tuple[int, int]]:
         graph = fb + u32(data, fb)
         nodes = deref(data, field(data, graph, 1))
         for i in range(u32(data, nodes)):
-            node = deref(data, nodes + 4 + 4 * i)
-            if data[field(data, node, 0)] == 7:
-                out.append((payload, deref(data, field(data, node, 1))))
+            xnode = deref(data, nodes + 4 + 4 * i)
+            if data[field(data, xnode, 0)] == member:
+                out.append((xnode, deref(data, field(data, xnode, 1))))
     return out
+
+
+def _set_u32(data: bytes, at: int, value: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into("<I", out, at, value)
+    return bytes(out)
 
 
 #: _XNNNodeConv's parameters a filter's size depends on (field ids in the schema).
@@ -190,9 +197,9 @@ CONV_PARAMETERS = {"kernel_height": 4, "kernel_width": 5, "group_input_channels"
 def test_a_convolution_whose_parameters_disagree_with_its_filter(name: str) -> None:
     """XNNPACK packs a convolution's weights by the node's parameters, not by the filter's
     shape: a kernel one wider than its filter reads past the filter's bytes."""
-    nodes = _conv_nodes(CONV)
+    nodes = _nodes(CONV, 7)
     assert nodes, "xnn_conv.pte has convolutions"
-    payload, node = nodes[0]
+    _, node = nodes[0]
     at = field(CONV, node, CONV_PARAMETERS[name])
     assert at, f"the writer stores {name}"
     out = bytearray(CONV)
@@ -202,3 +209,43 @@ def test_a_convolution_whose_parameters_disagree_with_its_filter(name: str) -> N
     assert e.value.code == "bad_node", e.value
     assert e.value.offset == node, e.value
     assert e.value.path.endswith("xnode_union<XNNConv2d>"), e.value
+
+
+def _refused_at_node(data: bytes, node: int, path_end: str) -> None:
+    with pytest.raises(pfm.FormatError) as e:
+        _load(data, None)
+    assert e.value.code == "bad_node", e.value
+    assert e.value.path.endswith(path_end), e.value
+
+
+def test_a_node_that_writes_a_graph_input_or_a_constant() -> None:
+    """XNNStaticTranspose (input_id 2, output_id 3) made to write value 0, the graph's
+    input (XNNTensorValue flags: external input), or the convolution's filter."""
+    (xnode, node), *_ = _nodes(CONV, 5)
+    _, conv = _nodes(CONV, 7)[0]
+    at = field(CONV, node, 3)
+    assert at and u32(CONV, at) != 0
+    _refused_at_node(_set_u32(CONV, at, 0), node, "xnode_union<XNNStaticTranspose>.output_id")
+    filter_id = u32(CONV, field(CONV, conv, 16))
+    _refused_at_node(_set_u32(CONV, at, filter_id), node,
+                     "xnode_union<XNNStaticTranspose>.output_id")
+
+
+def test_a_clamp_whose_min_is_not_below_its_max() -> None:
+    """The convolution's output_min_max (XNode field 3: output_min 0, output_max 1) with
+    its max made 0, its min's value: XNNPACK refuses min >= max."""
+    xnode, _ = _nodes(CONV, 7)[0]
+    clamp = deref(CONV, field(CONV, xnode, 3))
+    at = field(CONV, clamp, 1)
+    assert at
+    _refused_at_node(_set_u32(CONV, at, 0), xnode, "output_min_max")
+
+
+def test_a_fully_connected_bias_of_the_wrong_length() -> None:
+    """XNNFullyConnected (input1_id 0, filter_id 1, bias_id 2) given its input as bias:
+    8 elements for 4 output channels."""
+    _, fc = _nodes(CONV, 2)[0]
+    at = field(CONV, fc, 2)
+    input_id = u32(CONV, field(CONV, fc, 0)) if field(CONV, fc, 0) else 0
+    assert at and u32(CONV, at) != input_id
+    _refused_at_node(_set_u32(CONV, at, input_id), fc, "xnode_union<XNNFullyConnected>")

@@ -21,6 +21,9 @@
 #define XH_MAGIC 0x30304858u   /* "XH00" */
 #define XH_LENGTH 30u
 #define XNN_NO_ID 0xffffffffu
+/* XNNPACK's value and node flags (xnnpack.h) that the checks below read. */
+#define XNN_VALUE_FLAG_EXTERNAL_INPUT 0x1u
+#define XNN_FLAG_TRANSPOSE_WEIGHTS 0x1u
 
 typedef struct walk {
     ctx c;
@@ -276,25 +279,6 @@ static int value(walk *w, const vec *xvalues, uint32_t index) {
     return FB_OK;
 }
 
-/* Every field of node table t that the schema marks value_ref names a value (or none). */
-static int node_values(walk *w, const fb_member *m, const tbl *t) {
-    ctx *c = &w->c;
-    const fb_decl *d = &xn_schema_file.decls[m->ref];
-    unsigned i;
-    for (i = 0; i < d->count; i++) {
-        const fb_field *f = &d->fields[i];
-        uint32_t id;
-        if (!(f->flags & FB_VALUE_REF)) continue;
-        TRY(fld_u32(c, t, f, &id));
-        if (id != XNN_NO_ID && id >= w->s->n_values) {
-            uint64_t at;
-            TRY(tbl_field(c, t, f->id, 4, &at));
-            return fail_at(c, f, NO_INDEX, ET_E_BAD_VALUE_ID, at ? at : t->pos);
-        }
-    }
-    return FB_OK;
-}
-
 /* Elements of the tensor value with id `id` (a shape XNNPACK reads whole), by its dims;
  * UINT64_MAX when the product overflows. */
 static int value_numel(walk *w, uint32_t id, uint64_t *numel) {
@@ -310,6 +294,76 @@ static int value_numel(walk *w, uint32_t id, uint64_t *numel) {
         if (d && *numel > UINT64_MAX / d) { *numel = UINT64_MAX; return FB_OK; }
         *numel *= d;
     }
+    return FB_OK;
+}
+
+/* The flags of the tensor value with id `id` (XNN_VALUE_FLAG_*). */
+static int value_flags(walk *w, uint32_t id, uint32_t *flags) {
+    tbl t;
+    TRY(tbl_open(&w->c, w->values[id].tensor - w->base, &t));
+    return fld_u32(&w->c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_FLAGS], flags);
+}
+
+/* Every field of node table t that the schema marks value_ref names a value (or none);
+ * once the values are known, what a node writes (its output* fields) is neither a
+ * constant nor a graph input: no valid graph has a node overwrite either. */
+static int node_values(walk *w, const fb_member *m, const tbl *t) {
+    ctx *c = &w->c;
+    const fb_decl *d = &xn_schema_file.decls[m->ref];
+    unsigned i;
+    for (i = 0; i < d->count; i++) {
+        const fb_field *f = &d->fields[i];
+        uint32_t id;
+        uint64_t at;
+        if (!(f->flags & FB_VALUE_REF)) continue;
+        TRY(fld_u32(c, t, f, &id));
+        if (id == XNN_NO_ID) continue;
+        TRY(tbl_field(c, t, f->id, 4, &at));
+        if (id >= w->s->n_values) return fail_at(c, f, NO_INDEX, ET_E_BAD_VALUE_ID, at ? at : t->pos);
+        if (w->values && strncmp(f->name, "output", 6) == 0) {
+            uint32_t flags;
+            TRY(value_flags(w, id, &flags));
+            if (w->values[id].constant.index || (flags & XNN_VALUE_FLAG_EXTERNAL_INPUT))
+                return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, at ? at : t->pos);
+        }
+    }
+    return FB_OK;
+}
+
+/* A fully connected node's bias holds one element per output channel: the filter's
+ * first dimension, its last with transposed weights (XNNPACK reads that many). */
+static int fully_connected_shapes(walk *w, const tbl *t) {
+    const fb_field *fields = xn_xnn_fully_connected;
+    ctx *c = &w->c;
+    uint32_t filter, bias, flags;
+    uint64_t have;
+    tbl ft;
+    vec dims;
+    TRY(fld_u32(c, t, &fields[XN_XNN_FULLY_CONNECTED_FILTER_ID], &filter));
+    TRY(fld_u32(c, t, &fields[XN_XNN_FULLY_CONNECTED_BIAS_ID], &bias));
+    TRY(fld_u32(c, t, &fields[XN_XNN_FULLY_CONNECTED_FLAGS], &flags));
+    if (filter == XNN_NO_ID || bias == XNN_NO_ID) return FB_OK;
+    TRY(tbl_open(c, w->values[filter].tensor - w->base, &ft));
+    TRY(fld_vec(c, &ft, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], &dims));
+    if (!dims.count) return fail(c, ET_E_BAD_NODE, t->pos);
+    TRY(value_numel(w, bias, &have));
+    if (have != vec_u32(c, &dims, (flags & XNN_FLAG_TRANSPOSE_WEIGHTS) ? dims.count - 1 : 0))
+        return fail(c, ET_E_BAD_NODE, t->pos);
+    return FB_OK;
+}
+
+/* An output clamp XNNPACK accepts: min below max, neither NaN. */
+static int clamp(walk *w, const tbl *xn) {
+    const fb_field *f = &xn_x_node[XN_X_NODE_OUTPUT_MIN_MAX];
+    ctx *c = &w->c;
+    float lo, hi;
+    tbl mm;
+    int present;
+    TRY(fld_table(c, xn, f, &mm, &present));
+    if (!present) return FB_OK;
+    TRY(fld_f32(c, &mm, &xn_output_min_max[XN_OUTPUT_MIN_MAX_OUTPUT_MIN], &lo));
+    TRY(fld_f32(c, &mm, &xn_output_min_max[XN_OUTPUT_MIN_MAX_OUTPUT_MAX], &hi));
+    if (!(lo < hi)) return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, mm.pos);
     return FB_OK;
 }
 
@@ -360,7 +414,9 @@ static int node(walk *w, const vec *xnodes, uint32_t index) {
     TRY_IN_MEMBER(&w->c, f, u.member, node_values(w, u.member, &u.table));
     if (w->values && u.member->ref == XN_DECL__XNN_NODE_CONV)
         TRY_IN_MEMBER(&w->c, f, u.member, conv_shapes(w, &u.table));
-    return FB_OK;
+    if (w->values && u.member->ref == XN_DECL_XNN_FULLY_CONNECTED)
+        TRY_IN_MEMBER(&w->c, f, u.member, fully_connected_shapes(w, &u.table));
+    return clamp(w, &xn);
 }
 
 /* Every id of the graph's value_ref list f names a value. */

@@ -311,6 +311,21 @@ static inline int fld_u32(ctx *c, const tbl *t, const fb_field *f, uint32_t *out
     return FB_OK;
 }
 
+/* Four-byte float scalar; its default when absent. */
+static inline int fld_f32(ctx *c, const tbl *t, const fb_field *f, float *out) {
+    uint64_t at;
+    uint32_t u;
+    TRY(fld_kind(c, t, f->kind == FB_SCALAR && f->type == FB_F32));
+    TRY(tbl_field(c, t, f->id, 4, &at));
+    if (!at) {
+        *out = (float)f->real_default;
+        return FB_OK;
+    }
+    u = ld32(c->buf + at);
+    memcpy(out, &u, sizeof *out);
+    return FB_OK;
+}
+
 static inline int fld_i32(ctx *c, const tbl *t, const fb_field *f, int32_t *out) {
     uint32_t u;
     TRY(fld_u32(c, t, f, &u));

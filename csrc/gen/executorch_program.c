@@ -229,7 +229,7 @@ const fb_field et_execution_plan[ET_EXECUTION_PLAN_FIELD_COUNT] = {
     {"chains", ".chains", 5, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_CHAIN},
     {"operators", ".operators", 6, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_OPERATOR},
     {"delegates", ".delegates", 7, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_BACKEND_DELEGATE},
-    {"non_const_buffer_sizes", ".non_const_buffer_sizes", 8, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, 0, 0, 0.0, FB_NO_REF},
+    {"non_const_buffer_sizes", ".non_const_buffer_sizes", 8, FB_VEC_SCALAR, FB_I64, 4, 4, 8, 8, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
     {"non_const_buffer_device", ".non_const_buffer_device", 9, FB_VEC_TABLE, FB_OFFSET, 4, 4, 4, 4, 0, 0, 0, 0.0, ET_DECL_NON_CONST_BUFFER_DEVICE},
 };
 

@@ -246,12 +246,17 @@ def seed_files() -> List[str]:
 
 def _pfm_load(buf: bytes, data: Sequence[Any] = ()) -> Tuple[str, str]:
     """``load(verify=True)`` and a full decode: ("accepted", ""), ("refused", code)
-    or ("finding", detail) for anything but a well-formed FormatError."""
+    or ("finding", detail) for anything but a well-formed FormatError. A program whose
+    ``missing_data`` is not empty is refused: pyflatmodule says it is incomplete."""
     import pyflatmodule as pfm
 
     from decode_all import error_shape, full_decode
     try:
-        full_decode(pfm.load(buf, verify=True, data=data))
+        f = pfm.load(buf, verify=True, data=data)
+        full_decode(f)
+        if isinstance(f, pfm.Program) and f.missing_data:
+            # incomplete: pyflatmodule names what no file holds (docs/verified.md)
+            return "refused", "missing_data"
     except pfm.FormatError as e:
         why = error_shape(e, len(buf))
         return ("refused", e.code) if why is None else ("finding", f"bad_error: {why}")
