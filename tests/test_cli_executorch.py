@@ -274,3 +274,18 @@ def test_dis_of_a_method_without_inputs() -> None:
     for name, plan in plans.items():
         ins = ", ".join(f"%{i}" for i in plan["inputs"])
         assert f"method {name}({ins}) -> (" in text
+
+
+def test_ops_lists_what_the_delegates_run() -> None:
+    """--delegates adds each XNNPACK graph's node kinds, as ExecuTorch's XNNPACK
+    deserializer reads them; a program whose every kernel is delegated says so."""
+    doc, _ = _oracle("xnn_conv")
+    kinds = {f"XnnpackBackend::{n['xnode_union_type']}" for d in doc["xnnpack"]["delegates"]
+             for n in d["graph"]["xnodes"]}
+    kernels = {f"{name}.{overload}" if overload else name
+               for name, overload in doc["program"]["execution_plan"][0]["operators"]}
+    r = run_cli("ops", "--delegates", _pte("xnn_conv"))
+    assert r.returncode == 0 and set(r.stdout.split()) == kinds | kernels
+    assert set(run_cli("ops", _pte("xnn_conv")).stdout.split()) == kernels
+    r = run_cli("ops", _pte("xnnpack"))
+    assert r.returncode == 0 and r.stdout == "" and "calls no kernel operator" in r.stderr

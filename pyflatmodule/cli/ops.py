@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import List, Optional, Sequence, Set
+from typing import List, Optional, Sequence, Set, Tuple
 
 from .common import EXIT_OK, Context, no_methods_note
 from .formats import open_file
@@ -16,6 +16,8 @@ EXAMPLES = """examples:
                                               selective build (SELECTED_OP_LIST)
   pyflatmodule ops model.pte                  an ExecuTorch program's kernel operators,
                                               e.g. aten::add.out
+  pyflatmodule ops --delegates model.pte      and what its delegates run, e.g.
+                                              XnnpackBackend::XNNConv2d
 
 a file without methods (e.g. a parameters file) needs no operators: a note on stderr,
 exit 0
@@ -26,14 +28,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("paths", nargs="+", metavar="PATH", help="model files (the union is printed)")
     p.add_argument("--yaml", action="store_true", help="a YAML list, for a selective build")
+    p.add_argument("--delegates", action="store_true",
+                   help="also what the delegates run (an XNNPACK graph's node kinds)")
 
 
-def operator_names(path: str, data: Sequence[str] = ()) -> Optional[List[str]]:
+def operator_names(path: str, data: Sequence[str] = ()) -> Tuple[Optional[List[str]], List[str]]:
     """The operators a model needs, as ``torch.jit.export_opnames`` names them (an
-    ExecuTorch program's kernel operators as ``name.overload``); None for a file without
-    methods."""
+    ExecuTorch program's kernel operators as ``name.overload``; None for a file without
+    methods), and what its delegates run (``BACKEND::KIND``)."""
     with open_file(path, data) as f:
-        return f.operators()
+        return f.operators(), f.delegate_operators()
 
 
 def yaml_scalar(text: str) -> str:
@@ -49,10 +53,17 @@ def run(ctx: Context) -> int:
     """Print the union of the files' operators."""
     names: Set[str] = set()
     for path in ctx.args.paths:
-        found = operator_names(path, ctx.args.data)
+        found, delegated = operator_names(path, ctx.args.data)
         if found is None:
             no_methods_note(ctx, path, "it needs no operators")
         names.update(found or ())
+        if ctx.args.delegates:
+            names.update(delegated)
+        elif found == [] and delegated and not ctx.json:
+            ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") +
+                          f"{path}: calls no kernel operator; its delegates run "
+                          f"{len(delegated)} kind{'' if len(delegated) == 1 else 's'} of node "
+                          f"(--delegates lists them)\n")
     ordered = sorted(names)
     if ctx.json:
         ctx.dump({"files": list(ctx.args.paths), "operators": ordered})

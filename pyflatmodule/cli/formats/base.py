@@ -96,6 +96,11 @@ class FileFormat(abc.ABC):
     def operators(self) -> Optional[List[str]]:
         """The operators the file needs, sorted; None for a file without methods."""
 
+    def delegate_operators(self) -> List[str]:
+        """What the file's delegates run, ``BACKEND::KIND`` sorted (an XNNPACK graph's
+        node kinds); empty for a format without delegates."""
+        return []
+
     def memory_plans(self) -> Optional[List[Json]]:
         """Each method's memory plan (``method``, ``buffer_sizes``, ``peak``,
         ``instructions``, ``tensors``, ``conflicts``); None for a format whose methods have

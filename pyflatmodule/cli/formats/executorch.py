@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections import Counter
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -424,6 +424,15 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def operators(self) -> Optional[List[str]]:
         """The kernel operators the program calls, ``name.overload``, sorted."""
         return sorted({str(o) for m in self.file.methods.values() for o in m.operators})
+
+    def delegate_operators(self) -> List[str]:
+        found: Set[str] = set()
+        for m in self.file.methods.values():
+            for d in m.delegates:
+                graph = d.graph
+                if graph is not None:
+                    found.update(f"{d.id}::{n.kind}" for n in graph.nodes)
+        return sorted(found)
 
     def tensors(self) -> Dict[str, Tensor]:
         """Its named tensors, XNNPACK delegates' constants included."""
