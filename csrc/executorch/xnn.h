@@ -63,7 +63,7 @@ typedef struct xnn_value {
     uint32_t xvalue;            /* position in xvalues */
     int16_t datatype;           /* enum xn_xnn_datatype */
     uint8_t quant_kind;         /* enum xn_xnn_quant_params */
-    uint8_t reserved;
+    uint8_t writers;            /* nodes that write it (counted by the index pass) */
 } xnn_value;
 
 /* Reads the header and verifies the flatbuffer of the payload buf[0, len) by the
