@@ -249,3 +249,27 @@ def test_a_fully_connected_bias_of_the_wrong_length() -> None:
     input_id = u32(CONV, field(CONV, fc, 0)) if field(CONV, fc, 0) else 0
     assert at and u32(CONV, at) != input_id
     _refused_at_node(_set_u32(CONV, at, input_id), fc, "xnode_union<XNNFullyConnected>")
+
+
+def test_a_node_that_writes_a_value_written_before() -> None:
+    """The depthwise convolution (node 2, output_id field 18) made to write the
+    convolution's output (node 1), which it reads: two writers of one value, refused at
+    the second."""
+    _, conv = _nodes(CONV, 7)[0]
+    conv_out = u32(CONV, field(CONV, conv, 18))
+    (_, depthwise), *_ = _nodes(CONV, 13)
+    _refused_at_node(_set_u32(CONV, field(CONV, depthwise, 18), conv_out), depthwise,
+                     "xnodes[2].xnode_union<XNNDepthwiseConv2d>.output_id")
+
+
+def test_a_node_that_reads_a_value_not_yet_written() -> None:
+    """The convolution (node 1, input1_id field 15) made to read the depthwise
+    convolution's output (node 2): XNNPACK runs nodes in order, so it would read memory no
+    node has written yet; and reading its own output, a cycle."""
+    _, conv = _nodes(CONV, 7)[0]
+    conv_out = u32(CONV, field(CONV, conv, 18))
+    later = [n for _, n in _nodes(CONV, 13)][0]   # XNNDepthwiseConv2d
+    depthwise_out = u32(CONV, field(CONV, later, 18))
+    for target in (depthwise_out, conv_out):
+        _refused_at_node(_set_u32(CONV, field(CONV, conv, 15), target), conv,
+                         "xnodes[1].xnode_union<XNNConv2d>.input1_id")

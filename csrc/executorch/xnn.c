@@ -304,12 +304,12 @@ static int value_flags(walk *w, uint32_t id, uint32_t *flags) {
     return fld_u32(&w->c, &t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_FLAGS], flags);
 }
 
-/* Every field of node table t that the schema marks value_ref names a value (or none).
- * Once the values are known (`reads`: 0 for the pass over what nodes write, 1 for the
- * pass over what they read): a node writes neither a constant nor a graph input nor a
- * value another node writes (XNNPACK graphs are single assignment), and reads only a
- * graph input, a constant or a value some node writes. */
-static int node_values(walk *w, const fb_member *m, const tbl *t, int reads) {
+/* The value_ref fields of node table t, reads (`writes` 0) or writes (1): each names a
+ * value (or none). Once the values are known, a node reads only a graph input, a
+ * constant or a value an earlier node wrote (XNNPACK runs the nodes in order), and writes
+ * neither a constant nor a graph input nor a value written before (XNNPACK graphs are
+ * single assignment). */
+static int node_refs(walk *w, const fb_member *m, const tbl *t, int writes) {
     ctx *c = &w->c;
     const fb_decl *d = &xn_schema_file.decls[m->ref];
     unsigned i;
@@ -318,26 +318,28 @@ static int node_values(walk *w, const fb_member *m, const tbl *t, int reads) {
         uint32_t id, flags;
         uint64_t at;
         xnn_value *v;
-        int output;
-        if (!(f->flags & FB_VALUE_REF)) continue;
+        int known;
+        if (!(f->flags & FB_VALUE_REF) || (strncmp(f->name, "output", 6) == 0) != writes)
+            continue;
         TRY(fld_u32(c, t, f, &id));
         if (id == XNN_NO_ID) continue;
         TRY(tbl_field(c, t, f->id, 4, &at));
         if (id >= w->s->n_values) return fail_at(c, f, NO_INDEX, ET_E_BAD_VALUE_ID, at ? at : t->pos);
         if (!w->values) continue;
         v = &w->values[id];
-        output = strncmp(f->name, "output", 6) == 0;
         TRY(value_flags(w, id, &flags));
-        if (output && !reads) {
-            if (v->constant.index || (flags & XNN_VALUE_FLAG_EXTERNAL_INPUT) || v->writers)
-                return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, at ? at : t->pos);
-            v->writers = 1;
-        } else if (!output && reads) {
-            if (!v->constant.index && !(flags & XNN_VALUE_FLAG_EXTERNAL_INPUT) && !v->writers)
-                return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, at ? at : t->pos);
-        }
+        known = v->constant.index || (flags & XNN_VALUE_FLAG_EXTERNAL_INPUT);
+        if (writes ? known || v->writers : !known && !v->writers)
+            return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, at ? at : t->pos);
+        if (writes) v->writers = 1;
     }
     return FB_OK;
+}
+
+/* Both: what a node reads, then what it writes. */
+static int node_values(walk *w, const fb_member *m, const tbl *t) {
+    TRY(node_refs(w, m, t, 0));
+    return node_refs(w, m, t, 1);
 }
 
 /* A fully connected node's bias holds one element per output channel: the filter's
@@ -414,17 +416,6 @@ static int conv_shapes(walk *w, const tbl *t) {
     return FB_OK;
 }
 
-/* What xnode `index` reads is written by some node (the second pass over the nodes). */
-static int node_reads(walk *w, const vec *xnodes, uint32_t index) {
-    const fb_field *f = &xn_x_node[XN_X_NODE_XNODE_UNION];
-    union_value u;
-    tbl xn;
-    TRY(vec_table(&w->c, xnodes, index, &xn));
-    TRY(union_open(&w->c, &xn, f, &xn_schema_file.decls[f->ref], &u));
-    TRY_IN_MEMBER(&w->c, f, u.member, node_values(w, u.member, &u.table, 1));
-    return FB_OK;
-}
-
 /* Xnode `index` of the graph. */
 static int node(walk *w, const vec *xnodes, uint32_t index) {
     const fb_field *f = &xn_x_node[XN_X_NODE_XNODE_UNION];
@@ -432,7 +423,7 @@ static int node(walk *w, const vec *xnodes, uint32_t index) {
     tbl xn;
     TRY(vec_table(&w->c, xnodes, index, &xn));
     TRY(union_open(&w->c, &xn, f, &xn_schema_file.decls[f->ref], &u));
-    TRY_IN_MEMBER(&w->c, f, u.member, node_values(w, u.member, &u.table, 0));
+    TRY_IN_MEMBER(&w->c, f, u.member, node_values(w, u.member, &u.table));
     if (w->values && u.member->ref == XN_DECL__XNN_NODE_CONV)
         TRY_IN_MEMBER(&w->c, f, u.member, conv_shapes(w, &u.table));
     if (w->values && u.member->ref == XN_DECL_XNN_FULLY_CONNECTED)
@@ -463,8 +454,6 @@ static int graph(walk *w, const tbl *root) {
     for (i = 0; i < xvalues.count; i++) TRY_IN_FIELD(c, values, i, value(w, &xvalues, i));
     TRY(fld_vec(c, root, nodes, &xnodes));
     for (i = 0; i < xnodes.count; i++) TRY_IN_FIELD(c, nodes, i, node(w, &xnodes, i));
-    if (w->values)
-        for (i = 0; i < xnodes.count; i++) TRY_IN_FIELD(c, nodes, i, node_reads(w, &xnodes, i));
     TRY(id_list(w, root, &xn_xnn_graph[XN_XNN_GRAPH_INPUT_IDS]));
     return id_list(w, root, &xn_xnn_graph[XN_XNN_GRAPH_OUTPUT_IDS]);
 }
