@@ -11,12 +11,15 @@ the shapes and dtypes the method declares. A mutated ``.ptd`` is the data file o
 ``external.pte``, at both ends (``load(pte, data=[ptd])``, ``data_path=``).
 
 Each child ends ``ok`` (every stage passed), ``refused`` (the runtime raised a Python
-exception: it rejected the file), ``crash`` (a signal) or ``hang`` (over ``--timeout``
-seconds; killed). A crash or hang of an accepted mutant is a leak: the input is written
-to ``--out`` with a line of ``findings.jsonl`` (mutant index, seed file, the
-mutations with the schema table and field they hit, level, stage, signal, the runtime's
-stderr tail). Mutations (seeded, reproducible: mutant ``i`` of ``--seed S`` is the same
-whatever ``--jobs``): zeroed vtable slots of the tables the schemas walk to (the
+exception: it rejected the file), ``oom`` (a MemoryError: an allocation, sized by the
+file, past the child's 4 GiB address-space limit), ``crash`` (a signal) or ``hang``
+(over ``--timeout`` seconds; killed). An oom, crash or hang of an accepted mutant is
+a leak: the input is written to ``--out`` with a line of ``findings.jsonl`` (mutant
+index, seed file, the mutations with the schema table and field they hit, level,
+stage, signal, the runtime's stderr tail).
+
+Mutations (seeded, reproducible: mutant ``i`` of ``--seed S`` is the same whatever
+``--jobs``): zeroed vtable slots of the tables the schemas walk to (the
 program's, the data file's and each XNNPACK payload's), schema scalars set to edge
 values, vector lengths changed, uoffsets redirected, byte flips, 1/2/4-byte
 overwrites with edge values, truncation; one to three per mutant.
@@ -28,7 +31,7 @@ Needs executorch (and torch); opt-in, not collected by pytest (not named test_*)
     python tests/fuzz/gate.py --replay 17 --seed 1      # one mutant, its verdicts printed
 
 Prints the counts: mutants, refused by pyflatmodule, accepted, and of the accepted,
-per level, runtime ok / refused / crash / hang (and the stage a crash or hang hit);
+per level, runtime ok / refused / oom / crash / hang (and the stage each reached);
 then each class of leak (seed file, table.field mutated, level, stage, verdict) with
 its count and an example. Exit status 1 when a leak was found.
 """
@@ -66,7 +69,9 @@ EXTERNAL_PTE = os.path.join(ET_DATA, "external.pte")
 EXTERNAL_PTD = os.path.join(ET_DATA, "external.ptd")
 LEVELS = ("Minimal", "InternalConsistency")
 STAGES = ("load_program", "load_method", "execute")
-VERDICTS = ("ok", "refused", "crash", "hang")
+VERDICTS = ("ok", "refused", "oom", "crash", "hang")
+#: The verdicts that are leaks: the runtime did not refuse the file cleanly.
+LEAKS = ("oom", "crash", "hang")
 #: Address space a runtime child may map beyond what it has when forked: an
 #: unbounded allocation fails (or crashes) instead of taking the machine's memory.
 CHILD_MEMORY = 4 << 30
@@ -347,7 +352,10 @@ def run_runtime(pte: Any, ptd: Optional[str], level: str, timeout: float,
             os.dup2(fd, 2)
             limit_address_space(CHILD_MEMORY)
             _child(pte, ptd, level, w)
-        except BaseException:  # noqa: BLE001 - any exception is the runtime refusing
+        except MemoryError:     # an allocation past CHILD_MEMORY: sized by the file
+            traceback.print_exc(limit=3)
+            code = 2
+        except BaseException:  # noqa: BLE001 - any other exception is the runtime refusing
             traceback.print_exc(limit=3)
             code = 1
         finally:
@@ -387,7 +395,8 @@ def run_runtime(pte: Any, ptd: Optional[str], level: str, timeout: float,
         out["verdict"], out["signal"] = "crash", signal.Signals(os.WTERMSIG(status)).name
     else:
         out["exit"] = os.WEXITSTATUS(status)
-        out["verdict"] = "ok" if out["exit"] == 0 and last == "done" else "refused"
+        out["verdict"] = ("ok" if out["exit"] == 0 and last == "done" else
+                          "oom" if out["exit"] == 2 else "refused")
     return out
 
 
@@ -458,7 +467,7 @@ class Campaign:
         for level, r in res.get("runtime", {}).items():
             self.runtime[(level, r["verdict"], r["stage"] if r["verdict"] != "ok" else "")] += 1
         leaks = {lv: r for lv, r in res.get("runtime", {}).items()
-                 if r["verdict"] in ("crash", "hang")}
+                 if r["verdict"] in LEAKS}
         if leaks:
             self.save(res, "leak")
             for lv, r in leaks.items():
