@@ -11,12 +11,15 @@ the shapes and dtypes the method declares. A mutated ``.ptd`` is the data file o
 ``external.pte``, at both ends (``load(pte, data=[ptd])``, ``data_path=``).
 
 Each child ends ``ok`` (every stage passed), ``refused`` (the runtime raised a Python
-exception: it rejected the file), ``crash`` (a signal) or ``hang`` (over ``--timeout``
-seconds; killed). A crash or hang of an accepted mutant is a leak: the input is written
-to ``--out`` with a line of ``findings.jsonl`` (mutant index, seed file, the
-mutations with the schema table and field they hit, level, stage, signal, the runtime's
-stderr tail). Mutations (seeded, reproducible: mutant ``i`` of ``--seed S`` is the same
-whatever ``--jobs``): zeroed vtable slots of the tables the schemas walk to (the
+exception: it rejected the file), ``oom`` (a MemoryError: an allocation, sized by the
+file, past the child's 4 GiB address-space limit), ``crash`` (a signal) or ``hang``
+(over ``--timeout`` seconds; killed). An oom, crash or hang of an accepted mutant is
+a leak: the input is written to ``--out`` with a line of ``findings.jsonl`` (mutant
+index, seed file, the mutations with the schema table and field they hit, level,
+stage, signal, the runtime's stderr tail).
+
+Mutations (seeded, reproducible: mutant ``i`` of ``--seed S`` is the same whatever
+``--jobs``): zeroed vtable slots of the tables the schemas walk to (the
 program's, the data file's and each XNNPACK payload's), schema scalars set to edge
 values, vector lengths changed, uoffsets redirected, byte flips, 1/2/4-byte
 overwrites with edge values, truncation; one to three per mutant.
@@ -28,7 +31,7 @@ Needs executorch (and torch); opt-in, not collected by pytest (not named test_*)
     python tests/fuzz/gate.py --replay 17 --seed 1      # one mutant, its verdicts printed
 
 Prints the counts: mutants, refused by pyflatmodule, accepted, and of the accepted,
-per level, runtime ok / refused / crash / hang (and the stage a crash or hang hit);
+per level, runtime ok / refused / oom / crash / hang (and the stage each reached);
 then each class of leak (seed file, table.field mutated, level, stage, verdict) with
 its count and an example. Exit status 1 when a leak was found.
 """
@@ -53,8 +56,9 @@ from typing import Any, Counter, Dict, List, Optional, Sequence, Set, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
-if TESTS not in sys.path:
-    sys.path.insert(0, TESTS)
+for _d in (TESTS, HERE):
+    if _d not in sys.path:
+        sys.path.insert(0, _d)
 try:                   # the installed (or in-place built) package, never the bare sources
     import pyflatmodule  # noqa: F401
 except ImportError:
@@ -65,7 +69,12 @@ EXTERNAL_PTE = os.path.join(ET_DATA, "external.pte")
 EXTERNAL_PTD = os.path.join(ET_DATA, "external.ptd")
 LEVELS = ("Minimal", "InternalConsistency")
 STAGES = ("load_program", "load_method", "execute")
-VERDICTS = ("ok", "refused", "crash", "hang")
+VERDICTS = ("ok", "refused", "oom", "crash", "hang")
+#: The verdicts that are leaks: the runtime did not refuse the file cleanly.
+LEAKS = ("oom", "crash", "hang")
+#: Address space a runtime child may map beyond what it has when forked: an
+#: unbounded allocation fails (or crashes) instead of taking the machine's memory.
+CHILD_MEMORY = 4 << 30
 #: Inputs larger than this many bytes are not made to execute a method.
 MAX_INPUT_BYTES = 64 << 20
 #: A mutation: (kind, position, width, old value, new value, what it hit).
@@ -91,6 +100,9 @@ class Layout:
         self.scalars: List[Tuple[int, int, str]] = []     # (position, width, table.field)
         self.counts: List[Tuple[int, str]] = []           # (length position, table.field)
         self.slots: List[Tuple[int, str]] = [(0, "root")]  # uoffset positions
+        #: vtable slot position -> every Table.field it serves (a writer shares one
+        #: vtable among tables of one layout, so zeroing a slot hits all of them)
+        self.sharers: Dict[int, List[str]] = {}
         self._seen: Set[int] = set()
         self._walk(0, len(data))
         at = data.find(b"XH00")
@@ -125,6 +137,9 @@ class Layout:
             # "Table.field|path from the root" (describe() splits them)
             label = f"{name}.{fname}|{path_of(t.where + (fname,))}"
             vslots.append((base + t._vt + 4 + 2 * f.id, label))
+            sharers = self.sharers.setdefault(base + t._vt + 4 + 2 * f.id, [])
+            if label.split("|")[0] not in sharers:
+                sharers.append(label.split("|")[0])
             if f.kind in (lib.FB_SCALAR, lib.FB_UNION_TYPE):
                 self.scalars.append((base + at, struct.calcsize(f.fmt), label))
                 continue
@@ -186,6 +201,10 @@ def mutate(layout: Layout, rng: random.Random) -> Tuple[bytes, List[Mutation]]:
                 continue
             at, label = rng.choice(vslots)
             new = 0 if kind == "vtable_zero" else _edge(rng, 2, _U16.unpack_from(buf, at)[0])
+            field, _, path = label.partition("|")
+            also = [x for x in layout.sharers[at] if x != field]
+            if also:                # "Table.field (+ Other.field)|path"
+                label = f"{field} (+ {', '.join(also)})|{path}"
             done.append((kind, at, 2, _write(buf, at, 2, new), new, label))
         elif kind == "scalar" and layout.scalars:
             at, width, label = rng.choice(layout.scalars)
@@ -322,8 +341,10 @@ def _child(pte: Any, ptd: Optional[str], level: str, stage_fd: int) -> None:
 
 def run_runtime(pte: Any, ptd: Optional[str], level: str, timeout: float,
                 scratch: str) -> Dict[str, Any]:
-    """Hand a program to the runtime in a forked child: {"verdict", "stage",
-    "signal", "exit", "stderr"} (the last 12 lines of the child's output)."""
+    """Hand a program to the runtime in a forked child (``CHILD_MEMORY`` more address
+    space at most): {"verdict", "stage", "signal", "exit", "stderr"} (the last 12
+    lines of the child's output)."""
+    from sweep import limit_address_space
     log = os.path.join(scratch, f"stderr-{os.getpid()}")
     r, w = os.pipe()
     pid = os.fork()
@@ -334,8 +355,12 @@ def run_runtime(pte: Any, ptd: Optional[str], level: str, timeout: float,
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
+            limit_address_space(CHILD_MEMORY)
             _child(pte, ptd, level, w)
-        except BaseException:  # noqa: BLE001 - any exception is the runtime refusing
+        except MemoryError:     # an allocation past CHILD_MEMORY: sized by the file
+            traceback.print_exc(limit=3)
+            code = 2
+        except BaseException:  # noqa: BLE001 - any other exception is the runtime refusing
             traceback.print_exc(limit=3)
             code = 1
         finally:
@@ -375,7 +400,8 @@ def run_runtime(pte: Any, ptd: Optional[str], level: str, timeout: float,
         out["verdict"], out["signal"] = "crash", signal.Signals(os.WTERMSIG(status)).name
     else:
         out["exit"] = os.WEXITSTATUS(status)
-        out["verdict"] = "ok" if out["exit"] == 0 and last == "done" else "refused"
+        out["verdict"] = ("ok" if out["exit"] == 0 and last == "done" else
+                          "oom" if out["exit"] == 2 else "refused")
     return out
 
 
@@ -396,7 +422,7 @@ def judge(seeds: List[Seed], seed: int, index: int, timeout: float,
     s, buf, muts = mutant(seeds, seed, index)
     res: Dict[str, Any] = {"index": index, "file": s.name,
                            "mutations": [describe(m) for m in muts]}
-    if not muts:
+    if buf == s.data:              # no mutation, or each one wrote the value it found
         res["pfm"], res["pfm_detail"] = "unchanged", ""
         return res
     res["pfm"], res["pfm_detail"] = pfm_verdict(s, buf)
@@ -446,7 +472,7 @@ class Campaign:
         for level, r in res.get("runtime", {}).items():
             self.runtime[(level, r["verdict"], r["stage"] if r["verdict"] != "ok" else "")] += 1
         leaks = {lv: r for lv, r in res.get("runtime", {}).items()
-                 if r["verdict"] in ("crash", "hang")}
+                 if r["verdict"] in LEAKS}
         if leaks:
             self.save(res, "leak")
             for lv, r in leaks.items():
@@ -468,7 +494,7 @@ class Campaign:
         c = self.counts
         lines = [f"{c['mutants']} mutants in {seconds:.0f} s (seed {self.seed}): "
                  f"{c['refused']} refused by pyflatmodule, {c['accepted']} accepted, "
-                 f"{c['unchanged']} unchanged (no mutation applied), "
+                 f"{c['unchanged']} unchanged (the mutations wrote the bytes they found), "
                  f"{c['finding']} pyflatmodule findings (not a FormatError)"]
         for level in LEVELS:
             parts = []
