@@ -273,3 +273,59 @@ def test_a_node_that_reads_a_value_not_yet_written() -> None:
     for target in (depthwise_out, conv_out):
         _refused_at_node(_set_u32(CONV, field(CONV, conv, 15), target), conv,
                          "xnodes[1].xnode_union<XNNConv2d>.input1_id")
+
+
+# ----------------------------------------- the campaign's findings (tests/data/gate)
+
+GATE = os.path.join(os.path.dirname(ET), "gate")
+FINDINGS = sorted(f[:-5] for f in os.listdir(GATE) if f.endswith(".json"))
+
+
+def _finding(stem: str) -> Tuple[Dict[str, object], bytes, Optional[bytes]]:
+    """A campaign input, ExecuTorch's verdict on it (the .json beside it), and the
+    program and data file it is handed to the runtime as."""
+    with open(os.path.join(GATE, stem + ".json")) as f:
+        doc = json.load(f)
+    (name,) = [n for n in os.listdir(GATE) if n.startswith(stem + ".") and
+               not n.endswith(".json")]
+    with open(os.path.join(GATE, name), "rb") as f:
+        raw = f.read()
+    if name.endswith(".ptd"):
+        return doc, PTE, raw
+    return doc, raw, PTD if "external" in str(doc["seed_file"]) else None
+
+
+def _stages(doc: Dict[str, object]) -> List[str]:
+    runtime = doc["runtime"]
+    assert isinstance(runtime, dict)
+    return [v["stage"] for v in runtime.values() if v["verdict"] != "ok"]
+
+
+LOADING = [s for s in FINDINGS if any(st in ("load_program", "load_method")
+                                      for st in _stages(_finding(s)[0]))
+           and "non_const_buffer_sizes" not in s]
+
+
+@pytest.mark.parametrize("stem", LOADING)
+def test_an_input_the_runtime_crashes_on_while_loading_is_refused(stem: str) -> None:
+    """Each input the campaign found (accepted here then, while the runtime crashed on it
+    in load_program or load_method): refused now, or, for a program whose XNNPACK named
+    data is gone, reported incomplete (``missing_data``: docs/verified.md)."""
+    doc, program, data = _finding(stem)
+    try:
+        with pfm.load(program, data=[data] if data is not None else []) as p:
+            assert isinstance(p, pfm.Program) and p.missing_data, (stem, doc["runtime"])
+    except pfm.FormatError:
+        pass
+
+
+@pytest.mark.parametrize("stem", [s for s in FINDINGS if "non_const_buffer_sizes" in s])
+def test_a_buffer_the_runtime_cannot_allocate_is_shown(stem: str) -> None:
+    """The runtime ran out of memory (4 GiB allowed) allocating a planned buffer: not
+    refused (docs/verified.md: the machine's memory is not the file's), but the plan
+    shows the buffer it asked for."""
+    doc, program, data = _finding(stem)
+    assert "oom" in [v["verdict"] for v in doc["runtime"].values()]  # type: ignore[union-attr]
+    with pfm.load(program, data=[data] if data is not None else []) as p:
+        sizes = [b for m in p.methods.values() for b in m.memory_plan().buffer_sizes]
+    assert max(sizes) > 4 << 30
