@@ -416,6 +416,15 @@ static int conv_shapes(walk *w, const tbl *t) {
     return FB_OK;
 }
 
+/* What node table t of union member m reads and writes and, once the values are known,
+ * the shapes a convolution or a fully connected node relies on. */
+static int node_checks(walk *w, const fb_member *m, const tbl *t) {
+    TRY(node_values(w, m, t));
+    if (w->values && m->ref == XN_DECL__XNN_NODE_CONV) return conv_shapes(w, t);
+    if (w->values && m->ref == XN_DECL_XNN_FULLY_CONNECTED) return fully_connected_shapes(w, t);
+    return FB_OK;
+}
+
 /* Xnode `index` of the graph. */
 static int node(walk *w, const vec *xnodes, uint32_t index) {
     const fb_field *f = &xn_x_node[XN_X_NODE_XNODE_UNION];
@@ -423,11 +432,7 @@ static int node(walk *w, const vec *xnodes, uint32_t index) {
     tbl xn;
     TRY(vec_table(&w->c, xnodes, index, &xn));
     TRY(union_open(&w->c, &xn, f, &xn_schema_file.decls[f->ref], &u));
-    TRY_IN_MEMBER(&w->c, f, u.member, node_values(w, u.member, &u.table));
-    if (w->values && u.member->ref == XN_DECL__XNN_NODE_CONV)
-        TRY_IN_MEMBER(&w->c, f, u.member, conv_shapes(w, &u.table));
-    if (w->values && u.member->ref == XN_DECL_XNN_FULLY_CONNECTED)
-        TRY_IN_MEMBER(&w->c, f, u.member, fully_connected_shapes(w, &u.table));
+    TRY_IN_MEMBER(&w->c, f, u.member, node_checks(w, u.member, &u.table));
     return clamp(w, &xn);
 }
 
