@@ -329,3 +329,18 @@ def test_a_buffer_the_runtime_cannot_allocate_is_shown(stem: str) -> None:
     with pfm.load(program, data=[data] if data is not None else []) as p:
         sizes = [b for m in p.methods.values() for b in m.memory_plan().buffer_sizes]
     assert max(sizes) > 4 << 30
+
+
+def test_a_delegate_id_with_a_nul_inside() -> None:
+    """xnn_conv.pte's first delegate id ("XnnpackBackend", BackendDelegate field 0) one
+    byte longer, over its NUL: the runtime reads it as a C string and still finds XNNPACK,
+    while the file names another backend. Refused at the string."""
+    conv = element(CONV, root(CONV), 1, 0)
+    delegate = element(CONV, conv, 7, 0)
+    at = deref(CONV, field(CONV, delegate, 0))
+    n = u32(CONV, at)
+    assert CONV[at + 4:at + 4 + n] == b"XnnpackBackend" and CONV[at + 4 + n:at + 6 + n] == b"\0\0"
+    with pytest.raises(pfm.FormatError) as e:
+        _load(_set_u32(CONV, at, n + 1), None)
+    assert e.value.code == "nul_in_name", e.value
+    assert e.value.path == "execution_plan[0].delegates[0].id", e.value

@@ -489,12 +489,24 @@ static int processed(walk *w, const tbl *ref, uint32_t n_inline) {
     return FB_OK;
 }
 
+/* String field f of table t, which the runtime reads as a C string (strcmp with a
+ * method or backend name): no NUL inside it, where the runtime would stop reading and
+ * take another name than the file's. */
+static int c_string(ctx *c, const tbl *t, const fb_field *f) {
+    vec s;
+    TRY(fld_str(c, t, f, &s));
+    if (s.count && memchr(c->buf + s.data, 0, s.count))
+        return fail_at(c, f, NO_INDEX, ET_E_NUL_IN_NAME, s.data);
+    return FB_OK;
+}
+
 /* Delegate i of a plan's `delegates`. */
 static int delegate(walk *w, const vec *delegates, uint32_t i, uint32_t n_inline) {
     const fb_field *f = &et_backend_delegate[ET_BACKEND_DELEGATE_PROCESSED];
     tbl t, ref;
     int present;
     TRY(vec_table(&w->c, delegates, i, &t));
+    TRY(c_string(&w->c, &t, &et_backend_delegate[ET_BACKEND_DELEGATE_ID]));
     TRY(fld_table(&w->c, &t, f, &ref, &present));
     return at_field(&w->c, f, NO_INDEX, processed(w, &ref, n_inline));
 }
@@ -557,6 +569,7 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
     uint32_t i;
     int rc;
     TRY(vec_table(c, plans, index, &plan));
+    TRY(c_string(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NAME]));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
