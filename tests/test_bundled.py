@@ -23,7 +23,7 @@ import pytest
 
 import pyflatmodule as pfm
 
-from support.cli import run_cli
+from support.cli import reads_in_both, run_cli
 from support.fbwalk import deref, element, field, root, slot, u32, zero_slot
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
@@ -279,11 +279,7 @@ def test_wrong_identifier() -> None:
 
 @pytest.mark.parametrize("command", ["info", "verify", "tree", "dis", "ops"])
 def test_cli_reads_it(command: str) -> None:
-    text = run_cli(command, PATH)
-    assert text.returncode == 0, text.stderr
-    as_json = run_cli(command, "--json", PATH)
-    assert as_json.returncode == 0, as_json.stderr
-    json.loads(as_json.stdout)
+    reads_in_both(command, PATH)
 
 
 def test_cli_info_names_the_test_cases() -> None:

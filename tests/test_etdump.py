@@ -27,7 +27,7 @@ import pyflatmodule as pfm
 import pyflatmodule.diff
 from pyflatmodule.core.options import Options
 
-from support.cli import run_cli
+from support.cli import reads_in_both, run_cli
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PROFILE = os.path.join(DATA, "profile.etdump")
@@ -433,11 +433,7 @@ def test_the_runs_are_the_methods_load_and_execution() -> None:
 
 @pytest.mark.parametrize("command", ["info", "verify", "tree"])
 def test_cli_reads_it(command: str) -> None:
-    text = run_cli(command, PROFILE)
-    assert text.returncode == 0, text.stderr
-    as_json = run_cli(command, "--json", PROFILE)
-    assert as_json.returncode == 0, as_json.stderr
-    json.loads(as_json.stdout)
+    reads_in_both(command, PROFILE)
 
 
 def test_cli_info_and_tree_show_exirs_runs() -> None:

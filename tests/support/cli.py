@@ -3,8 +3,9 @@ streams swapped for in-memory ones (none of them a terminal, as under a pipe).""
 from __future__ import annotations
 
 import io
+import json
 import sys
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pyflatmodule.cli import main
 
@@ -33,3 +34,12 @@ def run_cli(*argv: str, stdin: str = "") -> CliRun:
     raw = out_bytes.getvalue()
     return CliRun(status, raw.decode("utf-8", "replace"), err_bytes.getvalue().decode("utf-8"),
                   raw)
+
+
+def reads_in_both(command: str, path: str) -> Any:
+    """``command PATH`` succeeds as text and as ``--json``; the JSON document, parsed."""
+    text = run_cli(command, path)
+    assert text.returncode == 0, text.stderr
+    as_json = run_cli(command, "--json", path)
+    assert as_json.returncode == 0, as_json.stderr
+    return json.loads(as_json.stdout)
