@@ -27,8 +27,6 @@ from .ptmf import Module, VerifyReport, open_module, verify_module
 __all__ = ["file_format", "load", "load_bundled", "load_data", "load_etdump", "load_module",
            "load_program", "verify"]
 
-#: File identifiers (bytes 4..8) of the formats ExecuTorch writes.
-EXECUTORCH = (b"ET12", b"FT01")
 #: What each identifier names: at bytes 4..8, or at 8..12 for the size-prefixed formats.
 FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte", b"ED00": "etdump"}
 #: Identifiers of size-prefixed flatbuffers (a u32 size first, so the identifier at 8..12).
@@ -51,12 +49,20 @@ F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump)
 HEAD = 12
 
 
+def _head(path: str) -> bytes:
+    """The first HEAD bytes of the regular file at ``path`` (one pread, no file object)."""
+    fd = open_file(path)
+    try:
+        return os.pread(fd, HEAD, 0)
+    finally:
+        os.close(fd)
+
+
 def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
     """The first HEAD bytes of ``source`` (fewer when it is shorter), and the source to open
     (a file object that cannot seek is read into bytes here)."""
     if isinstance(source, (str, os.PathLike)):
-        with os.fdopen(open_file(os.fspath(source)), "rb") as f:
-            return f.read(HEAD), source
+        return _head(os.fspath(source)), source
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return bytes(memoryview(source).cast("B")[:HEAD]), source
     if not hasattr(source, "read"):
@@ -98,8 +104,7 @@ def file_format(path: str) -> str:
     """``"ptmf"``, ``"pte"``, ``"ptd"``, ``"bpte"`` or ``"etdump"`` by the file's
     identifier, ``"unknown"`` for any other file (reads 12 bytes; OSError if the path
     cannot be read)."""
-    with os.fdopen(open_file(path), "rb") as f:
-        return _format_of(f.read(HEAD)) or "unknown"
+    return _format_of(_head(path)) or "unknown"
 
 
 def _check_data(data: Any) -> Sequence[Any]:
