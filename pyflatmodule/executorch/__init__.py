@@ -45,11 +45,12 @@ from .program import (
                       TensorSpec,
                       ValueMeta,
 )
+from .regions import ExtendedHeader, Region
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
 __all__ = ["AllocationEvent", "BundledProgram", "Chain", "DataFile", "DebugEvent", "DebugTensor",
-           "Delegate", "DelegateCall", "ETDump", "Frame", "FreeCall", "Instruction",
-           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
-           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "RunData", "TensorSpec",
-           "TestCase", "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled",
-           "open_etdump", "open_executorch"]
+           "Delegate", "DelegateCall", "ETDump", "ExtendedHeader", "Frame", "FreeCall",
+           "Instruction", "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall",
+           "Operator", "PlannedTensor", "ProfileEvent", "Program", "Quantization", "Region",
+           "RunData", "TensorSpec", "TestCase", "ValueMeta", "XnnGraph", "XnnNode", "XnnValue",
+           "open_bundled", "open_etdump", "open_executorch"]
