@@ -35,11 +35,19 @@ class ExtendedHeader(NamedTuple):
 
 
 class Region(NamedTuple):
-    """Bytes of a file: ``kind`` (``flatbuffer``, ``segment``, ``padding``, ``header``,
-    ``method``, ``values``, ``chains``, ``operators``, ``delegate``, ``payload``,
-    ``constant``, ``named_data``, ``mutable_data``, ``data_index``, ``other``), ``label``
-    (a segment's index, a method's name, a named data key...), its extent and its
-    children, which cover its bytes exactly once. ``spans`` are its byte ranges, sorted;
+    """Bytes of a file: ``kind`` and ``label``, its extent and its children, which cover
+    its bytes exactly once. The kinds: at the top ``flatbuffer``, ``segment`` (label: its
+    index; segments at one extent share a region, ``"1,2"``) and ``padding``; in a
+    flatbuffer ``header`` (bytes 0..8 and the ``eh00``/``FH01`` header), ``method``
+    (label: its name; children ``values``, ``chains``, ``operators``, ``delegate``
+    (label ``delegates[<i>]:<id>``: its table and compile specs, and an inline one's
+    ``payload``) and ``other``: the plan's own table, name, inputs, outputs, buffer
+    sizes), ``constant`` (an inline constant buffer's bytes; label: its index),
+    ``data_index`` (the tables of segments, subsegment offsets and named data) and
+    ``other``; in a segment ``constant`` and ``mutable_data`` (label: the buffer index)
+    each followed by its alignment ``padding``, ``payload`` (label
+    ``<method>.delegates[<i>]:<id>``), ``named_data`` (label: its key), and ``other`` for
+    bytes of a segment none of these covers. ``spans`` are its byte ranges, sorted;
     ``start`` and ``end`` bound them, and ``size`` counts them (``end - start`` for a
     region of one span, every top-level one included)."""
 
@@ -216,8 +224,8 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
             ref = d.table("processed")   # an inline payload's table is its delegate's too
             table = inline[int(ref.scalar("index"))].spans() if ref is not None and int(
                 ref.scalar("location")) == lib.ET_DATA_LOCATION_INLINE else []
-            claims.claim((me, ("delegate", _delegate_label(j, d)), ("other", "")),
-                         d.spans() + table)
+            path = (me, ("delegate", _delegate_label(j, d)))
+            claims.claim(path + (("other", ""),) if table else path, d.spans() + table)
         claims.claim((me, ("other", "")), plan.spans(("values", "chains", "operators",
                                                        "delegates")))
     claims.claim((("data_index", ""),), [s for f in ("segments", "constant_segment",
@@ -245,7 +253,7 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
             if ref is not None and int(ref.scalar("location")) == lib.ET_DATA_LOCATION_SEGMENT:
                 k = int(ref.scalar("index"))
                 start, n = segs[k]
-                inside[k].append(_region("delegate", f"{name}.{_delegate_label(j, d)}",
+                inside[k].append(_region("payload", f"{name}.{_delegate_label(j, d)}",
                                          [(start, start + n)]))
     _named(buf, blobs, inside)
     return _top(size, claims.region(), [(str(k), (s, s + n), _disjoint(inside[k]))

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor, dtype_name
+from ...executorch import Region
 from ..common import Context, Json, Style
 
 Tensor = Union[np.ndarray, QuantizedTensor]
@@ -106,6 +107,16 @@ class FileFormat(abc.ABC):
         ``instructions``, ``tensors``, ``conflicts``); None for a format whose methods have
         none (only ExecuTorch programs plan memory ahead)."""
         return None
+
+    def regions(self) -> Optional[List[Region]]:
+        """Where the file's bytes go (:meth:`pyflatmodule.Program.regions`); None for a
+        format that does not say."""
+        return None
+
+    def size_facts(self) -> Json:
+        """What ``size`` reports beside the regions: a program's extended header and its
+        delegates' payloads (empty for other formats)."""
+        return {}
 
     # ------------------------------------------------------------ export, extract
 
