@@ -6,9 +6,6 @@ import os
 from collections import Counter
 from typing import Dict, List, Sequence, Tuple
 
-import numpy as np
-
-from ..executorch import Region
 from ..files import file_format
 from . import treemap
 from .common import (
@@ -21,7 +18,7 @@ from .common import (
     refuse_special_output,
     write_error,
 )
-from .formats import open_file
+from .formats import Region, open_file
 
 HELP = "where the bytes of an ExecuTorch program or data file go"
 
@@ -90,9 +87,8 @@ def _file_doc(path: str, data: Sequence[str], top: int) -> Tuple[Json, List[Regi
                            "and data files (.ptd)", "unsupported", file=path)
         tensors: List[Json] = []
         for name, t in f.tensors().items():
-            nbytes = int(t.nbytes) if isinstance(t, np.ndarray) else int(t.int_repr.nbytes)
             tensors.append({"name": name, "dtype": f.dtype_name(t),
-                            "shape": [int(n) for n in t.shape], "bytes": nbytes})
+                            "shape": [int(n) for n in t.shape], "bytes": f.nbytes(t)})
         facts = f.size_facts()
     dtypes: Dict[str, Json] = {}
     for doc in tensors:

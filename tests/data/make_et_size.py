@@ -17,8 +17,9 @@ ExecuTorch's own readers run in a child process (they may crash). Per file, by n
   alignment padding up to the next one), or of the inline ``constant_buffer``'s storage
   for a program without a constant segment; ``constant_nbytes``: per buffer index, the
   largest tensor's bytes (exir's ``num_bytes_from_shape_and_dtype`` of its sizes and
-  scalar type); ``named_data``: the bytes of each named data entry as
-  ``deserialize_pte_binary`` restores it;
+  scalar type); ``mutable_slots`` and ``mutable_nbytes``: the same of the mutable data
+  segment (the first values of planned buffers); ``named_data``: the bytes of each named
+  data entry as ``deserialize_pte_binary`` restores it;
 - a data file's ``header``: ``extension.flat_tensor.serialize._get_extended_header``;
   ``segments``; ``named_data``: each key's segment size.
 """
@@ -54,7 +55,7 @@ def _pte(path: str) -> Dict[str, Any]:
             delegates.append({"method": plan.name, "index": j, "id": d.id,
                               "location": "inline" if loc == 0 else "segment",
                               "data_index": idx, "size": size})
-    nbytes: Dict[str, int] = {}
+    nbytes: Dict[str, Dict[str, int]] = {"constant": {}, "mutable": {}}
     for plan in raw.execution_plan:
         for v in plan.values:
             t = v.val
@@ -62,8 +63,10 @@ def _pte(path: str) -> Dict[str, Any]:
                 continue
             n = num_bytes_from_shape_and_dtype(
                 torch.Size(t.sizes), get_scalar_type(ScalarType(t.scalar_type)))
+            # a planned tensor's buffer index is into the mutable data's
+            into = nbytes["constant" if t.allocation_info is None else "mutable"]
             k = str(t.data_buffer_idx)
-            nbytes[k] = max(nbytes.get(k, 0), n)
+            into[k] = max(into.get(k, 0), n)
     pte = P.deserialize_pte_binary(data)
     named: Dict[str, int] = {}
     if pte.named_data is not None:
@@ -76,7 +79,9 @@ def _pte(path: str) -> Dict[str, Any]:
                 "segment_data_size": eh.segment_data_size},
             "segments": segments, "delegates": delegates,
             "constant_slots": [len(b.storage) for b in pte.program.constant_buffer],
-            "constant_nbytes": nbytes, "named_data": named}
+            "constant_nbytes": nbytes["constant"],
+            "mutable_slots": [len(b.storage) for b in (pte.mutable_data or [])],
+            "mutable_nbytes": nbytes["mutable"], "named_data": named}
 
 
 def _ptd(path: str) -> Dict[str, Any]:

@@ -133,6 +133,11 @@ class FileFormat(abc.ABC):
         """torch's name of the dtype of a tensor taken from the file."""
         return dtype_name(tensor)
 
+    def nbytes(self, tensor: Tensor) -> int:
+        """Bytes the file holds for a tensor taken from it (a quantized one's integers)."""
+        return int(tensor.int_repr.nbytes if isinstance(tensor, QuantizedTensor)
+                   else tensor.nbytes)
+
     @abc.abstractmethod
     def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
         """The bytes ``extract`` writes for ``name``, and what they are (the ``kind``
