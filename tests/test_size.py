@@ -207,6 +207,12 @@ def test_cli_size(name: str) -> None:
     sizes = [t["bytes"] for t in f["largest_tensors"]]
     assert sizes == sorted(sizes, reverse=True)
 
+    def flat(docs: List[Any]) -> List[Tuple[str, str, int, int, int]]:
+        return [x for d in docs for x in [(d["kind"], d["label"], d["start"], d["end"],
+                                           d["size"])] + flat(d["children"])]
+    assert flat(f["regions"]) == [(r.kind, r.label, r.start, r.end, r.size)
+                                  for r in _walk(_regions(name))]
+
 
 def test_cli_size_with_data_file() -> None:
     pte, ptd = _path("external.pte"), _path("external.ptd")
@@ -281,6 +287,10 @@ def test_cli_errors_are_located(tmp_path: Any) -> None:
     assert out.returncode == 1 and err["file"] == str(bad) and err["offset"] is not None
     text = run_cli("size", str(bad))
     assert text.returncode == 1 and str(bad) in text.stderr and "offset" in text.stderr
+    for other in ("bundled.bpte", "profile.etdump"):   # formats without regions
+        out = run_cli("size", "--json", _path(other))
+        err = json.loads(out.stderr)["error"]
+        assert out.returncode == 1 and (err["code"], err["file"]) == ("unsupported", _path(other))
     same = run_cli("size", _path("mlp.pte"), "--svg", _path("mlp.pte"))
     assert same.returncode == 2 and "refusing" in same.stderr
     nowhere = str(tmp_path / "no" / "such" / "t.svg")
