@@ -109,13 +109,15 @@ def svg(title: str, regions: Sequence[Region]) -> str:
 
 
 def page(title: str, regions: Sequence[Region], table: Sequence[Tuple[str, int]]) -> str:
-    """The treemap in an HTML page, with ``table`` (name, bytes) beneath it; nothing it
-    shows is fetched from elsewhere."""
-    rows = "\n".join(f"<tr><td>{html.escape(n)}</td><td>{b:,}</td><td>{html.escape(human(b))}"
-                     "</td></tr>" for n, b in table)
+    """The treemap in an HTML page, with ``table`` (region kind, bytes) beneath it, each
+    kind with its colour; nothing it shows is fetched from elsewhere."""
+    rows = "\n".join(f'<tr><td><span class="key" style="background:'
+                     f'{COLOURS.get(n, "#cccccc")}"></span>{html.escape(n)}</td><td>{b:,}</td>'
+                     f"<td>{html.escape(human(b))}</td></tr>" for n, b in table)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;"
             "margin:16px}table{border-collapse:collapse}td{padding:2px 10px;"
             "border-bottom:1px solid #ddd}td+td{text-align:right}"
-            "g.region:hover rect{stroke:#000}</style></head><body>\n"
+            "g.region:hover rect{stroke:#000}span.key{display:inline-block;width:12px;"
+            "height:12px;margin-right:6px;vertical-align:middle}</style></head><body>\n"
             f"{svg(title, regions)}<table>\n{rows}\n</table>\n</body></html>\n")
