@@ -88,6 +88,22 @@ def test_regions_tile_the_file(name: str) -> None:
             assert [tuple(m) for m in merged] == list(r.spans)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_padding_is_zeros_and_every_other_byte_is_an_objects(name: str) -> None:
+    """Padding, at every level, is zero bytes (what ExecuTorch's writers pad with); in
+    the flatbuffer it is only what no table, vtable, vector or string covers, so it is
+    alignment: fewer than 16 bytes at a time."""
+    with open(_path(name), "rb") as f:
+        data = f.read()
+    regions = _regions(name)
+    for r in _walk(regions):
+        if r.kind == "padding":
+            assert all(not any(data[s:e]) for s, e in r.spans), r
+    for c in regions[0].children:
+        if c.kind == "padding":
+            assert all(e - s < 16 for s, e in c.spans), c
+
+
 @pytest.mark.parametrize("name", PTES)
 def test_extended_header_is_exirs(name: str) -> None:
     want = ORACLE[name]["header"]

@@ -31,8 +31,8 @@ EXAMPLES = """examples:
 
 the regions tile each file: the flatbuffer (its headers included), the segments and the
 padding between them; inside, per method its values, chains, operators and delegates,
-constants, delegate payloads and named data by key. Bytes the layout does not attribute
-(the root table, shared vtables, alignment inside the flatbuffer) are "other".
+constants, delegate payloads and named data by key. Objects of the flatbuffer no part
+claims (the root table, shared vtables) are "other"; bytes no object covers, "padding".
 """
 
 

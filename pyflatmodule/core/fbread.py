@@ -32,6 +32,8 @@ _SCALARS: Dict[int, Tuple[str, str]] = {
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U16 = struct.Struct("<H")
+#: Field kinds whose bytes are all inside their table.
+_INLINE = (lib.FB_NONE, lib.FB_SCALAR, lib.FB_STRUCT, lib.FB_UNION_TYPE)
 
 
 class FieldInfo(NamedTuple):
@@ -253,7 +255,6 @@ class Table:
         return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind],
                              self.where + (name, f"<{member}>"))
 
-
     def spans(self, skip: Sequence[str] = ()) -> List[Tuple[int, int]]:
         """The byte ranges [start, end) of this table and of everything it reaches: its
         inline fields and vtable, its strings (with their NUL), its vectors (with their
@@ -267,7 +268,7 @@ class Table:
             out.append((t.pos, t.pos + t._size))
             out.append((t._vt, t._vt + t._vt_size))
             for name, f in t.fields.items():
-                if f.kind < lib.FB_STRING or f.kind == lib.FB_UNION_TYPE or name in skipped:
+                if f.kind in _INLINE or name in skipped:
                     continue
                 if f.kind == lib.FB_UNION:
                     kind = int(t.scalar(name + "_type"))

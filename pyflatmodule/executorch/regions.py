@@ -7,8 +7,9 @@ children cover its bytes exactly once as well. A flatbuffer interleaves its obje
 method's tables share vtables with others, the builder pads for alignment), so the
 children of a flatbuffer region are sets of byte ranges (:attr:`Region.spans`): every
 table, vtable, vector and string the schema reaches from a method's values, chains,
-operators or delegates is that part's, the first claim winning a shared object, and what
-none claims (the root table, vtables of others, alignment) is ``other``.
+operators or delegates is that part's, the first claim winning a shared object; the
+objects none of them claims (the root table, its vectors, vtables) are ``other``, and the
+bytes no object covers (the builder's alignment) ``padding``.
 """
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ class Region(NamedTuple):
     (label ``delegates[<i>]:<id>``: its table and compile specs, and an inline one's
     ``payload``) and ``other``: the plan's own table, name, inputs, outputs, buffer
     sizes), ``constant`` (an inline constant buffer's bytes; label: its index),
-    ``data_index`` (the tables of segments, subsegment offsets and named data) and
-    ``other``; in a segment ``constant`` and ``mutable_data`` (label: the buffer index)
-    each followed by its alignment ``padding``, ``payload`` (label
+    ``data_index`` (the tables of segments, subsegment offsets and named data),
+    ``other`` (the root table and what else no part claims) and ``padding`` (bytes no
+    object covers: alignment); in a segment ``constant`` and ``mutable_data`` (label: the
+    buffer index) each followed by its alignment ``padding``, ``payload`` (label
     ``<method>.delegates[<i>]:<id>``), ``named_data`` (label: its key), and ``other`` for
     bytes of a segment none of these covers. ``spans`` are its byte ranges, sorted;
     ``start`` and ``end`` bound them, and ``size`` counts them (``end - start`` for a
@@ -121,7 +123,8 @@ class _Claims:
             seg[seg < 0] = idx
 
     def region(self) -> Region:
-        """The ``flatbuffer`` region: each claimed path's bytes, the rest ``other``."""
+        """The ``flatbuffer`` region: each claimed path's bytes, the rest ``padding``
+        (bytes no object of the buffer covers: its builder's alignment)."""
         owner = self.owner
         cut = np.flatnonzero(np.diff(owner)) + 1
         starts = np.concatenate(([0], cut)).tolist()
@@ -129,7 +132,7 @@ class _Claims:
         leaves: Dict[Path, List[Span]] = {}
         for s, e in zip(starts, ends):
             k = int(owner[s])
-            path = self.paths[k] if k >= 0 else (("other", ""),)
+            path = self.paths[k] if k >= 0 else (("padding", ""),)
             leaves.setdefault(path, []).append((s, e))
         return _tree("flatbuffer", "", leaves)
 
@@ -231,6 +234,7 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
     claims.claim((("data_index", ""),), [s for f in ("segments", "constant_segment",
                                                      "mutable_data_segments", "named_data")
                                          for s in _field_spans(root, f)])
+    claims.claim((("other", ""),), root.spans())
     base = int(summary.segment_base)
     segs = [(base + int(t.scalar("offset")), int(t.scalar("size")))
             for t in root.tables("segments")]
@@ -268,6 +272,7 @@ def data_file_regions(root: Table, summary: Any, blobs: np.ndarray, size: int) -
     claims.claim((("header", "FH01"),), [(0, 8 + int(summary.header_length))])
     claims.claim((("data_index", ""),), [s for f in ("segments", "named_data")
                                          for s in _field_spans(root, f)])
+    claims.claim((("other", ""),), root.spans())
     base = int(summary.segment_base)
     segs = [(base + int(t.scalar("offset")), int(t.scalar("size")))
             for t in root.tables("segments")]
