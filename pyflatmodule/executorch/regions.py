@@ -38,7 +38,8 @@ class ExtendedHeader(NamedTuple):
 class Region(NamedTuple):
     """Bytes of a file: ``kind`` and ``label``, its extent and its children, which cover
     its bytes exactly once. The kinds: at the top ``flatbuffer``, ``segment`` (label: its
-    index; segments at one extent share a region, ``"1,2"``) and ``padding``; in a
+    index; segments at one extent share a region, ``"1,2"``; an empty one has none) and
+    ``padding``; in a
     flatbuffer ``header`` (bytes 0..8 and the ``eh00``/``FH01`` header), ``method``
     (label: its name; children ``values``, ``chains``, ``operators``, ``delegate``
     (label ``delegates[<i>]:<id>``: its table and compile specs, and an inline one's
