@@ -36,23 +36,22 @@ class ExtendedHeader(NamedTuple):
 
 
 class Region(NamedTuple):
-    """Bytes of a file: ``kind`` and ``label``, its extent and its children, which cover
-    its bytes exactly once. The kinds: at the top ``flatbuffer``, ``segment`` (label: its
-    index; segments at one extent share a region, ``"1,2"``; an empty one has none) and
-    ``padding``; in a
-    flatbuffer ``header`` (bytes 0..8 and the ``eh00``/``FH01`` header), ``method``
-    (label: its name; children ``values``, ``chains``, ``operators``, ``delegate``
-    (label ``delegates[<i>]:<id>``: its table and compile specs, and an inline one's
-    ``payload``) and ``other``: the plan's own table, name, inputs, outputs, buffer
-    sizes), ``constant`` (an inline constant buffer's bytes; label: its index),
-    ``data_index`` (the tables of segments, subsegment offsets and named data),
-    ``other`` (the root table and what else no part claims) and ``padding`` (bytes no
-    object covers: alignment); in a segment ``constant`` and ``mutable_data`` (label: the
-    buffer index) each followed by its alignment ``padding``, ``payload`` (label
+    """Bytes of a file: ``kind`` and ``label``, its extent and its children, which cover its
+    bytes exactly once. The kinds: at the top ``flatbuffer``, ``segment`` (label: its index;
+    segments at one extent share a region, ``"1,2"``; an empty one has none) and
+    ``padding``; in a flatbuffer ``header`` (bytes 0..8 and the ``eh00``/``FH01`` header),
+    ``method`` (label: its name, with ``[<plan index>]`` when plans share it; children
+    ``values``, ``chains``, ``operators``, ``delegate`` (label ``delegates[<i>]:<id>``: its
+    table and compile specs, and an inline one's ``payload``) and ``other``: the plan's own
+    table, name, inputs, outputs, buffer sizes), ``constant`` (an inline constant buffer's
+    bytes; label: its index), ``data_index`` (the tables of segments, subsegment offsets and
+    named data), ``other`` (the root table and what else no part claims) and ``padding``
+    (bytes no object covers: alignment); in a segment ``constant`` and ``mutable_data``
+    (label: the buffer index) each followed by its alignment ``padding``, ``payload`` (label
     ``<method>.delegates[<i>]:<id>``), ``named_data`` (label: its key), and ``other`` for
     bytes of a segment none of these covers. ``spans`` are its byte ranges, sorted;
-    ``start`` and ``end`` bound them, and ``size`` counts them (``end - start`` for a
-    region of one span, every top-level one included)."""
+    ``start`` and ``end`` bound them, and ``size`` counts them (``end - start`` for a region
+    of one span, every top-level one included)."""
 
     kind: str
     label: str
@@ -208,6 +207,8 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
     plans = list(root.tables("execution_plan"))
     inline = root.tables("backend_delegate_data")
     names = [p.string("name") or "" for p in plans]
+    # plans sharing a name are told apart by their index
+    names = [n if names.count(n) == 1 else f"{n}[{i}]" for i, n in enumerate(names)]
     for i, (plan, name) in enumerate(zip(plans, names)):   # payloads first: exact bytes
         for j, d in enumerate(plan.tables("delegates")):
             ref = d.table("processed")
