@@ -21,7 +21,7 @@ import sys
 from typing import Any, List, Optional
 
 from ..errors import FormatError
-from . import diff, dis, export, extract, info, memory, ops, tree, verify
+from . import diff, dis, export, extract, info, memory, ops, size, tree, verify
 from .common import EXIT_FAIL, EXIT_USAGE, SAMPLE, CliError, Context, report
 from .info import summarize
 
@@ -29,7 +29,7 @@ __all__ = ["SAMPLE", "build_parser", "main", "summarize"]
 
 #: The commands, in the order ``--help`` lists them.
 COMMANDS = {"info": info, "verify": verify, "tree": tree, "dis": dis, "ops": ops,
-            "memory": memory, "export": export, "extract": extract, "diff": diff}
+            "memory": memory, "size": size, "export": export, "extract": extract, "diff": diff}
 
 EXAMPLES = """examples:
   pyflatmodule info                          describe the sample model shipped with the package
@@ -40,6 +40,7 @@ EXAMPLES = """examples:
   pyflatmodule export model.ptl w.safetensors   weights for another runtime
   pyflatmodule extract model.ptl meta.json   one extra file to stdout
   pyflatmodule diff old.pte new.pte          what changed between two builds
+  pyflatmodule size model.pte --html s.html  where a program's bytes go, as a treemap
 
 exit status: 0 success, 1 invalid/unreadable model, missing name or unwritable output,
 2 usage error (including an output that is the input model)

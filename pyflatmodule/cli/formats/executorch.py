@@ -21,6 +21,7 @@ from ...executorch import (
     Method,
     MoveCall,
     Program,
+    Region,
     TensorSpec,
     TestCase,
     ValueMeta,
@@ -444,6 +445,17 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def memory_plans(self) -> Optional[List[Json]]:
         return [_plan_doc(name, m.memory_plan()) for name, m in self.file.methods.items()]
 
+    def regions(self) -> Optional[List[Region]]:
+        return self.file.regions()
+
+    def size_facts(self) -> Json:
+        eh = self.file.extended_header
+        return {"extended_header": None if eh is None else eh._asdict(),
+                "delegates": [{"method": name, "index": k, "id": d.id, "location": d.location,
+                               "size": len(d.data)}
+                              for name, m in self.file.methods.items()
+                              for k, d in enumerate(m.delegates)]}
+
     def _delegate(self, name: str) -> Optional[memoryview]:
         if name.endswith("]") and ".delegates[" in name:
             method, _, index = name[:-1].rpartition(".delegates[")
@@ -468,6 +480,9 @@ class ExecuTorchDataFile(_ExecuTorchFile):
     @staticmethod
     def _print_contents(ctx: Context, s: Json) -> None:
         ctx.print(f"  tensors: {s['tensors']}   named data: {s['named_data']}")
+
+    def regions(self) -> Optional[List[Region]]:
+        return self.file.regions()
 
     @staticmethod
     def _verify_fields(info: Json) -> Json:
@@ -518,6 +533,9 @@ class ExecuTorchBundled(ExecuTorchProgram):
 
     def __exit__(self, *exc: Any) -> None:
         self.bundled.close()
+
+    def regions(self) -> Optional[List[Region]]:
+        return None   # the embedded program's regions count from its own start
 
     def _suites(self) -> Json:
         return {name: [_test_case(c) for c in cases]
