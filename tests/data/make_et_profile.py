@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Regenerate tests/data/et's profiles with their programs, and what ExecuTorch's Inspector
+says of them (needs torch 2.13, executorch 1.5.1).
+
+    python tests/data/make_et_profile.py
+
+Two programs exported with ``to_edge_transform_and_lower`` and ``to_executorch``, each
+loaded by ExecuTorch's runtime with ETDump enabled and its ``forward`` executed
+``RUNS`` times, the ETDump written with ``write_etdump_result_to_file``:
+
+- ``profile_portable.pte``/``.etdump``: linear, relu, times 2, cumsum, linear, sigmoid on
+  the portable kernels (per kernel call a ``native_call_*`` event inside the
+  instruction's ``OPERATOR_CALL``);
+- ``profile_xnnpack.pte``/``.etdump``: the same model lowered to XNNPACK: two delegate
+  calls around the portable cumsum, XNNPACK's per-node events (labelled by
+  ``delegate_debug_id_str``) inside each ``DELEGATE_CALL``.
+
+``profile.inspector.json`` holds, per ETDump, what ``executorch.devtools.Inspector``
+(without an ETRecord, time scale ns to ns: its times are the ETDump's ticks) says of it:
+per event block its name, bundled input index and every event's name, instruction id,
+delegate debug identifier, whether delegated, and its perf data's count, mean, min, max
+and raw times.
+"""
+import json
+import os
+from typing import Any, Dict, List
+
+import torch
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from executorch.devtools import Inspector
+from executorch.devtools.inspector._inspector_utils import TimeScale
+from executorch.exir import to_edge_transform_and_lower
+from executorch.runtime import Runtime
+from torch.export import export
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "et")
+RUNS = 5
+
+
+class Mixed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.cumsum(torch.relu(self.fc(x)) * 2, dim=1)
+        return torch.sigmoid(self.fc2(y))
+
+
+def _inspected(path: str) -> List[Dict[str, Any]]:
+    inspector = Inspector(etdump_path=path, source_time_scale=TimeScale.NS,
+                          target_time_scale=TimeScale.NS)
+    blocks = []
+    for b in inspector.event_blocks:
+        events = []
+        for e in b.events:
+            if e.perf_data is None:
+                continue
+            raw = [float(t) for t in e.perf_data.raw]
+            events.append({"name": e.name, "instruction_id": e._instruction_id,
+                           "delegate_debug_identifier": e.delegate_debug_identifier,
+                           "is_delegated_op": e.is_delegated_op, "count": len(raw),
+                           "mean": float(e.perf_data.avg), "min": float(e.perf_data.min),
+                           "max": float(e.perf_data.max), "raw": raw})
+        blocks.append({"name": b.name, "bundled_input_index": b.bundled_input_index,
+                       "events": events})
+    return blocks
+
+
+def _run(name: str, model: torch.nn.Module, partitioner: List[Any]) -> List[Dict[str, Any]]:
+    torch.manual_seed(0)
+    x = torch.randn(3, 8)
+    program = to_edge_transform_and_lower(export(model.eval(), (x,)),
+                                          partitioner=partitioner).to_executorch()
+    pte = os.path.join(OUT, name + ".pte")
+    with open(pte, "wb") as f:
+        f.write(program.buffer)
+    loaded = Runtime.get().load_program(pte, enable_etdump=True)
+    method = loaded.load_method("forward")
+    for _ in range(RUNS):
+        method.execute([x])
+    path = os.path.join(OUT, name + ".etdump")
+    # without a debug buffer there is none to write; the public wrapper insists on a path
+    loaded._program.write_etdump_result_to_file(path, None)
+    return _inspected(path)
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    model = Mixed()
+    oracle = {"runs": RUNS,
+              "profile_portable": _run("profile_portable", model, []),
+              "profile_xnnpack": _run("profile_xnnpack", model, [XnnpackPartitioner()])}
+    with open(os.path.join(OUT, "profile.inspector.json"), "w") as f:
+        json.dump(oracle, f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
