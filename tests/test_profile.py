@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import pyflatmodule as pfm
-from pyflatmodule.executorch.profile import kernel_event, profile
+from pyflatmodule.executorch import timings
+from pyflatmodule.executorch.profile import kernel_event
 
 from support.cli import reads_in_both, run_cli
 from support.schemas import validate
@@ -123,7 +124,7 @@ def test_timings_of_the_events_exirs_reader_reads(name: str) -> None:
                           debug_id)].append(e["end_time"] - e["start_time"])
     got: Dict[Tuple[str, int, int, Any], List[int]] = {}
     with pfm.load(os.path.join(DATA, f"{name}.etdump")) as dump:
-        for b in profile(dump):
+        for b in timings(dump):
             for t in b.framework:
                 key = (b.name, -1, 0, t.name, t.delegate_debug_id)
                 got[key] = t.durations

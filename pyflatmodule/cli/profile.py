@@ -1,14 +1,13 @@
 """``pyflatmodule profile``: an ETDump's timings per instruction (count, mean, min, max),
-named from the program that ran when it is given (:mod:`pyflatmodule.executorch.profile`)."""
+named from the program that ran when it is given (``FileFormat.profile``:
+:func:`pyflatmodule.executorch.timings`)."""
 from __future__ import annotations
 
 import argparse
 from contextlib import ExitStack
 from typing import List, Optional, Tuple
 
-from ..executorch import BundledProgram, ETDump, Program
-from ..executorch.profile import KERNEL_PREFIX, BlockProfile, InstructionProfile, Timing, profile
-from .common import EXIT_OK, CliError, Context, Json
+from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
 from .formats import open_file
 
 HELP = "an ExecuTorch profile (ETDump): each instruction's count, mean, min and max time"
@@ -37,34 +36,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(--data: its data files)")
 
 
-def _timing(t: Timing) -> Json:
-    return {"name": t.name, "delegate_debug_id": t.delegate_debug_id, "count": t.count,
-            "total": t.total, "mean": t.mean, "min": t.min, "max": t.max}
-
-
-def _instruction(i: InstructionProfile) -> Json:
-    return {"chain": i.chain, "instruction": i.instruction, "kind": i.kind,
-            "operator": i.operator, "delegate": i.delegate,
-            "delegate_index": i.delegate_index,
-            "call": _timing(i.call) if i.call is not None else None,
-            "events": [_timing(t) for t in i.events]}
-
-
-def _block(b: BlockProfile) -> Json:
-    return {"name": b.name, "bundled_input_index": b.bundled_input_index, "runs": b.runs,
-            "method": b.method, "framework": [_timing(t) for t in b.framework],
-            "instructions": [_instruction(i) for i in b.instructions]}
-
-
 def _what(i: Json) -> str:
     """An instruction's label: its operator or delegate, else what its events say."""
     if i["operator"] is not None:
         return str(i["operator"])
     if i["delegate"] is not None:
         return f"{i['delegate']} (delegate {i['delegate_index']})"
-    kernels = [t["name"][len(KERNEL_PREFIX):] for t in i["events"]
-               if t["delegate_debug_id"] is None and (t["name"] or "").startswith(KERNEL_PREFIX)]
-    return f"{kernels[0]} (kernel)" if len(kernels) == 1 else i["kind"] or "instruction"
+    if i["kernel"] is not None:
+        return f"{i['kernel']} (kernel)"
+    return i["kind"] or "instruction"
 
 
 def _rows(b: Json) -> List[Tuple[str, str, Optional[Json]]]:
@@ -103,28 +83,19 @@ def _print(ctx: Context, doc: Json) -> None:
 def run(ctx: Context) -> int:
     """Print the profile's timings."""
     args = ctx.args
+    if args.data and args.program is None:
+        raise CliError("--data is for the program (--program)", "usage", EXIT_USAGE,
+                       file=args.path)
     with ExitStack() as stack:
-        dump = stack.enter_context(open_file(args.path)).file
-        if not isinstance(dump, ETDump):
-            raise CliError("is not an ETDump (a profile the ExecuTorch runtime writes)",
-                           "unsupported", file=args.path)
-        program: Optional[Program] = None
-        if args.program is not None:
-            loaded = stack.enter_context(open_file(args.program, args.data)).file
-            program = loaded.program if isinstance(loaded, BundledProgram) else loaded
-            if not isinstance(program, Program):
-                raise CliError("is not an ExecuTorch program (.pte, .bpte)", "unsupported",
-                               file=args.program)
-        elif args.data:
-            raise CliError("--data is for the program (--program)", "usage", 2, file=args.path)
-        try:
-            blocks = profile(dump, program)
-        except ValueError as e:
-            raise CliError(f"does not match {args.program}: {e}", "mismatch",
-                           file=args.path) from None
-        docs: List[Json] = [_block(b) for b in blocks]
+        f = stack.enter_context(open_file(args.path))
+        program = stack.enter_context(open_file(args.program, args.data)) \
+            if args.program is not None else None
+        blocks = f.profile(program)
+    if blocks is None:
+        raise CliError("is not an ETDump (a profile the ExecuTorch runtime writes)",
+                       "unsupported", file=args.path)
     doc = {"file": args.path, "format": "etdump", "program": args.program, "unit": UNIT,
-           "blocks": docs}
+           "blocks": blocks}
     if ctx.json:
         ctx.dump({"files": [doc]})
     else:

@@ -14,7 +14,8 @@ the strides their ``dim_order`` gives; delegate payloads and named data are read
 constants. Bundled programs (``.bpte``), a program with its test cases, open as a
 :class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`). ETDump profiles
 (``.etdump``), what the runtime records of its runs, open as an :class:`ETDump`
-(:mod:`pyflatmodule.executorch.etdump`).
+(:mod:`pyflatmodule.executorch.etdump`); :func:`timings` sums up their timings per
+instruction (:mod:`pyflatmodule.executorch.profile`).
 """
 from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
@@ -29,6 +30,7 @@ from .etdump import (
 )
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
+from .profile import BlockProfile, InstructionProfile, Timing, timings
 from .program import (
                       Chain,
                       Delegate,
@@ -47,9 +49,9 @@ from .program import (
 )
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
-__all__ = ["AllocationEvent", "BundledProgram", "Chain", "DataFile", "DebugEvent", "DebugTensor",
-           "Delegate", "DelegateCall", "ETDump", "Frame", "FreeCall", "Instruction",
-           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
-           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "RunData", "TensorSpec",
-           "TestCase", "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled",
-           "open_etdump", "open_executorch"]
+__all__ = ["AllocationEvent", "BlockProfile", "BundledProgram", "Chain", "DataFile", "DebugEvent",
+           "DebugTensor", "Delegate", "DelegateCall", "ETDump", "Frame", "FreeCall", "Instruction",
+           "InstructionProfile", "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall",
+           "Operator", "PlannedTensor", "ProfileEvent", "Program", "Quantization", "RunData",
+           "TensorSpec", "TestCase", "Timing", "ValueMeta", "XnnGraph", "XnnNode", "XnnValue",
+           "open_bundled", "open_etdump", "open_executorch", "timings"]

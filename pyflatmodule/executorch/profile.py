@@ -27,7 +27,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 from .etdump import ETDump, ProfileEvent, RunData
 from .program import DelegateCall, KernelCall, Method, Program
 
-__all__ = ["BlockProfile", "InstructionProfile", "Timing", "profile"]
+__all__ = ["BlockProfile", "InstructionProfile", "Timing", "timings"]
 
 #: The runtime's event around each instruction, by the instruction's kind.
 CALL_EVENTS = {"OPERATOR_CALL": "kernel", "DELEGATE_CALL": "delegate"}
@@ -81,13 +81,15 @@ class Timing:
 class InstructionProfile(NamedTuple):
     """One instruction's events: ``call`` (the runtime's ``OPERATOR_CALL`` or
     ``DELEGATE_CALL``, None when not recorded) and the kernel's or delegate's own
-    ``events`` inside it. ``kind`` (``"kernel"``, ``"delegate"``), ``operator`` (e.g.
-    ``aten::addmm.out``), ``delegate`` (the backend id) and ``delegate_index`` come from
-    the program when it is given; without it ``kind`` comes from the call event."""
+    ``events`` inside it; ``kernel``, what the kernel's event names (``addmm.out`` of
+    ``native_call_addmm.out``). ``kind`` (``"kernel"``, ``"delegate"``), ``operator``
+    (e.g. ``aten::addmm.out``), ``delegate`` (the backend id) and ``delegate_index`` come
+    from the program when it is given; without it ``kind`` comes from the call event."""
 
     chain: int
     instruction: int
     kind: Optional[str]
+    kernel: Optional[str]
     operator: Optional[str]
     delegate: Optional[str]
     delegate_index: Optional[int]
@@ -163,6 +165,9 @@ def _instruction(chain: int, pc: int, method: Optional[Method],
                  and (t.name or "") in CALL_EVENTS), None)
     own = [t for t in events if t is not call]
     kind = CALL_EVENTS[call.name or ""] if call is not None else None
+    kernels = [t.name[len(KERNEL_PREFIX):] for t in own if t.delegate_debug_id is None
+               and t.name is not None and t.name.startswith(KERNEL_PREFIX)]
+    kernel = kernels[0] if len(kernels) == 1 else None
     operator = delegate = index = None
     if method is not None:
         ins = method.chains[chain].instructions[pc]
@@ -171,10 +176,11 @@ def _instruction(chain: int, pc: int, method: Optional[Method],
         elif isinstance(ins, DelegateCall):
             kind, index = "delegate", ins.delegate_index
             delegate = method.delegates[index].id
-    return InstructionProfile(chain, pc, kind, operator, delegate, index, call, own)
+    return InstructionProfile(chain, pc, kind, kernel, operator, delegate, index, call,
+                              own)
 
 
-def profile(dump: ETDump, program: Optional[Program] = None) -> List[BlockProfile]:
+def timings(dump: ETDump, program: Optional[Program] = None) -> List[BlockProfile]:
     """Each block of ``dump``'s runs (in the order of their first run) with its events'
     timings; names from ``program`` when given. ValueError when a run's events fit none
     of the program's methods (the profile is of another program)."""

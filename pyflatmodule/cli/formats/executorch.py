@@ -444,6 +444,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def memory_plans(self) -> Optional[List[Json]]:
         return [_plan_doc(name, m.memory_plan()) for name, m in self.file.methods.items()]
 
+    def profiled_program(self) -> Optional[Any]:
+        return self.file
+
     def _delegate(self, name: str) -> Optional[memoryview]:
         if name.endswith("]") and ".delegates[" in name:
             method, _, index = name[:-1].rpartition(".delegates[")
