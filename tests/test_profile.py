@@ -1,5 +1,5 @@
 """``pyflatmodule profile`` and ``pyflatmodule.executorch.profile`` against ExecuTorch 1.5.1:
-on profiles its runtime wrote (tests/data/make_et_profile.py, make_etdump.py), each
+on profiles its runtime wrote (tests/data/et/runs by make_et_profile.py, make_etdump.py), each
 event's count, mean, min and max as ExecuTorch's devtools Inspector computes them
 (``profile.inspector.json``), and as its reader ``deserialize_from_etdump_flatcc`` reads
 the events (``etdump.oracle.json``); the operators and delegates named from the program's
@@ -21,7 +21,8 @@ from support.cli import reads_in_both, run_cli
 from support.schemas import validate
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
-with open(os.path.join(DATA, "profile.inspector.json")) as _f:
+RUNS = os.path.join(DATA, "runs")
+with open(os.path.join(RUNS, "profile.inspector.json")) as _f:
     INSPECTOR = json.load(_f)
 with open(os.path.join(DATA, "etdump.oracle.json")) as _f:
     READER = json.load(_f)
@@ -29,7 +30,7 @@ NAMES = ("profile_portable", "profile_xnnpack")
 
 
 def _path(name: str, ext: str) -> str:
-    return os.path.join(DATA, f"{name}.{ext}")
+    return os.path.join(RUNS, f"{name}.{ext}")
 
 
 def _json(*argv: str) -> Dict[str, Any]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate tests/data/et's profiles with their programs, and what ExecuTorch's Inspector
+"""Regenerate tests/data/et/runs's profiles with their programs, and what ExecuTorch's Inspector
 says of them (needs torch 2.13, executorch 1.5.1).
 
     python tests/data/make_et_profile.py
@@ -33,7 +33,7 @@ from executorch.exir import to_edge_transform_and_lower
 from executorch.runtime import Runtime
 from torch.export import export
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "et")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "et", "runs")
 RUNS = 5
 
 
