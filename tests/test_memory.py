@@ -214,3 +214,15 @@ def test_the_svg_is_not_written_over_the_program(tmp_path: Any) -> None:
     assert open(path, "rb").read() == original
     r = run_cli("memory", path, "--svg", str(tmp_path / "missing" / "plan.svg"))
     assert r.returncode == 1 and "plan.svg" in r.stderr
+
+
+def test_the_memory_json_of_a_bundled_program() -> None:
+    path = os.path.join(ET, "bundled.bpte")
+    r = run_cli("memory", path, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    validate(doc, "memory")
+    (file_doc,) = doc["files"]
+    assert (file_doc["file"], file_doc["format"]) == (path, "bpte")
+    with pfm.load(path) as b:
+        assert [m["method"] for m in file_doc["methods"]] == list(b.program.methods)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Tuple
 
@@ -18,6 +20,7 @@ from pyflatmodule.executorch import timings
 from pyflatmodule.executorch.profile import kernel_event
 
 from support.cli import reads_in_both, run_cli
+from support.runtime import HAS_RUNTIME
 from support.schemas import validate
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
@@ -166,3 +169,16 @@ def test_what_is_not_an_etdump_is_refused() -> None:
     r = run_cli("profile", _path("profile_xnnpack", "etdump"), "--data",
                 os.path.join(DATA, "external.ptd"))
     assert r.returncode == 2
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="ExecuTorch is not installed")
+def test_the_stored_numbers_are_the_inspectors_now() -> None:
+    """ExecuTorch's Inspector, in a child process, on the committed ETDumps: what
+    profile.inspector.json holds (the file and its numbers were written together)."""
+    child = ("import json, sys; sys.path.insert(0, sys.argv[1]); import make_et_profile as m; "
+             "print(json.dumps({n: m._inspected(m.os.path.join(m.OUT, n + '.etdump')) "
+             "for n in sys.argv[2:]}))")
+    r = subprocess.run([sys.executable, "-c", child, os.path.dirname(DATA), *NAMES],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {n: INSPECTOR[n] for n in NAMES}
