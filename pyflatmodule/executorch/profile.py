@@ -9,7 +9,9 @@ events (XNNPACK: one per node, labelled by ``delegate_debug_id_str``, XNNPACK's
 microsecond timings converted to ticks and laid end to end from the call's start) and
 events of the runtime itself, not tied to an instruction (chain index -1:
 ``Method::execute``, ``Method::init``...). Times are the tracer's ticks: the file does not
-say what a tick is (ExecuTorch's POSIX platform ticks in nanoseconds).
+say what a tick is (ExecuTorch's POSIX platform ticks in nanoseconds); an event that ends
+before it starts is counted as the Inspector does, a 32-bit clock that wrapped
+(:func:`elapsed`).
 
 Runs are grouped as ExecuTorch's Inspector groups them into event blocks: the same name,
 bundled input index and events. Within a group every occurrence of an event counts (the
@@ -33,6 +35,8 @@ __all__ = ["BlockProfile", "InstructionProfile", "Timing", "timings"]
 CALL_EVENTS = {"OPERATOR_CALL": "kernel", "DELEGATE_CALL": "delegate"}
 #: The prefix of the event a kernel records of itself.
 KERNEL_PREFIX = "native_call_"
+#: The last tick of a 32-bit clock.
+MAX_U32 = 2**32 - 1
 
 DebugId = Union[int, str, None]
 _Key = Tuple[int, int, Optional[str], DebugId]     # chain, instruction, name, delegate id
@@ -108,6 +112,17 @@ class BlockProfile(NamedTuple):
     method: Optional[str]
     framework: List[Timing]
     instructions: List[InstructionProfile]
+
+
+def elapsed(start: int, end: int) -> int:
+    """Ticks from ``start`` to ``end`` as ExecuTorch's Inspector counts them: ``end -
+    start``, or for an end before its start, both within 32 bits, a 32-bit clock taken to
+    have wrapped once: ``(MAX_U32 - start) + end`` (the Inspector's count, one tick short
+    of the modular difference). An end before a start beyond 32 bits, which the Inspector
+    refuses, counts as the negative difference."""
+    if start > end and start <= MAX_U32 and end <= MAX_U32:
+        return (MAX_U32 - start) + end
+    return end - start
 
 
 def _key(e: ProfileEvent) -> _Key:
@@ -198,7 +213,7 @@ def timings(dump: ETDump, program: Optional[Program] = None) -> List[BlockProfil
         for run in runs:
             for e in run.events:
                 if isinstance(e, ProfileEvent):
-                    durations[_key(e)].append(e.duration)
+                    durations[_key(e)].append(elapsed(e.start_time, e.end_time))
         timings = {k: Timing(k[2], k[3], d) for k, d in durations.items()}
         framework = [t for k, t in timings.items() if k[0] < 0]
         by_pc: Dict[Tuple[int, int], List[Timing]] = {}

@@ -2,7 +2,7 @@
 """Regenerate tests/data/et/runs's profiles with their programs, and what ExecuTorch's Inspector
 says of them (needs torch 2.13, executorch 1.5.1).
 
-    python tests/data/make_et_profile.py
+    FLATC_EXECUTABLE=.../flatc python tests/data/make_et_profile.py
 
 Two programs exported with ``to_edge_transform_and_lower`` and ``to_executorch``, each
 loaded by ExecuTorch's runtime with ETDump enabled and its ``forward`` executed
@@ -15,6 +15,9 @@ loaded by ExecuTorch's runtime with ETDump enabled and its ``forward`` executed
   calls around the portable cumsum, XNNPACK's per-node events (labelled by
   ``delegate_debug_id_str``) inside each ``DELEGATE_CALL``.
 
+and ``profile_wrap.etdump``, compiled by flatc (``FLATC_EXECUTABLE``): an event whose
+32-bit clock wrapped.
+
 ``profile.inspector.json`` holds, per ETDump, what ``executorch.devtools.Inspector``
 (without an ETRecord, time scale ns to ns: its times are the ETDump's ticks) says of it:
 per event block its name, bundled input index and every event's name, instruction id,
@@ -23,8 +26,12 @@ and raw times.
 """
 import json
 import os
+import subprocess
+import tempfile
+from importlib import resources
 from typing import Any, Dict, List
 
+import executorch.devtools.etdump as etdump_package
 import torch
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.devtools import Inspector
@@ -86,12 +93,43 @@ def _run(name: str, model: torch.nn.Module, partitioner: List[Any]) -> List[Dict
     return _inspected(path)
 
 
+def _wrapped() -> List[Dict[str, Any]]:
+    """``profile_wrap.etdump``, compiled by flatc from JSON with ExecuTorch's schema: two
+    runs of one instruction whose second event's clock wrapped past 2**32 (its end before
+    its start, as a 32-bit tick counter gives), and a method's event. flatc is
+    ``FLATC_EXECUTABLE`` or ``flatc`` on the path."""
+    def event(pc: int, name: str, start: int, end: int) -> Dict[str, Any]:
+        return {"profile_event": {"name": name, "chain_index": 0 if pc >= 0 else -1,
+                                  "instruction_id": max(pc, 0), "start_time": start,
+                                  "end_time": end, "delegate_debug_id_int": -1}}
+
+    runs = [{"name": "Execute", "bundled_input_index": -1, "events": [
+        event(0, "OPERATOR_CALL", start, end), event(-1, "Method::execute", start - 5, end + 5)]}
+        for start, end in ((1000, 1700), (2**32 - 300, 400))]
+    with tempfile.TemporaryDirectory() as tmp:
+        for schema in ("etdump_schema_flatcc.fbs", "scalar_type.fbs"):
+            with open(os.path.join(tmp, schema), "wb") as f:
+                f.write(resources.files(etdump_package).joinpath(schema).read_bytes())
+        with open(os.path.join(tmp, "profile_wrap.json"), "w") as f:
+            json.dump({"version": 0, "run_data": runs}, f)
+        subprocess.run([os.environ.get("FLATC_EXECUTABLE", "flatc"), "--size-prefixed", "-b",
+                        "-o", tmp, os.path.join(tmp, "etdump_schema_flatcc.fbs"),
+                        os.path.join(tmp, "profile_wrap.json")], check=True)
+        with open(os.path.join(tmp, "profile_wrap.etdp"), "rb") as f:
+            blob = f.read()
+    path = os.path.join(OUT, "profile_wrap.etdump")
+    with open(path, "wb") as f:
+        f.write(blob)
+    return _inspected(path)
+
+
 def main() -> None:
     torch.manual_seed(0)
     model = Mixed()
     oracle = {"runs": RUNS,
               "profile_portable": _run("profile_portable", model, []),
-              "profile_xnnpack": _run("profile_xnnpack", model, [XnnpackPartitioner()])}
+              "profile_xnnpack": _run("profile_xnnpack", model, [XnnpackPartitioner()]),
+              "profile_wrap": _wrapped()}
     with open(os.path.join(OUT, "profile.inspector.json"), "w") as f:
         json.dump(oracle, f, indent=1, sort_keys=True)
 
