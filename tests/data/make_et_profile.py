@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""Regenerate tests/data/et/runs's profiles with their programs, and what ExecuTorch's Inspector
-says of them (needs torch 2.13, executorch 1.5.1).
+"""Regenerate tests/data/et/runs' profiles with their programs, and what ExecuTorch's
+Inspector says of them (needs torch 2.13, executorch 1.5.1).
 
     FLATC_EXECUTABLE=.../flatc python tests/data/make_et_profile.py
 
-Two programs exported with ``to_edge_transform_and_lower`` and ``to_executorch``, each
-loaded by ExecuTorch's runtime with ETDump enabled and its ``forward`` executed
-``RUNS`` times, the ETDump written with ``write_etdump_result_to_file``:
+Programs exported with ``to_edge_transform_and_lower`` and ``to_executorch``, each loaded
+by ExecuTorch's runtime with ETDump enabled and its methods executed (``forward``
+``RUNS`` times unless said), the ETDump written with ``write_etdump_result_to_file``:
 
 - ``profile_portable.pte``/``.etdump``: linear, relu, times 2, cumsum, linear, sigmoid on
   the portable kernels (per kernel call a ``native_call_*`` event inside the
   instruction's ``OPERATOR_CALL``);
 - ``profile_xnnpack.pte``/``.etdump``: the same model lowered to XNNPACK: two delegate
   calls around the portable cumsum, XNNPACK's per-node events (labelled by
-  ``delegate_debug_id_str``) inside each ``DELEGATE_CALL``.
+  ``delegate_debug_id_str``) inside each ``DELEGATE_CALL``;
+- ``profile_methods.pte``/``.etdump``: that model's ``forward`` and a ``head`` (times 3,
+  sigmoid), executed 2 and 3 times: two blocks of "Execute" runs, one per method.
 
 and ``profile_wrap.etdump``, compiled by flatc (``FLATC_EXECUTABLE``): an event whose
 32-bit clock wrapped.
@@ -29,7 +31,7 @@ import os
 import subprocess
 import tempfile
 from importlib import resources
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import executorch.devtools.etdump as etdump_package
 import torch
@@ -55,6 +57,11 @@ class Mixed(torch.nn.Module):
         return torch.sigmoid(self.fc2(y))
 
 
+class Head(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x * 3)
+
+
 def _inspected(path: str) -> List[Dict[str, Any]]:
     inspector = Inspector(etdump_path=path, source_time_scale=TimeScale.NS,
                           target_time_scale=TimeScale.NS)
@@ -75,18 +82,21 @@ def _inspected(path: str) -> List[Dict[str, Any]]:
     return blocks
 
 
-def _run(name: str, model: torch.nn.Module, partitioner: List[Any]) -> List[Dict[str, Any]]:
-    torch.manual_seed(0)
-    x = torch.randn(3, 8)
-    program = to_edge_transform_and_lower(export(model.eval(), (x,)),
-                                          partitioner=partitioner).to_executorch()
+def _run(name: str, methods: Dict[str, Tuple[torch.nn.Module, Tuple[Any, ...], int]],
+         partitioner: List[Any]) -> List[Dict[str, Any]]:
+    """Program ``name`` of ``methods`` (each a model, its inputs and how many times to
+    execute it), lowered by ``partitioner``, run with ETDump enabled; the Inspector's
+    reading of the ETDump."""
+    exported = {m: export(model.eval(), inputs) for m, (model, inputs, _) in methods.items()}
+    program = to_edge_transform_and_lower(exported, partitioner=partitioner).to_executorch()
     pte = os.path.join(OUT, name + ".pte")
     with open(pte, "wb") as f:
         f.write(program.buffer)
     loaded = Runtime.get().load_program(pte, enable_etdump=True)
-    method = loaded.load_method("forward")
-    for _ in range(RUNS):
-        method.execute([x])
+    for m, (_, inputs, runs) in methods.items():
+        method = loaded.load_method(m)
+        for _ in range(runs):
+            method.execute(list(inputs))
     path = os.path.join(OUT, name + ".etdump")
     # without a debug buffer there is none to write; the public wrapper insists on a path
     loaded._program.write_etdump_result_to_file(path, None)
@@ -126,9 +136,14 @@ def _wrapped() -> List[Dict[str, Any]]:
 def main() -> None:
     torch.manual_seed(0)
     model = Mixed()
+    x = torch.randn(3, 8)
     oracle = {"runs": RUNS,
-              "profile_portable": _run("profile_portable", model, []),
-              "profile_xnnpack": _run("profile_xnnpack", model, [XnnpackPartitioner()]),
+              "profile_portable": _run("profile_portable", {"forward": (model, (x,), RUNS)},
+                                       []),
+              "profile_xnnpack": _run("profile_xnnpack", {"forward": (model, (x,), RUNS)},
+                                      [XnnpackPartitioner()]),
+              "profile_methods": _run("profile_methods", {
+                  "forward": (model, (x,), 2), "head": (Head(), (torch.randn(4),), 3)}, []),
               "profile_wrap": _wrapped()}
     with open(os.path.join(OUT, "profile.inspector.json"), "w") as f:
         json.dump(oracle, f, indent=1, sort_keys=True)
