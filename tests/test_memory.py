@@ -226,3 +226,20 @@ def test_the_memory_json_of_a_bundled_program() -> None:
     assert (file_doc["file"], file_doc["format"]) == (path, "bpte")
     with pfm.load(path) as b:
         assert [m["method"] for m in file_doc["methods"]] == list(b.program.methods)
+
+
+def test_the_svg_of_plans_with_nothing_planned() -> None:
+    """A method without instructions or buffers, and an empty buffer holding an empty
+    tensor: still a picture, the empty tensor's rectangle there."""
+    import xml.etree.ElementTree as ElementTree
+
+    from pyflatmodule.cli.plan_svg import plan_svg
+    empty = {"method": "empty", "buffer_sizes": [0], "peak": 0, "instructions": 0,
+             "tensors": [], "conflicts": []}
+    hollow = {"method": "hollow", "buffer_sizes": [0, 0], "peak": 0, "instructions": 1,
+              "tensors": [{"value": 3, "mem_id": 1, "offset": 0, "nbytes": 0, "first": None,
+                           "last": None}], "conflicts": []}
+    root_element = ElementTree.fromstring(plan_svg([empty, hollow]).encode())
+    rects = [r for r in root_element.iter(SVG + "rect") if "tensor" in r.get("class", "")]
+    assert [(r.get("data-value"), r.get("class"), r.get("data-first")) for r in rects] == \
+        [("3", "tensor unused", None)]

@@ -181,6 +181,10 @@ def test_a_profile_of_another_program_is_refused() -> None:
     assert r.returncode == 1
     error = json.loads(r.stderr)["error"]
     assert error["code"] == "mismatch" and error["file"] == _path("profile_portable", "etdump")
+    # a bundled program is named by the program it embeds
+    r = run_cli("profile", _path("profile_portable", "etdump"), "--program",
+                os.path.join(DATA, "bundled.bpte"))
+    assert r.returncode == 1 and "fit no method" in r.stderr
 
 
 def test_what_is_not_an_etdump_is_refused() -> None:
