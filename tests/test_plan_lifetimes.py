@@ -17,12 +17,16 @@ from __future__ import annotations
 import glob
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
 import pytest
 
 import pyflatmodule as pfm
+
+from support.runtime import HAS_RUNTIME
 
 RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et", "runs")
 STEMS = sorted(os.path.basename(p)[:-len(".lifetimes.json")]
@@ -92,3 +96,18 @@ def test_a_view_lives_apart_from_its_base() -> None:
     spans = sorted((t.first, t.last) for t in mp.tensors
                    if (t.mem_id, t.offset) == (base["mem_id"], base["mem_offset"]))
     assert len(spans) == 2 and spans[0][1] < spans[1][0]
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="ExecuTorch is not installed")
+def test_exir_exports_them_so_now(tmp_path) -> None:
+    """make_et_lifetimes.py, in a child process, writes the committed programs and
+    lifetimes again, byte for byte."""
+    script = os.path.join(os.path.dirname(os.path.dirname(RUNS)), "make_et_lifetimes.py")
+    r = subprocess.run([sys.executable, script, str(tmp_path)], capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for stem in STEMS:
+        for ext in (".pte", ".lifetimes.json"):
+            with open(os.path.join(RUNS, stem + ext), "rb") as f, \
+                    open(tmp_path / (stem + ext), "rb") as g:
+                assert f.read() == g.read(), stem + ext

@@ -2,7 +2,7 @@
 """Regenerate tests/data/et/runs' programs with exir's lifetimes of their planned tensors
 (needs torch 2.13, executorch 1.5.1).
 
-    python tests/data/make_et_lifetimes.py
+    python tests/data/make_et_lifetimes.py [OUT]    (OUT: another folder to write to)
 
 Each model is exported with ``to_edge_transform_and_lower`` (lowered to XNNPACK for
 ``life_xnnpack``) and ``to_executorch``; ``NAME.pte`` is the program,
@@ -24,6 +24,7 @@ Each model is exported with ``to_edge_transform_and_lower`` (lowered to XNNPACK 
 import json
 import operator
 import os
+import sys
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -83,6 +84,16 @@ def _name(target: Any) -> str:
     return text[:-len(".default")] if text.endswith(".default") else text.rstrip(".")
 
 
+def _target(target: Any) -> str:
+    """A node's target by name: an operator's (``aten.add.out``), a Python function's
+    module and name (``executorch.exir.memory.alloc``), a placeholder's or attribute's."""
+    if isinstance(target, str):
+        return target
+    if type(target).__name__ in ("OpOverload", "EdgeOpOverload"):
+        return _name(target)
+    return f"{target.__module__}.{getattr(target, '__qualname__', target.__name__)}"
+
+
 def _method(pm: Any, name: str) -> Dict[str, Any]:
     plan = next(p for p in pm.executorch_program.execution_plan if p.name == name)
     (chain,) = plan.chains
@@ -104,8 +115,7 @@ def _method(pm: Any, name: str) -> Dict[str, Any]:
                 assert type(args).__name__ == "KernelCall", (n, args)
                 assert _name(n.target) == _name(f"{op.name}.{op.overload}"), (n.target, op)
             at, k = k, k + 1
-        nodes.append({"op": n.op, "target": _name(n.target) if n.op == "call_function"
-                      else str(n.target), "instruction": at})
+        nodes.append({"op": n.op, "target": _target(n.target), "instruction": at})
     assert k == len(code), "every instruction is some node's"
     seen: Dict[int, Dict[str, Any]] = {}
     for n in graph.nodes:
@@ -123,24 +133,26 @@ def _method(pm: Any, name: str) -> Dict[str, Any]:
     return {"nodes": nodes, "tensors": list(seen.values())}
 
 
-def _write(name: str, model: torch.nn.Module, inputs: Any, partitioner: List[Any]) -> None:
+def _write(out: str, name: str, model: torch.nn.Module, inputs: Any,
+           partitioner: List[Any]) -> None:
     pm = to_edge_transform_and_lower(export(model.eval(), inputs),
                                      partitioner=partitioner).to_executorch()
-    with open(os.path.join(OUT, name + ".pte"), "wb") as f:
+    with open(os.path.join(out, name + ".pte"), "wb") as f:
         f.write(pm.buffer)
     doc = {p.name: _method(pm, p.name) for p in pm.executorch_program.execution_plan}
-    with open(os.path.join(OUT, name + ".lifetimes.json"), "w") as f:
+    with open(os.path.join(out, name + ".lifetimes.json"), "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
 
 
 def main() -> None:
-    os.makedirs(OUT, exist_ok=True)
+    out = sys.argv[1] if len(sys.argv) > 1 else OUT
+    os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     x = torch.randn(3, 8)
-    _write("life_portable", Mixed(), (x,), [])
-    _write("life_xnnpack", Mixed(), (x,), [XnnpackPartitioner()])
-    _write("life_views", Views(), (torch.randn(2, 12), torch.randn(6, 3)), [])
-    _write("life_mutable", Mutable(), (torch.randn(5),), [])
+    _write(out, "life_portable", Mixed(), (x,), [])
+    _write(out, "life_xnnpack", Mixed(), (x,), [XnnpackPartitioner()])
+    _write(out, "life_views", Views(), (torch.randn(2, 12), torch.randn(6, 3)), [])
+    _write(out, "life_mutable", Mutable(), (torch.randn(5),), [])
 
 
 if __name__ == "__main__":
