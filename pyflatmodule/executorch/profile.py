@@ -18,8 +18,8 @@ bundled input index and events. Within a group every occurrence of an event coun
 Inspector keeps only the last of an event repeated within one run, e.g. by a loop).
 ETDumps do not name the method a run executed: given the program, a run is the method's
 whose instructions its events fit (an ``OPERATOR_CALL`` at a kernel call of the operator
-its ``native_call`` names, a ``DELEGATE_CALL`` at a delegate call), or the program's only
-method.
+its ``native_call`` names, a ``DELEGATE_CALL`` at a delegate call); when several fit
+(a method's loading, with no instruction's events), none is named.
 """
 from __future__ import annotations
 
@@ -144,7 +144,10 @@ def kernel_event(operator: str) -> str:
 
 
 def _fits(m: Method, keys: Sequence[_Key]) -> bool:
-    """Whether ``m``'s instructions are those the events of a run address."""
+    """Whether ``m``'s instructions are those the events of a run address: each exists,
+    a kernel's events (``OPERATOR_CALL``, its ``native_call``) are at a kernel call of
+    that operator, a delegate's (``DELEGATE_CALL``, an event with a delegate debug id) at
+    a delegate call; other events (a kernel's own scopes) only need their instruction."""
     code = [c.instructions for c in m.chains]
     ops = [str(o) for o in m.operators]
     for chain, pc, name, debug_id in keys:
@@ -153,25 +156,27 @@ def _fits(m: Method, keys: Sequence[_Key]) -> bool:
         if chain >= len(code) or not 0 <= pc < len(code[chain]):
             return False
         ins = code[chain][pc]
-        if CALL_EVENTS.get(name or "") == "kernel" or (
-                debug_id is None and name is not None and name.startswith(KERNEL_PREFIX)):
+        if debug_id is not None or name == "DELEGATE_CALL":
+            if not isinstance(ins, DelegateCall):
+                return False
+        elif name == "OPERATOR_CALL" or (name or "").startswith(KERNEL_PREFIX):
             if not isinstance(ins, KernelCall) or (
                     name != "OPERATOR_CALL" and 0 <= ins.op_index < len(ops)
                     and name != kernel_event(ops[ins.op_index])):
                 return False
-        elif not isinstance(ins, DelegateCall):   # a delegate's call or its own events
-            return False
     return True
 
 
-def _method(program: Optional[Program], keys: Sequence[_Key]) -> Optional[Method]:
-    if program is None:
-        return None
+def _method(program: Program, name: Optional[str], keys: Sequence[_Key]) -> Optional[Method]:
+    """The method a block's runs executed: the one whose instructions its events fit;
+    None when several do, ValueError when none does."""
     methods = list(program.methods.values())
     fit = [m for m in methods if _fits(m, keys)]
-    if len(methods) == 1 or len(fit) == 1:
-        return fit[0] if fit else None
-    return None
+    if not fit:
+        raise ValueError(f"run {name!r}: its events fit no method of the program "
+                         f"({', '.join(program.methods) or 'none'}): a profile of "
+                         "another program")
+    return fit[0] if len(fit) == 1 else None
 
 
 def _instruction(chain: int, pc: int, method: Optional[Method],
@@ -204,20 +209,16 @@ def timings(dump: ETDump, program: Optional[Program] = None) -> List[BlockProfil
         groups.setdefault(_signature(run), []).append(run)
     blocks = []
     for (name, bundled, keys), runs in groups.items():
-        method = _method(program, keys)
-        if program is not None and method is None and any(k[0] >= 0 for k in keys):
-            raise ValueError(f"run {name!r}: its events fit no method of the program "
-                             f"({', '.join(program.methods) or 'none'}): a profile of "
-                             "another program")
+        method = _method(program, name, keys) if program is not None else None
         durations: Dict[_Key, List[int]] = {k: [] for k in keys}
         for run in runs:
             for e in run.events:
                 if isinstance(e, ProfileEvent):
                     durations[_key(e)].append(elapsed(e.start_time, e.end_time))
-        timings = {k: Timing(k[2], k[3], d) for k, d in durations.items()}
-        framework = [t for k, t in timings.items() if k[0] < 0]
+        by_key = {k: Timing(k[2], k[3], d) for k, d in durations.items()}
+        framework = [t for k, t in by_key.items() if k[0] < 0]
         by_pc: Dict[Tuple[int, int], List[Timing]] = {}
-        for k, t in timings.items():
+        for k, t in by_key.items():
             if k[0] >= 0:
                 by_pc.setdefault((k[0], k[1]), []).append(t)
         instructions = [_instruction(c, pc, method, by_pc[(c, pc)]) for c, pc in sorted(by_pc)]
