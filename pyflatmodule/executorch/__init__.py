@@ -15,7 +15,8 @@ constants. ``Program.regions()`` and ``DataFile.regions()`` say where the file's
 (:mod:`pyflatmodule.executorch.regions`). Bundled programs (``.bpte``), a program with
 its test cases, open as a :class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`).
 ETDump profiles (``.etdump``), what the runtime records of its runs, open as an
-:class:`ETDump` (:mod:`pyflatmodule.executorch.etdump`).
+:class:`ETDump` (:mod:`pyflatmodule.executorch.etdump`); :func:`timings` sums up their
+timings per instruction (:mod:`pyflatmodule.executorch.profile`).
 """
 from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
@@ -30,6 +31,7 @@ from .etdump import (
 )
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
+from .profile import BlockProfile, InstructionProfile, Timing, timings
 from .program import (
                       Chain,
                       Delegate,
@@ -49,9 +51,10 @@ from .program import (
 from .regions import ExtendedHeader, Region
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
-__all__ = ["AllocationEvent", "BundledProgram", "Chain", "DataFile", "DebugEvent", "DebugTensor",
-           "Delegate", "DelegateCall", "ETDump", "ExtendedHeader", "Frame", "FreeCall",
-           "Instruction", "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall",
-           "Operator", "PlannedTensor", "ProfileEvent", "Program", "Quantization", "Region",
-           "RunData", "TensorSpec", "TestCase", "ValueMeta", "XnnGraph", "XnnNode", "XnnValue",
-           "open_bundled", "open_etdump", "open_executorch"]
+__all__ = ["AllocationEvent", "BlockProfile", "BundledProgram", "Chain", "DataFile", "DebugEvent",
+           "DebugTensor", "Delegate", "DelegateCall", "ETDump", "ExtendedHeader", "Frame",
+           "FreeCall", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
+           "MemoryPlan", "Method", "MoveCall", "Operator", "PlannedTensor", "ProfileEvent",
+           "Program", "Quantization", "Region", "RunData", "TensorSpec", "TestCase", "Timing",
+           "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled", "open_etdump",
+           "open_executorch", "timings"]

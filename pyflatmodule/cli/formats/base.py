@@ -118,6 +118,17 @@ class FileFormat(abc.ABC):
         delegates' payloads (empty for other formats)."""
         return {}
 
+    def profile(self, program: Optional["FileFormat"]) -> Optional[List[Json]]:
+        """The timings a profile holds, per block of runs, named from ``program`` (the
+        file that ran) when given; None for a format that holds no profile (only
+        ETDumps do)."""
+        return None
+
+    def profiled_program(self) -> Optional[Any]:
+        """The program whose profiles this file names (an ExecuTorch program, a bundled
+        program's embedded one); None for other formats."""
+        return None
+
     # ------------------------------------------------------------ export, extract
 
     def missing_data(self) -> List[str]:

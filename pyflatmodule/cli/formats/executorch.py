@@ -456,6 +456,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
                               for name, m in self.file.methods.items()
                               for k, d in enumerate(m.delegates)]}
 
+    def profiled_program(self) -> Optional[Any]:
+        return self.file
+
     def _delegate(self, name: str) -> Optional[memoryview]:
         if name.endswith("]") and ".delegates[" in name:
             method, _, index = name[:-1].rpartition(".delegates[")
