@@ -16,6 +16,8 @@
  */
 #include "executorch/xnn.h"
 
+#include "executorch/et.h"
+
 #include "fb/fb.h"
 
 #define XH_MAGIC 0x30304858u   /* "XH00" */
@@ -99,7 +101,9 @@ static int constant_entry(walk *w, uint32_t index, uint64_t nbytes, xnn_ref *r) 
     TRY(vec_table(c, &w->constant_data, index, &t));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_OFFSET], &offset));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_SIZE], &size));
-    TRY(fld_text(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_NAMED_KEY], &key));
+    /* the runtime looks a named key up as a C string (XNNCompiler.cpp) */
+    TRY(et_c_string(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_NAMED_KEY], &key));
+    TRY(check_text(c, &key));
     if (nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, t.pos);
     memset(r, 0, sizeof *r);
     if (key.count) {
