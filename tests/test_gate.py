@@ -405,3 +405,84 @@ def test_the_runtime_reads_those_names_up_to_their_nul() -> None:
     got = runtime_verdicts([(m, c[2]) for (m, _), c in zip(mutants, NUL_CASES)])
     want = [v for _, longer in mutants for v in ["ok" if longer else "refused"] * 2]
     assert [v["verdict"] for v in got] == want, got
+
+
+# ------------------------------------------------- XNNPACK external values and their calls
+
+def _external_cases() -> List[Tuple[str, bytes, int, str]]:
+    """(id, mutant of xnn_conv.pte, offset, path end) per rule on the first graph's
+    external values: its output (xvalues[8], external id 1 of num_externs 2; XNNTensorValue
+    external_id field 4, flags field 5) given an id past num_externs, none (~0), the
+    input's (0), or a flag XNNPACK does not define (4); num_externs (XNNGraph field 3)
+    past the 4096 XNNCompiler.cpp takes."""
+    graph = _graphs(CONV)[0]
+    values = deref(CONV, field(CONV, graph, 2))
+    output = deref(CONV, field(CONV, deref(CONV, values + 4 + 4 * 8), 1))
+    ext, flags, count = field(CONV, output, 4), field(CONV, output, 5), field(CONV, graph, 3)
+    assert (u32(CONV, ext), u32(CONV, flags), u32(CONV, count)) == (1, 2, 2)
+    at = "xvalues[8].xvalue_union<XNNTensorValue>."
+    return [("id_past_num_externs", _set_u32(CONV, ext, 2), ext, at + "external_id"),
+            ("id_none", _set_u32(CONV, ext, 0xFFFFFFFF), ext, at + "external_id"),
+            ("id_repeated", _set_u32(CONV, ext, 0), ext, at + "external_id"),
+            ("other_flags", _set_u32(CONV, flags, 6), flags, at + "flags"),
+            ("num_externs_past_4096", _set_u32(CONV, count, 4097), count,
+             "processed<XNNGraph>.num_externs")]
+
+
+EXTERNAL_CASES = _external_cases()
+
+
+@pytest.mark.parametrize("case", EXTERNAL_CASES, ids=[c[0] for c in EXTERNAL_CASES])
+def test_an_external_value_the_runtime_cannot_place(case: Tuple[str, bytes, int, str]) -> None:
+    """XNNPACK refuses an external id past num_externs, XNNCompiler.cpp other flags and
+    more than 4096 externals; an external value without an id makes XNNExecutor read
+    delegate argument 2^32-1 when run (tests/data/gate/execute-crash-XNNTensorValue_
+    external_id-scalar); one whose id another value has redefines that value's slot."""
+    _, data, offset, path_end = case
+    with pytest.raises(pfm.FormatError) as e:
+        _load(data, None)
+    assert e.value.code == "bad_external", e.value
+    assert e.value.path.endswith(path_end), e.value
+    assert e.value.offset == offset, e.value
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="needs executorch's runtime")
+def test_the_runtime_refuses_the_externals_it_checks() -> None:
+    """The runtime's own checks, at load_method: an id past num_externs, another flag and
+    too many externals are refused there too (the rules agree with it)."""
+    checked = [c for c in EXTERNAL_CASES if c[0] in ("id_past_num_externs", "other_flags",
+                                                     "num_externs_past_4096")]
+    got = runtime_verdicts([(c[1], None) for c in checked])
+    assert [v["verdict"] for v in got] == ["refused"] * len(got), got
+
+
+def test_a_delegate_call_with_fewer_arguments_than_its_graph_reads() -> None:
+    """xnn_conv.pte's first instruction calls the first XNNPACK graph (external ids 0 and
+    1) with two arguments (ExecutionPlan.chains field 5, Chain.instructions 2,
+    Instruction.instr_args 1, DelegateCall.args 1); with one, XNNExecutor would read
+    argument 1 past the call's (tests/data/gate/execute-crash-DelegateCall_args-
+    vector_length). Refused at the arguments."""
+    plan = element(CONV, root(CONV), 1, 0)
+    instruction = element(CONV, element(CONV, plan, 5, 0), 2, 0)
+    args = deref(CONV, field(CONV, deref(CONV, field(CONV, instruction, 1)), 1))
+    assert u32(CONV, args) == 2
+    with pytest.raises(pfm.FormatError) as e:
+        _load(_set_u32(CONV, args, 1), None)
+    assert e.value.code == "bad_external", e.value
+    assert e.value.path == ("execution_plan[0].chains[0].instructions[0]"
+                            ".instr_args<DelegateCall>.args")
+    assert e.value.offset == args, e.value
+
+
+@pytest.mark.parametrize("stem", [s for s in FINDINGS if s.startswith("execute-") and
+                                  ("external_id" in s or "DelegateCall_args" in s)])
+def test_an_input_the_runtime_crashes_on_when_run_is_refused_when_the_format_says(
+        stem: str) -> None:
+    """The campaign's inputs that crash the runtime when run because a graph's external
+    value has no id, or a delegate call passes fewer arguments than its graph reads:
+    refused now (``bad_external``)."""
+    doc, program, data = _finding(stem)
+    assert "crash" in [v["verdict"] for v in doc["runtime"].values()]  # type: ignore[union-attr]
+    with pytest.raises(pfm.FormatError) as e:
+        _load(program, data)
+    assert e.value.code == "bad_external", e.value
