@@ -328,14 +328,15 @@ def test_an_input_the_runtime_crashes_on_while_loading_is_refused(stem: str) -> 
 
 @pytest.mark.parametrize("stem", [s for s in FINDINGS if "non_const_buffer_sizes" in s])
 def test_a_buffer_the_runtime_cannot_allocate_is_shown(stem: str) -> None:
-    """The runtime ran out of memory (4 GiB allowed) allocating a planned buffer: not
-    refused (docs/verified.md: the machine's memory is not the file's), but the plan
-    shows the buffer it asked for."""
+    """The runtime ran out of memory (4 GiB allowed) allocating a planned buffer, or took
+    past the campaign's timeout: not refused (docs/verified.md: the machine's memory is
+    not the file's), but the plan shows the buffer it asked for."""
     doc, program, data = _finding(stem)
-    assert "oom" in [v["verdict"] for v in doc["runtime"].values()]  # type: ignore[union-attr]
+    verdicts = [v["verdict"] for v in doc["runtime"].values()]  # type: ignore[union-attr]
+    assert "oom" in verdicts or "hang" in verdicts
     with pfm.load(program, data=[data] if data is not None else []) as p:
         sizes = [b for m in p.methods.values() for b in m.memory_plan().buffer_sizes]
-    assert max(sizes) > 4 << 30
+    assert max(sizes) >= 4 << 30
 
 
 def _nul_cases() -> List[Tuple[str, bytes, Optional[bytes], int, str]]:
