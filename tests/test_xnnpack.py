@@ -400,10 +400,10 @@ def test_the_callers_budgets_reach_the_payload_check() -> None:
 # ------------------------------------- a payload built here: inline constants, 4-bit, groups
 
 def _crafted(scale_offset: int = 80, group_size: int = 32, qc4_scales: int = 2) -> bytes:
-    """An XH00 payload built with FlatBuffers' Python Builder: a float input (id 0), a
-    qbint4 weight [2, 64] in groups of `group_size` with bfloat16 scales in the constant
-    data, a qcint4 weight [2, 3] with inline float scales, a float output; constants
-    inline in the payload's constant data."""
+    """An XH00 payload built with FlatBuffers' Python Builder: a float input (id 0,
+    external 0), a qbint4 weight [2, 64] in groups of `group_size` with bfloat16 scales
+    in the constant data, a qcint4 weight [2, 3] with inline float scales, a float output
+    (external 1); constants inline in the payload's constant data."""
     import flatbuffers
 
     from pyflatmodule.core.native import lib as L
@@ -437,13 +437,14 @@ def _crafted(scale_offset: int = 80, group_size: int = 32, qc4_scales: int = 2) 
                 b.PrependUOffsetTRelative(x)
         return int(b.EndVector())
 
-    def tensor(vid: int, datatype: int, dims: List[int], constant: int, flags: int) -> int:
+    def tensor(vid: int, datatype: int, dims: List[int], constant: int, flags: int = 0,
+               external: int = XNN_NO_ID) -> int:
         d = vector(dims)
         return table([("u16", L.XN_XNN_TENSOR_VALUE_DATATYPE, datatype),
                       ("u32", L.XN_XNN_TENSOR_VALUE_NUM_DIMS, len(dims)),
                       ("off", L.XN_XNN_TENSOR_VALUE_DIMS, d),
                       ("u32", L.XN_XNN_TENSOR_VALUE_CONSTANT_BUFFER_IDX, constant),
-                      ("u32", L.XN_XNN_TENSOR_VALUE_EXTERNAL_ID, vid if flags else XNN_NO_ID),
+                      ("u32", L.XN_XNN_TENSOR_VALUE_EXTERNAL_ID, external),
                       ("u32", L.XN_XNN_TENSOR_VALUE_FLAGS, flags),
                       ("u32", L.XN_XNN_TENSOR_VALUE_ID_OUT, vid)])
 
@@ -460,21 +461,21 @@ def _crafted(scale_offset: int = 80, group_size: int = 32, qc4_scales: int = 2) 
     dt = "XN_XNN_DATATYPE_XNN_DATATYPE_"
     values = [
         xvalue(L.XN_X_VALUE_UNION_XNN_TENSOR_VALUE,
-               tensor(0, getattr(L, dt + "FP32"), [1, 64], 0, 1)),
-        quantized(tensor(1, getattr(L, dt + "QBINT4"), [2, 64], 1, 0),
+               tensor(0, getattr(L, dt + "FP32"), [1, 64], 0, 1, external=0)),
+        quantized(tensor(1, getattr(L, dt + "QBINT4"), [2, 64], 1),
                   L.XN_XNN_QUANT_PARAMS_PER_CHANNEL_GROUP_QUANT, table([
                       ("i32", L.XN_PER_CHANNEL_GROUP_QUANT_CHANNEL_DIM, 0),
                       ("i32", L.XN_PER_CHANNEL_GROUP_QUANT_GROUP_SIZE, group_size),
                       ("u32", L.XN_PER_CHANNEL_GROUP_QUANT_SCALE_BUFFER_IDX, 3),
                       ("u32", L.XN_PER_CHANNEL_GROUP_QUANT_NUM_SCALES, 4)])),
-        quantized(tensor(2, getattr(L, dt + "QCINT4"), [2, 3], 2, 0),
+        quantized(tensor(2, getattr(L, dt + "QCINT4"), [2, 3], 2),
                   L.XN_XNN_QUANT_PARAMS_PER_CHANNEL_QUANT, table([
                       ("off", L.XN_PER_CHANNEL_QUANT_SCALE, vector([0.5, 0.25][:qc4_scales]
                                                                    + [1.0] * (qc4_scales - 2),
                                                                    "f32")),
                       ("i32", L.XN_PER_CHANNEL_QUANT_CHANNEL_DIM, 0)])),
         xvalue(L.XN_X_VALUE_UNION_XNN_TENSOR_VALUE,
-               tensor(3, getattr(L, dt + "FP32"), [1, 2], 0, 2)),
+               tensor(3, getattr(L, dt + "FP32"), [1, 2], 0, 2, external=1)),
     ]
     node = table([("u32", L.XN_XNN_FULLY_CONNECTED_INPUT1_ID, 0),
                   ("u32", L.XN_XNN_FULLY_CONNECTED_FILTER_ID, 1),

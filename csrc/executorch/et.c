@@ -296,13 +296,16 @@ static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) 
 /* A tensor's ExtraTensorInfo: where its data is and, when external, its name. */
 static int extra_tensor_info(walk *w, const tbl *extra, uint8_t *location, et_record *r) {
     ctx *c = &w->c;
+    const fb_field *name_f = &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FULLY_QUALIFIED_NAME];
     vec name;
     TRY(fld_u8(c, extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_LOCATION], location));
-    TRY(fld_text(c, extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FULLY_QUALIFIED_NAME],
-                 &name));
+    TRY(fld_text(c, extra, name_f, &name));
     if (*location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, FB_E_BAD_INDEX, extra->pos);
-    if (*location == ET_TENSOR_DATA_LOCATION_EXTERNAL && name.data == 0)   /* its meaning */
-        return fail(c, FB_E_MISSING_FIELD, extra->pos);
+    if (*location == ET_TENSOR_DATA_LOCATION_EXTERNAL) {
+        if (name.data == 0) return fail(c, FB_E_MISSING_FIELD, extra->pos);   /* its meaning */
+        /* the runtime looks an external tensor up by this name read as a C string */
+        TRY(et_c_string(c, extra, name_f, &name));
+    }
     r->name = name.data;
     r->name_len = name.count;
     return FB_OK;
@@ -345,8 +348,8 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
     TRY(fld_table(c, t, &et_tensor[ET_TENSOR_ALLOCATION_INFO], &alloc, &has_alloc));
     TRY(fld_table(c, t, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], &extra, &has_extra));
     if (has_extra)
-        TRY(at_field(c, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], NO_INDEX,
-                     extra_tensor_info(w, &extra, &location, r)));
+        TRY_IN_FIELD(c, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], NO_INDEX,
+                     extra_tensor_info(w, &extra, &location, r));
     if (location == ET_TENSOR_DATA_LOCATION_EXTERNAL) {
         r->stored = ET_STORED_EXTERNAL;
     } else if (has_alloc) {
@@ -489,15 +492,25 @@ static int processed(walk *w, const tbl *ref, uint32_t n_inline) {
     return FB_OK;
 }
 
-/* String field f of table t, which the runtime reads as a C string (strcmp with a
- * method or backend name): no NUL inside it, where the runtime would stop reading and
- * take another name than the file's. */
+int et_c_string(ctx *c, const tbl *t, const fb_field *f, vec *s) {
+    TRY(fld_str(c, t, f, s));
+    if (s->count && memchr(c->buf + s->data, 0, s->count))
+        return fail_at(c, f, NO_INDEX, ET_E_NUL_IN_NAME, s->data);
+    return FB_OK;
+}
+
 static int c_string(ctx *c, const tbl *t, const fb_field *f) {
     vec s;
-    TRY(fld_str(c, t, f, &s));
-    if (s.count && memchr(c->buf + s.data, 0, s.count))
-        return fail_at(c, f, NO_INDEX, ET_E_NUL_IN_NAME, s.data);
-    return FB_OK;
+    return et_c_string(c, t, f, &s);
+}
+
+/* Operator i of a plan's `operators`: the runtime looks its kernel up by name and
+ * overload, read as C strings. */
+static int operator_names(ctx *c, const vec *operators, uint32_t i) {
+    tbl t;
+    TRY(vec_table(c, operators, i, &t));
+    TRY(c_string(c, &t, &et_operator[ET_OPERATOR_NAME]));
+    return c_string(c, &t, &et_operator[ET_OPERATOR_OVERLOAD]);
 }
 
 /* Delegate i of a plan's `delegates`. */
@@ -586,6 +599,9 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
         TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], i, evalue(w, i));
     for (i = 0; i < chains.count; i++)
         TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], i, chain(w, &chains, i));
+    for (i = 0; i < operators.count; i++)
+        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], i,
+                     operator_names(c, &operators, i));
     for (i = 0; i < delegates.count; i++)
         TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], i,
                      delegate(w, &delegates, i, n_inline));

@@ -113,6 +113,7 @@ int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *ten
 
 struct ctx;
 struct tbl;
+struct vec;
 
 /* The layout of Tensor-like table t (a program's Tensor, a data file's TensorLayout, a
  * bundled program's test Tensor), from its scalar type, sizes and dim_order fields: sets
@@ -121,5 +122,11 @@ struct tbl;
  * dim_order that is not a permutation of the dimensions. */
 int et_tensor_layout(struct ctx *c, const struct tbl *t, const fb_field *type_f,
                      const fb_field *sizes_f, const fb_field *order_f, et_record *r);
+
+/* String field f of table t, into *s, which the runtime reads as a C string (a method,
+ * backend, operator or external tensor name, looked up by strcmp): fails with
+ * ET_E_NUL_IN_NAME, at the field, on a NUL inside it, where the runtime would stop
+ * reading and take another name than the file's. */
+int et_c_string(struct ctx *c, const struct tbl *t, const fb_field *f, struct vec *s);
 
 #endif /* ET_H */

@@ -17,7 +17,8 @@
     X(ET_E_BAD_PAYLOAD_HEADER, "XNNPACK payload header (XH00) is malformed or reaches past the payload") \
     X(ET_E_BAD_VALUE_ID, "XNNPACK value id is out of range, repeated, or names no value") \
     X(ET_E_BAD_NODE, "XNNPACK node disagrees with its values: their shapes, or what it may read or write") \
-    X(ET_E_NUL_IN_NAME, "a name the runtime reads as a C string holds a NUL byte")
+    X(ET_E_NUL_IN_NAME, "a name the runtime reads as a C string holds a NUL byte") \
+    X(ET_E_BAD_EXTERNAL, "XNNPACK external value: its flags, its external id against the graph's num_externs (out of range, missing or repeated), or a delegate call with fewer arguments than the graph's external ids")
 
 FB_STATUS_CODES(et_status, ET);
 extern const fb_status_block et_statuses;

@@ -16,6 +16,8 @@
  */
 #include "executorch/xnn.h"
 
+#include "executorch/et.h"
+
 #include "fb/fb.h"
 
 #define XH_MAGIC 0x30304858u   /* "XH00" */
@@ -23,6 +25,9 @@
 #define XNN_NO_ID 0xffffffffu
 /* XNNPACK's value and node flags (xnnpack.h) that the checks below read. */
 #define XNN_VALUE_FLAG_EXTERNAL_INPUT 0x1u
+#define XNN_VALUE_FLAG_EXTERNAL_OUTPUT 0x2u
+/* The most external values XNNCompiler.cpp takes (it refuses a larger num_externs). */
+#define XNN_MAX_EXTERNS 4096u
 #define XNN_FLAG_TRANSPOSE_WEIGHTS 0x1u
 
 typedef struct walk {
@@ -31,6 +36,9 @@ typedef struct walk {
     xnn_value *values;
     vec constant_data;             /* ConstantDataOffset tables */
     uint64_t base;                 /* payload offset of the flatbuffer */
+    uint32_t num_externs;          /* the graph's */
+    uint32_t n_args;               /* as xnn_summary's */
+    uint8_t externs[XNN_MAX_EXTERNS / 8];   /* external ids taken so far */
 } walk;
 
 /* Bits an element of datatype `type` takes, 0 if none. */
@@ -99,7 +107,9 @@ static int constant_entry(walk *w, uint32_t index, uint64_t nbytes, xnn_ref *r) 
     TRY(vec_table(c, &w->constant_data, index, &t));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_OFFSET], &offset));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_SIZE], &size));
-    TRY(fld_text(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_NAMED_KEY], &key));
+    /* the runtime looks a named key up as a C string (XNNCompiler.cpp) */
+    TRY(et_c_string(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_NAMED_KEY], &key));
+    TRY(check_text(c, &key));
     if (nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, t.pos);
     memset(r, 0, sizeof *r);
     if (key.count) {
@@ -223,6 +233,40 @@ static int quantization(walk *w, const tbl *qv, const vec *dims, xnn_value *v) {
     return FB_OK;
 }
 
+/* Where a tensor value's field f is, for locating a failure (the table when absent). */
+static int field_at(ctx *c, const tbl *t, const fb_field *f, uint64_t *at) {
+    TRY(tbl_field(c, t, f->id, 4, at));
+    if (!*at) *at = t->pos;
+    return FB_OK;
+}
+
+/* The external slot of XNNTensorValue t. XNNCompiler.cpp defines each value with its
+ * external_id (~0: internal) and passes the graph's inputs and outputs, by flags, to
+ * the runtime at those slots: XNNPACK refuses an id past num_externs, the compiler other
+ * flags, and the executor reads delegate argument `external_id` for each flagged value
+ * (~0 reads far outside the arguments; Program checks each delegate call has
+ * n_args); a slot defined twice is redefined, another graph than the file's. */
+static int external(walk *w, const tbl *t) {
+    const fb_field *id_f = &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_EXTERNAL_ID];
+    const fb_field *flags_f = &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_FLAGS];
+    ctx *c = &w->c;
+    uint32_t id, flags;
+    uint64_t at;
+    TRY(fld_u32(c, t, id_f, &id));
+    TRY(fld_u32(c, t, flags_f, &flags));
+    if (flags & ~(XNN_VALUE_FLAG_EXTERNAL_INPUT | XNN_VALUE_FLAG_EXTERNAL_OUTPUT)) {
+        TRY(field_at(c, t, flags_f, &at));
+        return fail_at(c, flags_f, NO_INDEX, ET_E_BAD_EXTERNAL, at);
+    }
+    if (id == XNN_NO_ID && !flags) return FB_OK;
+    TRY(field_at(c, t, id_f, &at));
+    if (id >= w->num_externs || (w->externs[id / 8] & (1u << (id % 8))))
+        return fail_at(c, id_f, NO_INDEX, ET_E_BAD_EXTERNAL, at);
+    w->externs[id / 8] |= (uint8_t)(1u << (id % 8));
+    if (flags && id >= w->n_args) w->n_args = id + 1;
+    return FB_OK;
+}
+
 /* The XNNTensorValue t of xvalue `index`: its id, layout and constant data, into the
  * value record it names (*out; `scratch` without records) and its dims. */
 static int tensor_value(walk *w, const tbl *t, uint32_t index, xnn_value *scratch,
@@ -244,6 +288,7 @@ static int tensor_value(walk *w, const tbl *t, uint32_t index, xnn_value *scratc
     TRY(fld_vec(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], dims));
     if (num_dims != dims->count) return fail(c, FB_E_LENGTH_MISMATCH, t->pos);
     if (!datatype_bits(v->datatype)) return fail(c, FB_E_BAD_SCALAR_TYPE, t->pos);
+    TRY(external(w, t));
     TRY(fld_u32(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_CONSTANT_BUFFER_IDX], &buffer));
     if (buffer) {
         uint64_t nbytes;
@@ -454,6 +499,15 @@ static int graph(walk *w, const tbl *root) {
     vec xvalues, xnodes;
     uint32_t i;
     TRY(fld_vec(c, root, &xn_xnn_graph[XN_XNN_GRAPH_CONSTANT_DATA], &w->constant_data));
+    TRY(fld_u32(c, root, &xn_xnn_graph[XN_XNN_GRAPH_NUM_EXTERNS], &w->num_externs));
+    if (w->num_externs > XNN_MAX_EXTERNS) {
+        uint64_t at;
+        TRY(field_at(c, root, &xn_xnn_graph[XN_XNN_GRAPH_NUM_EXTERNS], &at));
+        return fail_at(c, &xn_xnn_graph[XN_XNN_GRAPH_NUM_EXTERNS], NO_INDEX,
+                       ET_E_BAD_EXTERNAL, at);
+    }
+    memset(w->externs, 0, sizeof w->externs);
+    w->n_args = 0;
     TRY(fld_vec(c, root, values, &xvalues));
     if (xvalues.count != w->s->n_values) return fail(c, FB_E_BAD_ARGUMENT, 0);
     for (i = 0; i < xvalues.count; i++) TRY_IN_FIELD(c, values, i, value(w, &xvalues, i));
@@ -505,6 +559,7 @@ int xnn_open(const uint8_t *buf, size_t len, const fb_options *opt, xnn_summary 
     /* the meaning, on budgets of its own, without records */
     w.c.tables = w.c.elements = 0;
     rc = graph(&w, &root);
+    s->n_args = w.n_args;
     return rebase(rc, &w, err);
 }
 

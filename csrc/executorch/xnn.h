@@ -40,6 +40,8 @@ typedef struct xnn_summary {
     xnn_header header;
     uint64_t root;              /* the XNNGraph table */
     uint32_t n_values;          /* xvalues; ids run 0 .. n_values - 1 */
+    uint32_t n_args;            /* delegate call arguments the runtime reads: one past the
+                                   largest external id of a value flagged input or output */
     uint64_t tables_visited, elements_visited;
 } xnn_summary;
 

@@ -416,8 +416,29 @@ class Program(_File):
         if self.data_files:
             self._resolve_external()
         for m in self.methods.values():   # XNNPACK payloads are checked when opened
-            for d in m.delegates:
-                d.graph
+            self._check_delegate_calls(m, [d.graph for d in m.delegates])
+
+    @staticmethod
+    def _check_delegate_calls(method: "Method", graphs: List[Optional[XnnGraph]]) -> None:
+        """Each call of an XNNPACK delegate passes as many arguments as its graph's
+        external values need: the runtime's XNNExecutor reads argument ``external_id``
+        of each graph input and output, unchecked."""
+        if not any(g is not None for g in graphs):
+            return
+        for c, chain in enumerate(method._table.tables("chains")):
+            for i, t in enumerate(chain.tables("instructions")):
+                member, call = t.union("instr_args")
+                if member != "DelegateCall" or call is None:
+                    continue
+                graph = graphs[int(call.scalar("delegate_index"))]
+                at, n = call.vector_span("args")
+                if graph is not None and n < graph.arguments:
+                    raise format_error(
+                        lib.ET_E_BAD_EXTERNAL, at - 4 if at else call.pos,
+                        f"execution_plan[{method.index}].chains[{c}].instructions[{i}]"
+                        ".instr_args<DelegateCall>.args",
+                        f"the call passes {n} arguments; its XNNPACK graph reads "
+                        f"{graph.arguments} (one per external id)")
 
     def _name_where(self, r: Any) -> Where:
         return ("execution_plan", int(r["plan"]), "values", int(r["value"]), "val", "<Tensor>",

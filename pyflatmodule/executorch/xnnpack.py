@@ -164,6 +164,13 @@ class XnnGraph:
                 "constant_data_size": int(h.constant_size)}
 
     @property
+    def arguments(self) -> int:
+        """Arguments a delegate call of this graph passes at least: one past the largest
+        external id of the graph's inputs and outputs (the runtime hands the graph
+        argument ``external_id`` of each)."""
+        return int(self._summary.n_args)
+
+    @property
     def version(self) -> str:
         """The schema version string the writer put in."""
         return self._root.string("version") or ""
