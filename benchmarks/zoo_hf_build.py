@@ -17,14 +17,18 @@ writing the XNNPACK weights to ``OUT/<name>.ptd``.
 ``reader`` (``deserialize_pte_binary``: each method's operators, delegate ids, inputs,
 outputs and value count; the named data keys; for a ``.ptd`` its keys too) and
 ``runtime`` (``executorch.runtime``: method names, each method's input and output dtypes
-and sizes, the program loaded with its data file), each read in a child process; an
-export that fails is recorded with its error. For the 8da4w exports ``<name>.torchao.npz``
-holds torchao's own view of every 4-bit linear weight of the module optimum exported:
-``<fqn>.qdata`` (int8 values), ``<fqn>.scale`` (float32, one per channel and group),
-``<fqn>.zero_point`` and ``<fqn>.dequantized`` (torchao's ``dequantize_affine`` over the
-scales as the program stores them, rounded to bfloat16, to float32), with the group size
-in the manifest. Needs optimum-executorch (executorch, torch, transformers, torchao), each
-export in a child process of its own.
+and sizes, None for those that are no tensors, the program loaded with its data file),
+each read in a child process; an export that fails is recorded with its error. Each
+export's own entry is kept in ``OUT/<name>.export.json``: a second run into the same
+folder exports only what is not there yet, and asks ExecuTorch again about every file.
+
+For the 8da4w exports ``<name>.torchao.npz`` holds torchao's own view of every 4-bit
+linear weight of the module optimum exported: ``<fqn>.qdata`` (int8 values),
+``<fqn>.scale`` (float32, one per channel and group), ``<fqn>.zero_point`` and
+``<fqn>.dequantized`` (torchao's ``dequantize_affine``, to float32, over the scales as
+the program stores them: rounded to bfloat16), with each weight's ``block_size`` in the
+manifest. Needs optimum-executorch (executorch, torch, transformers, torchao); each export
+runs in a child process of its own.
 """
 from __future__ import annotations
 
@@ -241,8 +245,14 @@ program = Runtime.get().load_program(sys.argv[1], data_path=data)
 out = {"method_names": sorted(program.method_names), "methods": {}}
 for name in program.method_names:
     meta = program.metadata(name)
+    def spec(get, i):
+        try:
+            t = get(i)
+        except IndexError:   # not a tensor (the constant methods' Int, Bool, Double)
+            return None
+        return {"dtype": int(t.dtype()), "sizes": list(t.sizes())}
     def specs(n, get):
-        return [{"dtype": int(get(i).dtype()), "sizes": list(get(i).sizes())} for i in range(n)]
+        return [spec(get, i) for i in range(n)]
     out["methods"][name] = {"inputs": specs(meta.num_inputs(), meta.input_tensor_meta),
                             "outputs": specs(meta.num_outputs(), meta.output_tensor_meta)}
 print(json.dumps(out))
@@ -264,7 +274,12 @@ def build(out: str, names: List[str]) -> Dict[str, Any]:
     me = os.path.abspath(__file__)
     files = []
     for name in names:
-        entry = _child([me, "--one", out, name], timeout=1800)
+        done = os.path.join(out, name + ".export.json")
+        if os.path.exists(done):   # exported before: ExecuTorch is asked again
+            with open(done, encoding="utf-8") as f:
+                entry = json.load(f)
+        else:
+            entry = _child([me, "--one", out, name], timeout=1800)
         if "error" in entry:
             files.append({"name": name, "error": entry["error"]})
             continue
@@ -285,7 +300,10 @@ def build(out: str, names: List[str]) -> Dict[str, Any]:
 def main(argv: List[str]) -> int:
     """Command line (see the module docstring)."""
     if len(argv) >= 4 and argv[1] == "--one":
-        print(json.dumps(export_one(argv[2], argv[3])))
+        entry = json.dumps(export_one(argv[2], argv[3]))
+        with open(os.path.join(argv[2], argv[3] + ".export.json"), "w", encoding="utf-8") as f:
+            f.write(entry)
+        print(entry)
         return 0
     if len(argv) >= 3 and argv[1] == "--reader":
         print(json.dumps(reader(argv[2], argv[3:])))

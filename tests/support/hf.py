@@ -36,7 +36,8 @@ def _bits(a: np.ndarray) -> bytes:
 def assert_program(path: str, data: List[str], entry: Dict[str, Any]) -> None:
     """The program (with its data files) reads as ExecuTorch's reader and runtime said:
     methods, operators, delegates, inputs, outputs, value counts, named data (the data
-    files' keys too), input and output dtypes and sizes; nothing missing, and every
+    files' keys too), which inputs and outputs are tensors and their dtypes and sizes;
+    nothing missing, and every
     XNNPACK graph decodes with every constant resolved."""
     reader, runtime = entry["reader"], entry["runtime"]
     for who in (reader, runtime):
@@ -56,9 +57,13 @@ def assert_program(path: str, data: List[str], entry: Dict[str, Any]) -> None:
             assert (list(m.inputs), list(m.outputs), len(m.values)) == (
                 want["inputs"], want["outputs"], want["values"])
             meta = runtime["methods"][method]
-            for index, spec in zip(m.inputs + m.outputs, meta["inputs"] + meta["outputs"]):
+            specs = meta["inputs"] + meta["outputs"]
+            assert len(specs) == len(m.inputs + m.outputs)
+            for index, spec in zip(m.inputs + m.outputs, specs):
                 t = m.values[index]
-                assert isinstance(t, pfm.TensorSpec)
+                assert isinstance(t, pfm.TensorSpec) == (spec is not None)
+                if spec is None:   # the constant methods' Int, Bool, Double
+                    continue
                 assert (list(t.shape), t.dtype) == (spec["sizes"],
                                                     scalar_type_name(spec["dtype"]))
             for d in m.delegates:
