@@ -74,6 +74,12 @@ def _whisper() -> Any:
                          decoder_start_token_id=1, suppress_tokens=[], begin_suppress_tokens=[])
 
 
+def _t5() -> Any:
+    from transformers import T5Config
+    return T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+                    decoder_start_token_id=0)
+
+
 def _bert() -> Any:
     from transformers import BertConfig
     return BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
@@ -89,14 +95,18 @@ SOURCES: Dict[str, Tuple[Callable[[], Any], str]] = {
                   "LlamaForCausalLM"),
     "qwen3": (_text("Qwen3Config", head_dim=16), "Qwen3ForCausalLM"),
     "gemma3": (_text("Gemma3TextConfig", head_dim=16, sliding_window=32), "Gemma3ForCausalLM"),
-    "smollm3": (_text("SmolLM3Config"), "SmolLM3ForCausalLM"),
+    "smollm3": (_text("SmolLM3Config", pad_token_id=0, bos_token_id=1, eos_token_id=2),
+                "SmolLM3ForCausalLM"),
     "vit": (_vit, "ViTForImageClassification"),
     "whisper": (_whisper, "WhisperForConditionalGeneration"),
     "bert": (_bert, "BertForMaskedLM"),
+    "t5": (_t5, "T5ForConditionalGeneration"),
+    "phi3": (_text("Phi3Config", pad_token_id=0), "Phi3ForCausalLM"),
+    "mistral": (_text("MistralConfig", sliding_window=None), "MistralForCausalLM"),
 }
 
 _TASKS = {"vit": "image-classification", "whisper": "automatic-speech-recognition",
-          "bert": "fill-mask"}
+          "bert": "fill-mask", "t5": "text2text-generation"}
 _QUANT = {"qlinear": "8da4w", "qembedding": "8w"}
 
 
@@ -107,7 +117,7 @@ def spec(name: str) -> Tuple[str, str, Dict[str, Any], bool]:
     source = parts[0]
     task = _TASKS.get(source, "text-generation")
     options: Dict[str, Any] = dict(_QUANT) if "8da4w" in parts else {}
-    if task in ("text-generation", "automatic-speech-recognition"):
+    if task in ("text-generation", "automatic-speech-recognition", "text2text-generation"):
         options["max_seq_len"] = _SEQ
     return source, task, options, "ptd" in parts
 
@@ -121,6 +131,8 @@ def _save_source(source: str, folder: str) -> None:
     torch.manual_seed(0)
     model = getattr(transformers, cls)(make()).eval()
     model.save_pretrained(folder)
+    if source == "whisper":   # optimum's speech task reads the feature extractor
+        transformers.WhisperFeatureExtractor(feature_size=80).save_pretrained(folder)
 
 
 def _lower(module: Any, external: bool, out: str, name: str) -> Dict[str, Any]:

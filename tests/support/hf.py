@@ -119,6 +119,10 @@ def assert_exported(path: str, data: List[str], out_dir: str, torchao: Dict[str,
         listed = {e["name"]: e["dtype"] for e in json.loads(r.stdout)["entries"]}
         assert all(listed[name] == "qbint4" for name in found), listed
         stored = read(out)
+        if ext == ".safetensors":   # and safetensors' own reader reads the same
+            from safetensors.numpy import load_file
+            assert {k: _bits(v) for k, v in load_file(out).items()} == {
+                k: _bits(v) for k, (v, _) in stored.items()}
         for name, fqn in found.items():
             array, meta = stored[name]
             assert meta["dtype"] == "qbint4" and meta["shape"] == list(
