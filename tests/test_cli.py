@@ -92,6 +92,9 @@ def test_info_json_counts_tensors_as_torch_does():
     assert expected_bytes == out["tensors"]["bytes"]
     assert doc["info"]["bytecode_version"] == out["bytecode_version"]
     assert model_path("mlp_jit.ff") == out["file"]
+    with open(model_path("mlp_jit.ff"), "rb") as f:
+        assert b"PTMF" == f.read(8)[4:]     # the identifier names the format key's value
+    assert "ptmf" == out["format"]
 
 
 def test_info_several_files_and_shared_storages():

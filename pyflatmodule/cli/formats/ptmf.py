@@ -314,7 +314,7 @@ class PtmfModel(FileFormat):
                             "operators": len(f.operators)})
         kinds = Counter(m.ivalues.type_name(i) for i in range(len(m.ivalues)))
         return {
-            "file": self.path, "size": m.size,
+            "file": self.path, "format": "ptmf", "size": m.size,
             "bytecode_version": m.bytecode_version, "operator_version": m.operator_version,
             "ivalues": len(m.ivalues), "ivalue_kinds": dict(sorted(kinds.items())),
             "object_types": len(m.object_types), "root_type": m.root.type_name,
