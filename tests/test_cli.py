@@ -84,7 +84,7 @@ def test_info_on_the_bundled_sample():
 
 def test_info_json_counts_tensors_as_torch_does():
     r = run_cli("info", "--json", model_path("mlp_jit.ff"))
-    out = _json(r)
+    (out,) = _json(r)["files"]
     doc, _ = load_expectation("mlp_jit.ff", "oracle")
     tensors = doc["state_dict"]["tensors"]
     assert len(tensors) == out["tensors"]["count"]
@@ -96,7 +96,7 @@ def test_info_json_counts_tensors_as_torch_does():
 
 def test_info_several_files_and_shared_storages():
     r = run_cli("info", "--json", model_path("layouts.ff"), model_path("mlp_jit.ff"))
-    out = _json(r)
+    out = _json(r)["files"]
     assert [model_path("layouts.ff"), model_path("mlp_jit.ff")] == [d["file"] for d in out]
     inputs, _ = load_expectation("layouts.ff", "inputs")
     groups = inputs["shared_storage_groups"]

@@ -39,7 +39,7 @@ def _json(*argv: str) -> Any:
 @pytest.mark.parametrize("stem", PROGRAMS)
 def test_info_lists_executorchs_methods_and_operators(stem: str) -> None:
     doc, _ = _oracle(stem)
-    s = _json("info", _pte(stem))
+    (s,) = _json("info", _pte(stem))["files"]
     assert s["format"] == "pte"
     plans = doc["program"]["execution_plan"]
     assert [m["name"] for m in s["methods"]] == [p["name"] for p in plans]

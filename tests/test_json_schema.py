@@ -1,0 +1,78 @@
+"""Every command's ``--json`` has one shape, ``{"files": [FILE, ...]}`` with one FILE per
+file read, in order, each naming its ``file`` and its ``format``, for every format and any
+number of files; strict JSON; checked against the JSON Schema the package ships
+(pyflatmodule/schemas/COMMAND.schema.json).
+
+The format expected of each file comes from its bytes: the identifier at bytes 4..8
+(``PTMF``, ``ET12``, ``FT01``, ``BP08``), or an ETDump's ``ED00`` at bytes 8..12.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any, List
+
+import pytest
+
+from support.cli import run_cli
+from support.schemas import validate
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+FILES = sorted(glob.glob(os.path.join(DATA, "*.ff")) + glob.glob(os.path.join(DATA, "*.ptl"))
+               + glob.glob(os.path.join(DATA, "et", "*.pte"))
+               + glob.glob(os.path.join(DATA, "et", "*.ptd"))
+               + glob.glob(os.path.join(DATA, "et", "*.bpte"))
+               + glob.glob(os.path.join(DATA, "et", "*.etdump")))
+IDENTIFIERS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte"}
+#: The commands whose ``--json`` follows the convention, each with its schema.
+COMMANDS = ("info", "verify")
+
+
+def _format(path: str) -> str:
+    with open(path, "rb") as f:
+        head = f.read(12)
+    return "etdump" if head[8:12] == b"ED00" else IDENTIFIERS[head[4:8]]
+
+
+def _strict(text: str) -> Any:
+    return json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+
+
+def _files(command: str, paths: List[str]) -> List[Any]:
+    r = run_cli(command, "--json", *paths)
+    assert r.returncode == 0, r.stderr
+    doc = _strict(r.stdout)
+    validate(doc, command)
+    assert [(f["file"], f["format"]) for f in doc["files"]] == [(p, _format(p)) for p in paths]
+    return list(doc["files"])
+
+
+def test_every_format_is_here() -> None:
+    assert {_format(p) for p in FILES} == {"ptmf", "pte", "ptd", "bpte", "etdump"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: os.path.relpath(p, DATA))
+def test_one_file(command: str, path: str) -> None:
+    _files(command, [path])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_file_at_once(command: str) -> None:
+    one_by_one = [_files(command, [p])[0] for p in FILES]
+    assert _files(command, FILES) == one_by_one
+
+
+def test_verify_invalid_files_keep_the_shape(tmp_path) -> None:
+    garbage = tmp_path / "garbage.pte"
+    garbage.write_bytes(b"\xff" * 64)
+    missing = str(tmp_path / "missing.pte")
+    r = run_cli("verify", "--json", FILES[0], str(garbage), missing)
+    assert r.returncode == 1
+    doc = _strict(r.stdout)
+    validate(doc, "verify")
+    assert (doc["valid"], doc["invalid"]) == (1, 2)
+    assert [(f["format"], f["valid"]) for f in doc["files"]] == \
+        [(_format(FILES[0]), True), ("unknown", False), (None, False)]
+    assert [f["error"]["code"] for f in doc["files"][1:]] == ["bad_identifier", "io_error"]
