@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any, List
 
+import jsonschema
 import pytest
 
 from support.cli import run_cli
@@ -26,7 +27,9 @@ FILES = sorted(glob.glob(os.path.join(DATA, "*.ff")) + glob.glob(os.path.join(DA
                + glob.glob(os.path.join(DATA, "et", "*.etdump")))
 IDENTIFIERS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte"}
 #: The commands whose ``--json`` follows the convention, each with its schema.
-COMMANDS = ("info", "verify")
+COMMANDS = ("info", "verify", "tree", "dis", "ops")
+#: Those that take several files (``tree`` and ``dis`` read one: a list of one).
+SEVERAL = ("info", "verify", "ops")
 
 
 def _format(path: str) -> str:
@@ -58,7 +61,7 @@ def test_one_file(command: str, path: str) -> None:
     _files(command, [path])
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", SEVERAL)
 def test_every_file_at_once(command: str) -> None:
     one_by_one = [_files(command, [p])[0] for p in FILES]
     assert _files(command, FILES) == one_by_one
@@ -76,3 +79,11 @@ def test_verify_invalid_files_keep_the_shape(tmp_path) -> None:
     assert [(f["format"], f["valid"]) for f in doc["files"]] == \
         [(_format(FILES[0]), True), ("unknown", False), (None, False)]
     assert [f["error"]["code"] for f in doc["files"][1:]] == ["bad_identifier", "io_error"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_file_without_its_format_is_refused(command: str) -> None:
+    doc = _strict(run_cli(command, "--json", FILES[0]).stdout)
+    del doc["files"][0]["format"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(doc, command)
