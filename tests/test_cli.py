@@ -695,10 +695,10 @@ def test_export_quantized_parameters_in_metadata(tmp_path):
 def test_export_npz_loads_with_numpy_bit_for_bit(name, tmp_path):
     out = tmp_path / "w.npz"
     r = run_cli("export", "--json", model_path(name), str(out))
-    summary = _json(r)
+    summary = _one(r)
     state = _expected_state(name)
     dtypes = _dtype_names(name, state)
-    assert len(state) == summary["tensors"] and "npz" == summary["format"]
+    assert len(state) == summary["tensors"] and "npz" == summary["output_format"]
     with np.load(str(out), allow_pickle=False) as z:
         meta = json.loads(str(z["__metadata__"]))
         assert sorted(state) == sorted(k for k in z.files if k != "__metadata__")
@@ -754,7 +754,7 @@ def test_extract_every_extra_file_to_stdout_and_file(tmp_path):
         r = run_cli("extract", model_path("extra_files.ff"), name, "-o", str(target))
         assert 0 == r.returncode and "" == r.stdout
         assert expected == target.read_bytes()
-        out = _json(run_cli("extract", "--json", model_path("extra_files.ff"), name))
+        out = _one(run_cli("extract", "--json", model_path("extra_files.ff"), name))
         assert len(expected) == out["size"]
         assert hashlib.sha256(expected).hexdigest() == out["sha256"]
         assert expected == base64.b64decode(out["content_base64"])

@@ -8,10 +8,12 @@ The format expected of each file comes from its bytes: the identifier at bytes 4
 """
 from __future__ import annotations
 
+import base64
 import glob
+import hashlib
 import json
 import os
-from typing import Any, List
+from typing import Any, Dict, List
 
 import jsonschema
 import pytest
@@ -28,7 +30,8 @@ FILES = sorted(glob.glob(os.path.join(DATA, "*.ff")) + glob.glob(os.path.join(DA
 IDENTIFIERS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte"}
 #: The commands whose ``--json`` follows the convention, each with its schema.
 COMMANDS = ("info", "verify", "tree", "dis", "ops")
-#: Those that take several files (``tree`` and ``dis`` read one: a list of one).
+#: Those that take several files (``tree`` and ``dis`` read one: a list of one; so do
+#: ``export`` and ``extract``, tested below).
 SEVERAL = ("info", "verify", "ops")
 
 
@@ -87,3 +90,49 @@ def test_a_file_without_its_format_is_refused(command: str) -> None:
     del doc["files"][0]["format"]
     with pytest.raises(jsonschema.ValidationError):
         validate(doc, command)
+
+
+def _data_for(path: str) -> List[str]:
+    """``--data`` for the program that keeps its weights in a data file."""
+    ptd = path[:-4] + ".ptd"
+    return ["--data", ptd] if path.endswith(".pte") and os.path.exists(ptd) else []
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+@pytest.mark.parametrize("path", FILES, ids=lambda p: os.path.relpath(p, DATA))
+def test_export(path: str, suffix: str, tmp_path) -> None:
+    out = str(tmp_path / ("w" + suffix))
+    r = run_cli("export", "--json", path, out, *_data_for(path))
+    assert r.returncode == 0, r.stderr
+    doc = _strict(r.stdout)
+    validate(doc, "export")
+    (f,) = doc["files"]
+    assert (f["file"], f["format"], f["output"], f["output_format"], f["size"]) == \
+        (path, _format(path), out, suffix[1:], os.path.getsize(out))
+
+
+def _extractable() -> Dict[str, List[str]]:
+    """Entries to extract, by file, named by their writers: torch's extra files
+    (extra_files.inputs.json) and exir's named data keys (xnn_conv.oracle.json)."""
+    with open(os.path.join(DATA, "extra_files.inputs.json"), encoding="utf-8") as f:
+        extra = list(json.load(f)["extra_files"])
+    with open(os.path.join(DATA, "et", "xnn_conv.oracle.json"), encoding="utf-8") as f:
+        keys = [k for k, _ in json.load(f)["program"]["named_data"]]
+    return {os.path.join(DATA, "extra_files.ff"): extra,
+            os.path.join(DATA, "et", "xnn_conv.pte"): keys}
+
+
+@pytest.mark.parametrize("path", sorted(_extractable()), ids=os.path.basename)
+def test_extract(path: str, tmp_path) -> None:
+    for name in _extractable()[path]:
+        target = tmp_path / "entry"
+        for output in (["-o", str(target)], []):
+            r = run_cli("extract", "--json", path, name, *output)
+            assert r.returncode == 0, r.stderr
+            doc = _strict(r.stdout)
+            validate(doc, "extract")
+            (f,) = doc["files"]
+            assert (f["file"], f["format"], f["name"]) == (path, _format(path), name)
+            data = target.read_bytes()
+            assert (f["size"], f["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+            assert base64.b64decode(f.get("content_base64", "")) == (b"" if output else data)

@@ -105,7 +105,7 @@ def test_hf_commands(zoo: Zoo, name: str, tmp_path: Any) -> None:
             r = run_cli("export", *form, path, str(tmp_path / out), *flags)
             assert r.returncode == 0, (out, form, r.stderr)
             if form:
-                assert json.loads(r.stdout)["tensors"] > 0
+                assert json.loads(r.stdout)["files"][0]["tensors"] > 0
     for form in ([], ["--json"]):
         r = run_cli("diff", *form, path, path, *flags)
         assert r.returncode == 0, (form, r.stderr)
