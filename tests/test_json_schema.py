@@ -136,3 +136,31 @@ def test_extract(path: str, tmp_path) -> None:
             data = target.read_bytes()
             assert (f["size"], f["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
             assert base64.b64decode(f.get("content_base64", "")) == (b"" if output else data)
+
+
+MODELS = [p for p in FILES if _format(p) != "etdump"]   # a record of runs: diff refuses it
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: os.path.relpath(p, DATA))
+def test_diff_of_a_file_with_itself(path: str) -> None:
+    data = _data_for(path)
+    r = run_cli("diff", "--json", path, path, *data)
+    assert r.returncode == 0, r.stderr
+    doc = _strict(r.stdout)
+    validate(doc, "diff")
+    assert [(f["file"], f["format"]) for f in doc["files"]] == [(path, _format(path))] * 2
+    assert doc["equal"] is True and doc["structure"] == []
+
+
+def test_diff_of_two_programs() -> None:
+    """exir wrote mlp_changed.pte from mlp.pte's module with l2.bias[1] += 0.5
+    (tests/data/make_et_data.py)."""
+    a, b = (os.path.join(DATA, "et", n) for n in ("mlp.pte", "mlp_changed.pte"))
+    r = run_cli("diff", "--json", a, b)
+    assert r.returncode == 1, r.stderr
+    doc = _strict(r.stdout)
+    validate(doc, "diff")
+    assert [f["file"] for f in doc["files"]] == [a, b] and doc["equal"] is False
+    (changed,) = [t for t in doc["tensor_diffs"] if t["status"] != "equal"]
+    assert (changed["shape"], changed["differing"]) == ([3], 1)
+    assert changed["max_abs"] == pytest.approx(0.5, rel=1e-6)   # float32 arithmetic
