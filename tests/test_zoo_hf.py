@@ -33,6 +33,7 @@ import pytest
 import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 from support.cli import run_cli
 from support.hf import assert_exported, assert_program
+from support.schemas import validate
 
 pytestmark = [pytest.mark.zoo_hf, pytest.mark.torch]
 
@@ -99,18 +100,22 @@ def test_hf_commands(zoo: Zoo, name: str, tmp_path: Any) -> None:
             r = run_cli(command, *form, path, *flags)
             assert r.returncode == 0, (command, form, r.stderr)
             if form:
-                json.loads(r.stdout)
+                validate(json.loads(r.stdout), command)
     for out in ("w.npz", "w.safetensors"):
         for form in ([], ["--json"]):
             r = run_cli("export", *form, path, str(tmp_path / out), *flags)
             assert r.returncode == 0, (out, form, r.stderr)
             if form:
-                assert json.loads(r.stdout)["tensors"] > 0
+                doc = json.loads(r.stdout)
+                validate(doc, "export")
+                assert doc["files"][0]["tensors"] > 0
     for form in ([], ["--json"]):
         r = run_cli("diff", *form, path, path, *flags)
         assert r.returncode == 0, (form, r.stderr)
         if form:
-            assert json.loads(r.stdout)["equal"] is True
+            doc = json.loads(r.stdout)
+            validate(doc, "diff")
+            assert doc["equal"] is True
 
 
 @pytest.mark.parametrize("name", [n for n in ZOO.HF_MODELS if "8da4w" in n])

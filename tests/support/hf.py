@@ -116,7 +116,7 @@ def assert_exported(path: str, data: List[str], out_dir: str, torchao: Dict[str,
         out = os.path.join(out_dir, "weights" + ext)
         r = run_cli("export", "--json", path, out, *flags)
         assert r.returncode == 0, r.stderr
-        listed = {e["name"]: e["dtype"] for e in json.loads(r.stdout)["entries"]}
+        listed = {e["name"]: e["dtype"] for e in json.loads(r.stdout)["files"][0]["entries"]}
         assert all(listed[name] == "qbint4" for name in found), listed
         stored = read(out)
         if ext == ".safetensors":   # and safetensors' own reader reads the same

@@ -9,6 +9,12 @@ from typing import Any
 import jsonschema
 
 
+def has_schema(command: str) -> bool:
+    """Whether the package ships a schema for ``command``'s ``--json``."""
+    return resources.files("pyflatmodule").joinpath("schemas",
+                                                    f"{command}.schema.json").is_file()
+
+
 def validate(doc: Any, command: str) -> None:
     """Raise ``jsonschema.ValidationError`` unless ``doc`` follows ``command``'s schema
     (draft 2020-12, itself checked against the metaschema)."""

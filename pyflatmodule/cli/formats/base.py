@@ -15,11 +15,9 @@ Tensor = Union[np.ndarray, QuantizedTensor]
 
 
 class Listing(NamedTuple):
-    """What ``dis`` shows of a file: the JSON key of its entries (``"functions"``,
-    ``"methods"``), one document per function or method, and a note for stderr when
-    the file holds no code (None otherwise)."""
+    """What ``dis`` shows of a file: one document per method (or function), and a note
+    for stderr when the file holds no code (None otherwise)."""
 
-    key: str
     entries: List[Json]
     note: Optional[str]
 

@@ -156,7 +156,7 @@ class ExecuTorchETDump(FileFormat):
         return lines
 
     def listing(self, method: Optional[str], every_function: bool) -> Listing:
-        return Listing("methods", [], "an ExecuTorch ETDump: nothing to disassemble")
+        return Listing([], "an ExecuTorch ETDump: nothing to disassemble")
 
     @staticmethod
     def print_entry(ctx: Context, entry: Json) -> None:

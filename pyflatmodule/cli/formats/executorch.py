@@ -419,7 +419,7 @@ class ExecuTorchProgram(_ExecuTorchFile):
             names = ", ".join(methods) or "none"
             raise CliError(f"no method {method!r} (methods: {names})", "not_found",
                            file=self.path)
-        return Listing("methods", [disassemble(m) for name, m in methods.items()
+        return Listing([disassemble(m) for name, m in methods.items()
                                    if method in (None, name)], None)
 
     def operators(self) -> Optional[List[str]]:
@@ -501,7 +501,7 @@ class ExecuTorchDataFile(_ExecuTorchFile):
         return dict(self.file.tensors)
 
     def listing(self, method: Optional[str], every_function: bool) -> Listing:
-        return Listing("methods", [], "an ExecuTorch data file: nothing to disassemble")
+        return Listing([], "an ExecuTorch data file: nothing to disassemble")
 
     def operators(self) -> Optional[List[str]]:
         return None
