@@ -359,3 +359,17 @@ def test_regions_of_every_file_one_byte_off_that_loads(name: str) -> None:
         loaded += 1
         assert _tiles(f.regions(), len(b)), i
     assert loaded >= 50   # the sweep reached files that load
+
+
+def test_regions_of_a_constant_offset_beyond_its_segment() -> None:
+    """A constant_segment offset no tensor uses may point past the segment (the runtime
+    never follows it; the full sweep found one, byte 69 of xnn_q4_group.pte zeroed): its
+    slot covers nothing and the regions still tile the file."""
+    with open(_path("xnn_q4_group.pte"), "rb") as f:
+        data = bytearray(f.read())
+    data[69] = 0
+    for verify in (True, False):
+        with pfm.load(bytes(data), verify=verify) as p:
+            regions = p.regions()
+        assert _tiles(regions, len(data))
+        assert all(r.end <= len(data) for r in _walk(regions))

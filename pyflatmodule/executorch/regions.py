@@ -138,11 +138,14 @@ class _Claims:
 
 
 def _slots(start: int, offsets: Sequence[int], end: int) -> List[Span]:
-    """The [start, end) of each buffer of a subsegment (to the next buffer, or the end)."""
+    """The [start, end) of each buffer of a subsegment (to the next buffer, or the end),
+    cut to the segment: an offset no buffer the program uses names may point anywhere
+    (the runtime never follows it), and its slot then covers nothing."""
     out = []
     for k, off in enumerate(offsets):
         nxt = offsets[k + 1] if k + 1 < len(offsets) else end - start
-        out.append((start + off, start + max(off, nxt)))
+        lo, hi = min(start + off, end), min(start + max(off, nxt), end)
+        out.append((lo, max(lo, hi)))
     return out
 
 
