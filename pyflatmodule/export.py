@@ -15,15 +15,18 @@ it (``float32`` -> ``F32``, ``bfloat16`` -> ``BF16``, ``float8_e4m3fn`` -> ``F8_
 torch writer does). The others are stored bit-exact in a container and described in
 ``__metadata__`` under ``"tensor:<name>"`` (a JSON string): quantized tensors as their
 integer representation plus ``qscheme``, ``scale``/``zero_point`` or ``scales``/
-``zero_points``/``axis``; ``complex128``/``complex32`` as ``F64``/``F16`` with a trailing
-dimension of 2 (real, imaginary); ``bits*``, ``uint1..7`` and ``int1..7`` as
-``U8``/``U16``/``I8``.
+``zero_points``/``axis``; a tensor the file stores in another layout (an XNNPACK
+delegate's constant) has ``"stored"``: that layout, the permutation applied and notes
+where the values may not be the module's; ``complex128``/``complex32`` as
+``F64``/``F16`` with a trailing dimension of 2 (real, imaginary); ``bits*``,
+``uint1..7`` and ``int1..7`` as ``U8``/``U16``/``I8``.
 
 npz: one ``.npy`` member per tensor (numpy's own format, version 1.0 headers when they
 fit), plus ``__metadata__``: a 0-d unicode array holding a JSON document with every
-tensor's torch ``dtype`` (and, where it applies, its logical shape and quantization
-parameters). Types numpy lacks (bfloat16, float8) are stored as same-size unsigned
-integers; ``complex32`` keeps its structured ``(real, imag)`` float16 layout.
+tensor's torch ``dtype`` (and, where it applies, its logical shape, quantization
+parameters and ``"stored"`` as for safetensors). Types numpy lacks (bfloat16, float8)
+are stored as same-size unsigned integers; ``complex32`` keeps its structured
+``(real, imag)`` float16 layout.
 """
 from __future__ import annotations
 
@@ -82,6 +85,9 @@ class TensorEntry(NamedTuple):
     dtype: str                 # torch dtype name, e.g. "float32", "qint8", "bits8"
     shape: Tuple[int, ...]     # torch's shape (differs from array.shape for packed types)
     qparams: Dict[str, Any]    # quantization parameters, empty for plain tensors
+    #: how the file stored it, where torch's tensor is a rearrangement of that (an
+    #: XNNPACK constant: :meth:`pyflatmodule.executorch.Program.delegate_layouts`)
+    stored: Optional[Dict[str, Any]] = None
 
     @property
     def nbytes(self) -> int:
@@ -120,21 +126,26 @@ def quantization_params(q: QuantizedTensor) -> Dict[str, Any]:
 
 def plan(tensors: Iterable[Tuple[str, Union[np.ndarray, QuantizedTensor]]],
          dtype_of: Callable[[Union[np.ndarray, QuantizedTensor]], str] = dtype_name,
+         stored: Optional[Dict[str, Dict[str, Any]]] = None,
          ) -> List[Tuple[str, TensorEntry]]:
     """(name, ndarray | QuantizedTensor) -> entries for the writers, each described by
     ``dtype_of`` (torch's dtype name; a format whose records tell apart torch dtypes
-    that share a numpy dtype passes its own).
+    that share a numpy dtype passes its own) and by ``stored[name]`` when given (how the
+    file stores it, written to the metadata as ``"stored"``).
 
     Nothing is copied: entries hold the arrays as given.
     """
     out = []
+    how = stored or {}
     for name, value in tensors:
         if isinstance(value, QuantizedTensor):
             out.append((name, TensorEntry(value.int_repr, dtype_of(value),
-                                          tuple(value.shape), quantization_params(value))))
+                                          tuple(value.shape), quantization_params(value),
+                                          how.get(name))))
         else:
             array = np.asarray(value)
-            out.append((name, TensorEntry(array, dtype_of(value), tuple(array.shape), {})))
+            out.append((name, TensorEntry(array, dtype_of(value), tuple(array.shape), {},
+                                          how.get(name))))
     return out
 
 
@@ -241,6 +252,8 @@ def safetensors_layout(entry: TensorEntry) -> Tuple[str, List[int], Dict[str, An
         if tuple(shape) != tuple(entry.shape):
             meta["shape"] = list(entry.shape)
         meta.update(entry.qparams)
+    if entry.stored is not None:
+        meta["stored"] = entry.stored
     return st, shape, meta
 
 
@@ -328,6 +341,8 @@ def write_npz(path: str, entries: Sequence[Tuple[str, TensorEntry]],
         if stored.dtype != entry.array.dtype:
             info["stored_as"] = str(stored.dtype)
         info.update(entry.qparams)
+        if entry.stored is not None:
+            info["stored"] = entry.stored
         tensors[name] = info
     doc = {"format": "pyflatmodule-npz", "version": 1, **(metadata or {}), "tensors": tensors}
     with _AtomicFile(path) as raw:

@@ -237,7 +237,8 @@ def _check_params(c: Any, want: Dict[str, Any], weights: Dict[str, np.ndarray],
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_state_dict_names_every_delegate_constant(stem: str) -> None:
-    """Under "<method>.delegates[<i>].values[<id>]", zero-copy over the named data."""
+    """Under "<method>.delegates[<i>].values[<id>]", in torch's layout (the graph's
+    torch_constant), zero-copy over the named data."""
     p = _load(stem)
     state = p.state_dict()
     want: Dict[str, Any] = {}
@@ -245,8 +246,9 @@ def test_state_dict_names_every_delegate_constant(stem: str) -> None:
         for i, d in enumerate(m.delegates):
             g = d.graph
             assert g is not None
-            for xv_id, c in g.constants().items():
-                want[f"{m.name}.delegates[{i}].values[{xv_id}]"] = (g, xv_id, c)
+            for xv_id in g.constants():
+                want[f"{m.name}.delegates[{i}].values[{xv_id}]"] = (
+                    g, xv_id, g.torch_constant(xv_id))
     assert set(state) == set(want) and want
     named = {k: np.frombuffer(v, np.uint8) for k, v in p.named_data.items()}
     for name, (g, vid, c) in want.items():

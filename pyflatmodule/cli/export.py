@@ -106,7 +106,7 @@ def run(ctx: Context) -> int:
             raise CliError(f"{len(missing)} tensors or named data of the program are in none "
                            f"of the files given ({shown}): pass the .ptd that holds them with "
                            f"--data", "missing_data", file=args.path)
-        entries = exporting.plan(f.tensors().items(), f.dtype_name)
+        entries = exporting.plan(f.tensors().items(), f.dtype_name, f.stored_layouts())
         total = sum(e.nbytes for _, e in entries)
         show = args.progress if args.progress is not None else (
             total >= args.progress_threshold and isatty(ctx.err))

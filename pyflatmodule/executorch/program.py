@@ -524,20 +524,49 @@ class Program(_File):
             self._named = {**self._data_named, **self.named_data}
         return self._named.get(key)
 
-    def delegate_constants(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
-        """Every constant of every XNNPACK delegate's graph, by
-        ``"<method>.delegates[<i>].values[<id>]"``: the method's name, the delegate's
-        index in it and the constant's value id in the graph (the payload gives no
-        module names; these stay the same across exports of one model). Arrays are
-        read-only views in XNNPACK's layout (see :mod:`pyflatmodule.xnnpack`);
-        quantized ones QuantizedTensor."""
-        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
+    def _delegate_graphs(self) -> List[Tuple[str, XnnGraph]]:
+        """(``"<method>.delegates[<i>]"``, graph) of every XNNPACK delegate."""
+        out = []
         for m in self.methods.values():
             for i, d in enumerate(m.delegates):
                 graph = d.graph
                 if graph is not None:
-                    for vid, array in graph.constants().items():
-                        out[f"{m.name}.delegates[{i}].values[{vid}]"] = array
+                    out.append((f"{m.name}.delegates[{i}]", graph))
+        return out
+
+    def delegate_constants(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
+        """Every constant of every XNNPACK delegate's graph, by
+        ``"<method>.delegates[<i>].values[<id>]"``: the method's name, the delegate's
+        index in it and the constant's value id in the graph (the payload gives no
+        module names; these stay the same across exports of one model). Read-only, in
+        torch's layout (:meth:`XnnGraph.torch_constant`: conv weights ``OIHW``,
+        depthwise ``[C, 1, H, W]``), strided views of the file; quantized ones
+        QuantizedTensor. :meth:`delegate_layouts` says what was permuted."""
+        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
+        for where, graph in self._delegate_graphs():
+            layouts = graph.torch_layouts()
+            for vid, array in graph.constants().items():
+                layout = layouts.get(vid)
+                out[f"{where}.values[{vid}]"] = array if layout is None else layout.apply(array)
+        return out
+
+    def delegate_layouts(self) -> Dict[str, Dict[str, Any]]:
+        """For each constant of :meth:`delegate_constants`, by the same name, how XNNPACK
+        stores it, as JSON data: ``layout`` and ``shape`` as stored, and for the filters
+        and biases of conv and fully-connected nodes ``node``, ``role``, ``torch_layout``,
+        ``permutation`` (torch's tensor is the stored one ``.transpose(permutation)``) and
+        ``notes`` where the values may not be the module's (see :class:`TorchLayout`);
+        other constants ``"layout": "as stored"``."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for where, graph in self._delegate_graphs():
+            layouts = graph.torch_layouts()
+            values = graph.values
+            for vid in graph.constants():
+                dims = values[vid].dims
+                layout = layouts.get(vid)
+                out[f"{where}.values[{vid}]"] = (
+                    {"layout": "as stored", "shape": list(dims)} if layout is None
+                    else layout.describe(dims))
         return out
 
     def constants(self) -> List[Tuple[int, int, np.ndarray]]:

@@ -9,10 +9,15 @@ program's named data, keyed by the SHA-256 of their bytes (or, for per-channel s
 header, structure, value ids (in range, each once), the ids every node names, every
 constant reference and extent, and the quantization parameters.
 
-Constants come in XNNPACK's layout, not the module's: conv weights ``OHWI`` (the
-module's ``OIHW`` in channels-last order), depthwise and transposed conv weights with
-their first two dimensions swapped before that, linear weights as the module has them
-(``[out, in]``), quantized weights as the integers the quantizer made with their scales.
+:meth:`XnnGraph.constants` gives constants in XNNPACK's layout, not the module's: conv
+weights ``OHWI`` (the module's ``OIHW`` in channels-last order), depthwise and transposed
+conv weights with their first two dimensions swapped before that (depthwise ``[1, H, W,
+C]``), linear weights as the module has them (``[out, in]``), quantized weights as the
+integers the quantizer made with their scales. :meth:`XnnGraph.torch_constant` gives
+them in torch's layout (conv ``OIHW``, depthwise ``[C, 1, H, W]``, transposed conv
+``[in, out/groups, H, W]``) as strided views of the same bytes, and
+:meth:`XnnGraph.torch_layouts` what was permuted and where the values may not be the
+module's (:class:`TorchLayout`).
 """
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ from ..core.fbread import Table, enum_names, schema_of
 from ..core.native import check, ffi, format_error, lib, new_error
 from ..core.options import Options
 
-__all__ = ["DATATYPES", "Quantization", "XnnGraph", "XnnNode", "XnnValue", "XNN_NO_ID", "is_legacy"]
+__all__ = ["DATATYPES", "Quantization", "TorchLayout", "XnnGraph", "XnnNode", "XnnValue",
+           "XNN_NO_ID", "is_legacy"]
 
 #: An id field's value for "no value" (an absent bias, an unused input).
 XNN_NO_ID = 0xFFFFFFFF
@@ -108,6 +114,88 @@ class XnnNode(NamedTuple):
     output_min_max: Optional[Tuple[float, float]]
 
 
+#: XNN_FLAG_TRANSPOSE_WEIGHTS: a fully-connected node's filter is [in, out]
+_TRANSPOSE_WEIGHTS = 0x1
+#: Filter layouts by node kind: (XNNPACK's, torch's, the axes that take one to the
+#: other: torch's tensor is XNNPACK's ``.transpose(axes)``), as ExecuTorch's serializer
+#: (backends/xnnpack/operators/node_visitor.py) writes them: conv weights channels last;
+#: depthwise and transposed conv weights their first two dimensions swapped first.
+_FILTERS: Dict[str, Tuple[str, str, Tuple[int, ...]]] = {
+    "XNNConv2d": ("OHWI", "OIHW", (0, 3, 1, 2)),
+    "XNNDepthwiseConv2d": ("1HWO", "O1HW", (3, 0, 1, 2)),
+    "XNNConvTranspose2d": ("OHWI", "IOHW", (3, 0, 1, 2)),
+    "XNNFullyConnected": ("OI", "OI", (0, 1)),
+}
+_FOLDED = ("a batch norm right after this layer in the module is folded into its weight "
+           "and bias by ExecuTorch's partitioner (the file does not record whether one was): "
+           "then these are not the module's values")
+_WIDENED = ("stored as float32 in a {0} graph: the module's tensor is the same values in "
+            "{0} (exact)")
+_TRANSPOSED_FC = ("XNN_FLAG_TRANSPOSE_WEIGHTS: the [in, out] matrix torch's mm multiplies "
+                  "by; an nn.Linear's weight is its transpose")
+_GROUPED = ("a transposed conv of {} groups: torch's layout is no strided view of "
+            "XNNPACK's, so this tensor is a copy (XNNPACK's reshaped to [groups, O/groups, "
+            "H, W, I/groups], transposed by the permutation, reshaped to [I, O/groups, H, W])")
+
+
+class TorchLayout(NamedTuple):
+    """How a constant XNNPACK stores relates to the tensor torch's module has.
+
+    ``node`` and ``role`` (``"filter"``, ``"bias"``): the node kind that reads it and as
+    what; ``xnnpack`` and ``torch``: the layouts, by dimension letters (``"OHWI"``,
+    ``"OIHW"``; ``O``/``I`` output and input channels, per group); ``permutation``: the
+    axes that give torch's tensor from XNNPACK's (``stored.transpose(permutation)``); a
+    transposed conv of ``groups`` > 1 has its axes split by group first and is then
+    ``copied``; ``notes``: where the bytes may differ from the module's (a folded batch
+    norm, a float32 filter of a float16 graph, ...)."""
+
+    node: str
+    role: str
+    xnnpack: str
+    torch: str
+    permutation: Tuple[int, ...]
+    groups: int
+    copied: bool
+    notes: Tuple[str, ...]
+
+    def _arrange(self, array: np.ndarray) -> np.ndarray:
+        if not self.copied:
+            return array.transpose(self.permutation)
+        o, h, w, ig = array.shape
+        og = o // self.groups
+        out = array.reshape(self.groups, og, h, w, ig).transpose(self.permutation)
+        out = out.reshape(self.groups * ig, og, h, w)   # a copy: no view has these strides
+        out.flags.writeable = False
+        return out
+
+    def apply(self, c: Union[np.ndarray, QuantizedTensor]) -> Union[np.ndarray, QuantizedTensor]:
+        """``c`` (a constant in XNNPACK's layout) in torch's: a strided view, zero-copy
+        (a copy when :attr:`copied`); a quantized one with its channel axis moved."""
+        if self.permutation == tuple(range(len(self.permutation))):
+            return c
+        if not isinstance(c, QuantizedTensor):
+            return self._arrange(c)
+        axis = None if c.axis is None else self.permutation.index(c.axis)
+        ints = self._arrange(c.int_repr)
+        return QuantizedTensor(ints, tuple(ints.shape), c.dtype_name, c.qscheme,
+                               lambda: ints, scale=c.scale, zero_point=c.zero_point,
+                               scales=c.scales, zero_points=c.zero_points, axis=axis,
+                               group_size=c.group_size)
+
+    def describe(self, shape: Tuple[int, ...]) -> Dict[str, Any]:
+        """As JSON data (``export``'s metadata): these fields, and the shape XNNPACK
+        stores."""
+        out: Dict[str, Any] = {"node": self.node, "role": self.role, "layout": self.xnnpack,
+                               "shape": list(shape), "torch_layout": self.torch,
+                               "permutation": list(self.permutation)}
+        if self.groups > 1:
+            out["groups"] = self.groups
+        if self.copied:
+            out["copied"] = True
+        out["notes"] = list(self.notes)
+        return out
+
+
 #: Bytes a named data key resolves to, or None when no file given holds it.
 Resolver = Callable[[str], Optional[memoryview]]
 
@@ -151,6 +239,7 @@ class XnnGraph:
         #: value id -> the named data key of its constant or scales that no file given
         #: holds (only when loaded without data files)
         self.missing: Dict[int, str] = {}
+        self._layouts: Optional[Dict[int, TorchLayout]] = None
         self._refs = self._resolve_refs(require_all)
 
     @property
@@ -185,13 +274,20 @@ class XnnGraph:
         """Value ids of the graph's outputs."""
         return list(self._root.vector("output_ids").tolist())
 
-    @property
-    def nodes(self) -> List[XnnNode]:
-        """The nodes in execution order."""
+    def _node_tables(self) -> List[Tuple[str, Table, Table]]:
+        """(kind, XNode table, its union member's table) of each node, in order."""
         out = []
         for t in self._root.tables("xnodes"):
             kind, node = t.union("xnode_union")
             assert node is not None   # the core refuses nodes without one
+            out.append((kind, t, node))
+        return out
+
+    @property
+    def nodes(self) -> List[XnnNode]:
+        """The nodes in execution order."""
+        out = []
+        for kind, t, node in self._node_tables():
             inputs: List[int] = []
             outputs: List[int] = []
             fields: Dict[str, Any] = {}
@@ -208,6 +304,56 @@ class XnnGraph:
                                None if clamp is None else (float(clamp.scalar("output_min")),
                                                            float(clamp.scalar("output_max")))))
         return out
+
+    def torch_layouts(self) -> Dict[int, "TorchLayout"]:
+        """How each constant a conv or fully-connected node reads (its filter, its bias)
+        relates to the tensor torch has, by value id (see :class:`TorchLayout`); a
+        constant read by several such nodes is described by the first."""
+        if self._layouts is not None:
+            return self._layouts
+        out: Dict[int, TorchLayout] = {}
+        for kind, _, node in self._node_tables():
+            if kind not in _FILTERS:
+                continue
+            ids = {name: int(node.plain(name)) for name in ("input1_id", "filter_id", "bias_id")}
+            wide = self._datatype(ids["input1_id"]) in ("fp16", "bf16")
+            flags = int(node.plain("flags"))
+            groups = int(node.plain("groups")) if "groups" in node.fields else 1
+            for role in ("filter", "bias"):
+                vid = ids[role + "_id"]
+                if vid == XNN_NO_ID or vid in out or not self._records[vid].constant.index:
+                    continue
+                notes = [_FOLDED]
+                if wide and self._datatype(vid) == "fp32":
+                    notes.append(_WIDENED.format(self._datatype(ids["input1_id"])))
+                if role == "bias":
+                    out[vid] = TorchLayout(kind, role, "O", "O", (0,), 1, False, tuple(notes))
+                    continue
+                xnn, torch, perm = _FILTERS[kind]
+                if kind == "XNNFullyConnected" and flags & _TRANSPOSE_WEIGHTS:
+                    xnn = torch = "IO"
+                    notes.append(_TRANSPOSED_FC)
+                copied = kind == "XNNConvTranspose2d" and groups > 1
+                if copied:
+                    perm = (0, 4, 1, 2, 3)
+                    notes.append(_GROUPED.format(groups))
+                if self._datatype(vid) in _PACKED:
+                    xnn = torch = xnn + " (packed)"
+                    perm = tuple(range(len(perm)))
+                out[vid] = TorchLayout(kind, role, xnn, torch, perm, groups, copied,
+                                       tuple(notes))
+        self._layouts = out
+        return out
+
+    def torch_constant(self, i: int) -> Union[np.ndarray, QuantizedTensor, None]:
+        """Value ``i``'s constant in torch's layout (:meth:`torch_layouts`): a read-only
+        strided view of :meth:`constant` (a grouped transposed conv's filter, which no
+        view can give, a copy); constants of other nodes as :meth:`constant` gives them."""
+        c = self.constant(i)
+        layout = self.torch_layouts().get(i)
+        if c is None or layout is None:
+            return c
+        return layout.apply(c)
 
     @property
     def values(self) -> List[XnnValue]:

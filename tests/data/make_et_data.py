@@ -410,7 +410,8 @@ def _runtime(path: str) -> Dict[str, Any]:
 
 #: Programs lowered to XNNPACK whose payloads tests/test_xnnpack.py reads.
 XNN_NAMES = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel",
-             "xnn_attention", "xnn_q4_group"]
+             "xnn_attention", "xnn_q4_group", "xnn_layouts", "xnn_layouts_fp16",
+             "xnn_conv_bn"]
 
 
 def _xnn_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
@@ -451,7 +452,55 @@ def _xnn_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.b(torch.relu(self.a(x)))
 
+    class Layouts(nn.Module):
+        """Every filter layout XNNPACK has: a conv, a conv of one input channel (a
+        depthwise conv to XNNPACK), a depthwise conv with two outputs per channel, a
+        transposed conv, a grouped transposed conv and a linear layer; kernels not
+        square, so that a height and width swapped show."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, (3, 2), padding=1)
+            self.single = nn.Conv2d(1, 3, (2, 3), padding=1)
+            self.dw = nn.Conv2d(4, 8, (2, 3), groups=4, padding=1)
+            self.up = nn.ConvTranspose2d(8, 6, (3, 2), stride=2)
+            self.upg = nn.ConvTranspose2d(6, 4, (2, 3), groups=2)
+            self.fc = nn.Linear(4, 5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.conv(x)) + self.single(x[:, :1])[:, :1].mean()
+            y = self.upg(torch.relu(self.up(torch.relu(self.dw(y)))))
+            return self.fc(y.mean(dim=(2, 3)))
+
+    class ConvBN(nn.Module):
+        """Batch norms after a conv without bias and after a linear layer (the
+        partitioner folds each into the layer before it)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, bias=False)
+            self.bn = nn.BatchNorm2d(4)
+            self.fc = nn.Linear(4, 3)
+            self.bn1 = nn.BatchNorm1d(3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
+            return self.bn1(self.fc(y))
+
     torch.manual_seed(0)
+    if name == "xnn_conv_bn":
+        m = ConvBN().eval()
+        with torch.no_grad():   # statistics far from 0 and 1, so that folding shows
+            for bn in (m.bn, m.bn1):
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-1, 1)
+        return m, (torch.randn(1, 3, 6, 6),)
+    if name.startswith("xnn_layouts"):
+        m = Layouts().eval()
+        x = torch.randn(1, 3, 5, 6)
+        return (m.half(), (x.half(),)) if name == "xnn_layouts_fp16" else (m, (x,))
     if name == "xnn_attention":
         return Attention().eval(), (torch.randn(1, 5, 16),)
     if name == "xnn_q4_group":
@@ -506,11 +555,20 @@ def _xnn_write(name: str) -> Dict[str, Any]:
                                                    layer + ".weight.scale", "zero_point": 0,
                                                    "axis": 0, "group_size": 32}
         state["a.bias"] = module.a.bias
+    folded: Dict[str, Any] = {}
+    if name == "xnn_conv_bn":   # what folding makes, by the function the partitioner calls
+        from torch.nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
+        for layer, bn, fuse in (("conv", module.bn, fuse_conv_bn_weights),
+                                ("fc", module.bn1, fuse_linear_bn_weights)):
+            lin = getattr(module, layer)
+            w, b = fuse(lin.weight, lin.bias, bn.running_mean, bn.running_var, bn.eps,
+                        bn.weight, bn.bias)
+            folded[layer + ".weight"], folded[layer + ".bias"] = w, b
     edge = to_edge_transform_and_lower(torch.export.export(module, args),
                                        partitioner=[XnnpackPartitioner()])
     with open(os.path.join(OUT, name + ".pte"), "wb") as f:
         edge.to_executorch().write_to_file(f)
-    return {"writer": how, "weights": state, "dequantize": dequantize}
+    return {"writer": how, "weights": state, "dequantize": dequantize, "folded": folded}
 
 
 def _oracle_xnnpack(path: str) -> Dict[str, Any]:
@@ -556,13 +614,14 @@ def _child(step: str, name: str, result: str) -> None:
     res: Dict[str, Any]
     if step == "write":
         w = _write(name)
-        res = {"writer": w["writer"], "weights": {}, "dequantize": w.get("dequantize", {})}
-        for fqn, t in w["weights"].items():
-            t = t.detach().contiguous()
-            res["weights"][fqn] = {"dtype": str(t.dtype).replace("torch.", ""),
-                                   "shape": list(t.shape),
-                                   "data": arrays.put("weights/" + fqn,
-                                                      t.numpy().tobytes())}
+        res = {"writer": w["writer"], "weights": {}, "folded": {},
+               "dequantize": w.get("dequantize", {})}
+        for what in ("weights", "folded"):
+            for fqn, t in w.get(what, {}).items():
+                t = t.detach().contiguous()
+                res[what][fqn] = {"dtype": str(t.dtype).replace("torch.", ""),
+                                  "shape": list(t.shape),
+                                  "data": arrays.put(what + "/" + fqn, t.numpy().tobytes())}
     elif step == "pte":
         res = _oracle_pte(os.path.join(OUT, name + ".pte"), arrays)
     elif step == "ptd":
@@ -608,8 +667,9 @@ def make(name: str) -> None:
     pte = oracle.pop("pte")
     oracle.update(pte if "error" not in pte else {"pte_error": pte["error"]})
     oracle["weights"] = written["weights"]
-    if written.get("dequantize"):
-        oracle["dequantize"] = written["dequantize"]
+    for what in ("dequantize", "folded"):
+        if written.get(what):
+            oracle[what] = written[what]
     with open(os.path.join(OUT, name + ".oracle.json"), "w", encoding="utf-8") as f:
         json.dump(oracle, f, indent=1)
     with open(os.path.join(OUT, name + ".oracle.npz"), "wb") as f:

@@ -138,6 +138,11 @@ class FileFormat(abc.ABC):
     def tensors(self) -> Dict[str, Tensor]:
         """The tensors ``export`` writes, by name."""
 
+    def stored_layouts(self) -> Dict[str, Json]:
+        """How the file stores the tensors of :meth:`tensors` whose layout there is not
+        torch's, by name (``export`` writes it to the metadata); empty for most formats."""
+        return {}
+
     def dtype_name(self, tensor: Tensor) -> str:
         """torch's name of the dtype of a tensor taken from the file."""
         return dtype_name(tensor)

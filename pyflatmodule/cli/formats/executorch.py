@@ -439,6 +439,10 @@ class ExecuTorchProgram(_ExecuTorchFile):
         """Its named tensors, XNNPACK delegates' constants included."""
         return self.file.named_tensors()
 
+    def stored_layouts(self) -> Dict[str, Json]:
+        """XNNPACK's layout of each delegate constant (Program.delegate_layouts)."""
+        return dict(self.file.delegate_layouts())
+
     def missing_data(self) -> List[str]:
         return self.file.missing_data
 
