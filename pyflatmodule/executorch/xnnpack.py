@@ -129,6 +129,8 @@ _FILTERS: Dict[str, Tuple[str, str, Tuple[int, ...]]] = {
 _FOLDED = ("a batch norm right after this layer in the module is folded into its weight "
            "and bias by ExecuTorch's partitioner (the file does not record whether one was): "
            "then these are not the module's values")
+#: torch's names of the half-precision types XNNPACK may widen a filter from
+_HALF = {"fp16": "float16", "bf16": "bfloat16"}
 _WIDENED = ("stored as float32 in a {0} graph: the module's tensor is the same values in "
             "{0} (exact)")
 _TRANSPOSED_FC = ("XNN_FLAG_TRANSPOSE_WEIGHTS: the [in, out] matrix torch's mm multiplies "
@@ -316,7 +318,7 @@ class XnnGraph:
             if kind not in _FILTERS:
                 continue
             ids = {name: int(node.plain(name)) for name in ("input1_id", "filter_id", "bias_id")}
-            wide = self._datatype(ids["input1_id"]) in ("fp16", "bf16")
+            half = _HALF.get(self._datatype(ids["input1_id"]))
             flags = int(node.plain("flags"))
             groups = int(node.plain("groups")) if "groups" in node.fields else 1
             for role in ("filter", "bias"):
@@ -324,8 +326,8 @@ class XnnGraph:
                 if vid == XNN_NO_ID or vid in out or not self._records[vid].constant.index:
                     continue
                 notes = [_FOLDED]
-                if wide and self._datatype(vid) == "fp32":
-                    notes.append(_WIDENED.format(self._datatype(ids["input1_id"])))
+                if half is not None and self._datatype(vid) == "fp32":
+                    notes.append(_WIDENED.format(half))
                 if role == "bias":
                     out[vid] = TorchLayout(kind, role, "O", "O", (0,), 1, False, tuple(notes))
                     continue
