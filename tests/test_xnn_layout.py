@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+from pyflatmodule import QuantizedTensor
 from pyflatmodule.executorch import Program
 
 from support import run_cli
@@ -184,3 +185,28 @@ def test_export_writes_torchs_layout_and_how_it_was_stored(tmp_path: Any, suffix
             back = np.ascontiguousarray(exported[name][0]).transpose(
                 np.argsort(how["permutation"]))
             assert list(back.shape) == stored[name][2] and back.tobytes() == stored[name][3]
+
+
+def test_quantized_weights_come_as_torch_quantized_them() -> None:
+    """Per-channel int8 conv, depthwise and linear weights: torch's int8 tensors in torch's
+    shape, over the file's bytes, with the channel axis the dequantize node names (a
+    depthwise filter's moves back from XNNPACK's 3 to 0) and torch's scales."""
+    oracle = Oracle("xnn_q8_per_channel")
+    weights = oracle.tensors("weights")
+    with _load("xnn_q8_per_channel") as p:
+        named = [np.frombuffer(v, np.uint8) for v in p.named_data.values()]
+        state = {k: v for k, v in p.state_dict().items()
+                 if isinstance(v, QuantizedTensor) and v.dtype_name == "qcint8"}
+        found = set()
+        for fqn, want in oracle.doc["dequantize"].items():
+            ints = weights[fqn]
+            [name] = [k for k, q in state.items() if q.int_repr.shape == ints.shape
+                      and q.int_repr.tobytes() == ints.tobytes()]
+            found.add(name)
+            q = state[name]
+            assert q.axis == want["axis"] and q.scales is not None
+            assert q.scales.tobytes() == weights[want["scale"]].tobytes()
+            assert any(np.shares_memory(q.int_repr, b) for b in named)
+            assert np.array_equal(q.dequantize(), ints * weights[want["scale"]].reshape(
+                (-1,) + (1,) * (ints.ndim - 1)))
+        assert found == set(state)
