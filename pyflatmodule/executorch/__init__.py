@@ -11,7 +11,8 @@ the strides their ``dim_order`` gives; delegate payloads and named data are read
 ``memoryview``s of it. XNNPACK delegates' payloads are checked too when a program opens
 (csrc/executorch/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
 (:mod:`pyflatmodule.executorch.xnnpack`); ``Program.state_dict()`` includes their
-constants. ``Program.regions()`` and ``DataFile.regions()`` say where the file's bytes go
+constants in torch's layout (``Program.delegate_layouts()`` says how XNNPACK keeps
+them). ``Program.regions()`` and ``DataFile.regions()`` say where the file's bytes go
 (:mod:`pyflatmodule.executorch.regions`). Bundled programs (``.bpte``), a program with
 its test cases, open as a :class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`).
 ETDump profiles (``.etdump``), what the runtime records of its runs, open as an
