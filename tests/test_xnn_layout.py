@@ -111,7 +111,7 @@ def test_state_dict_gives_the_modules_weights_bit_exact(stem: str) -> None:
         assert found == set(state)
 
 
-@pytest.mark.parametrize("stem", LAYOUTS + ["xnn_conv_bn"])
+@pytest.mark.parametrize("stem", LAYOUTS + ["xnn_conv_bn", "xnn_conv1d"])
 def test_state_dict_views_the_files_bytes(stem: str) -> None:
     """Each tensor is the stored one, transposed by its permutation, over the file's
     bytes (zero-copy) and read-only; only a grouped transposed conv's filter, which no
@@ -210,3 +210,22 @@ def test_quantized_weights_come_as_torch_quantized_them() -> None:
             assert np.array_equal(q.dequantize(), ints * weights[want["scale"]].reshape(
                 (-1,) + (1,) * (ints.ndim - 1)))
         assert found == set(state)
+
+
+def _conv1d_noted(layout: Dict[str, Any]) -> bool:
+    return any("Conv1d" in n for n in layout["notes"])
+
+
+def test_a_conv1d_weight_is_noted_as_one_kernel_wide() -> None:
+    """ExecuTorch lowers nn.Conv1d as a 2-d conv with the weight unsqueezed at the end:
+    the module's [O, I, K] weight is the tensor without its last dimension (of 1), which
+    the metadata says; no filter of a wider kernel carries that note."""
+    weights = Oracle("xnn_conv1d").tensors("weights")
+    with _load("xnn_conv1d") as p:
+        state, layouts = p.state_dict(), p.delegate_layouts()
+        for fqn in ("conv.weight", "dw.weight"):
+            name = _match({k: v[..., 0] for k, v in state.items() if v.ndim == 4},
+                          weights[fqn])
+            assert state[name].shape[-1] == 1 and _conv1d_noted(layouts[name])
+    with _load("xnn_layouts") as p:
+        assert not any(_conv1d_noted(v) for v in p.delegate_layouts().values())

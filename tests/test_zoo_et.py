@@ -94,3 +94,20 @@ def test_zoo_program(zoo: Any, model: str, form: str) -> None:
         else:
             assert any(m.delegates for m in p.methods.values())
             assert p.named_data
+            _check_torch_layouts(p, model, weights)
+
+
+def _check_torch_layouts(p: pfm.Program, model: str, weights: Dict[str, np.ndarray]) -> None:
+    """XNNPACK's filters come in torch's shape: each is the shape of a weight of the module
+    (its values too where no batch norm is folded in: the transformer has none); no zoo
+    model has a Conv1d, so none is noted as one, 1x1 convs included."""
+    state = p.state_dict()
+    shapes = {w.shape for w in weights.values()}
+    filters = {k: v for k, v in p.delegate_layouts().items() if v["role"] == "filter"}
+    assert filters
+    for name, layout in filters.items():
+        assert state[name].shape in shapes, (name, layout)
+        assert not any("Conv1d" in n for n in layout["notes"]), (name, layout)
+        if model == "transformer":
+            assert any(w.shape == state[name].shape and np.array_equal(w, state[name])
+                       for w in weights.values()), name

@@ -133,6 +133,10 @@ _FOLDED = ("a batch norm right after this layer in the module is folded into its
 _HALF = {"fp16": "float16", "bf16": "bfloat16"}
 _WIDENED = ("stored as float32 in a {0} graph: the module's tensor is the same values in "
             "{0} (exact)")
+_CONV1D = ("a kernel one wide over an input one wide, as ExecuTorch lowers a 1-d conv (its "
+           "Conv1dUnsqueezePass adds a last dimension of 1 to the input and the weight): "
+           "if the module's layer is a Conv1d, its weight is this tensor without its last "
+           "dimension")
 _TRANSPOSED_FC = ("XNN_FLAG_TRANSPOSE_WEIGHTS: the [in, out] matrix torch's mm multiplies "
                   "by; an nn.Linear's weight is its transpose")
 _GROUPED = ("a transposed conv of {} groups: torch's layout is no strided view of "
@@ -335,6 +339,9 @@ class XnnGraph:
                 if kind == "XNNFullyConnected" and flags & _TRANSPOSE_WEIGHTS:
                     xnn = torch = "IO"
                     notes.append(_TRANSPOSED_FC)
+                if kind != "XNNFullyConnected" and int(node.plain("kernel_width")) == 1 \
+                        and self._one_wide(ids["input1_id"]):
+                    notes.append(_CONV1D)
                 copied = kind == "XNNConvTranspose2d" and groups > 1
                 if copied:
                     perm = (0, 4, 1, 2, 3)
@@ -365,6 +372,11 @@ class XnnGraph:
     def _tensor_table(self, i: int) -> Table:
         return Table(self._root.schema, self._payload, int(self._records[i].tensor),
                      "XNNTensorValue")
+
+    def _one_wide(self, i: int) -> bool:
+        """Whether value ``i`` is an NHWC tensor of width 1."""
+        dims = self._tensor_table(i).vector("dims")
+        return len(dims) == 4 and int(dims[2]) == 1
 
     def _datatype(self, i: int) -> str:
         return DATATYPES[int(self._records[i].datatype)]

@@ -411,7 +411,7 @@ def _runtime(path: str) -> Dict[str, Any]:
 #: Programs lowered to XNNPACK whose payloads tests/test_xnnpack.py reads.
 XNN_NAMES = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel",
              "xnn_attention", "xnn_q4_group", "xnn_layouts", "xnn_layouts_fp16",
-             "xnn_conv_bn"]
+             "xnn_conv_bn", "xnn_conv1d"]
 
 
 def _xnn_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
@@ -487,7 +487,20 @@ def _xnn_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
             y = torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
             return self.bn1(self.fc(y))
 
+    class Conv1d(nn.Module):
+        """A 1-d conv and a depthwise one (lowered as 2-d convs of kernel width 1)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv1d(3, 4, 3, padding=1)
+            self.dw = nn.Conv1d(4, 4, 2, groups=4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.dw(torch.relu(self.conv(x)))
+
     torch.manual_seed(0)
+    if name == "xnn_conv1d":
+        return Conv1d().eval(), (torch.randn(1, 3, 8),)
     if name == "xnn_conv_bn":
         m = ConvBN().eval()
         with torch.no_grad():   # statistics far from 0 and 1, so that folding shows
