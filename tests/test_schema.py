@@ -433,8 +433,9 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
         for v in plan["values"]:
             if v["kind"] == "Tensor" and v["data_buffer_idx"] and \
                     v["location"] != lib.ET_TENSOR_DATA_LOCATION_EXTERNAL:
-                nbytes = 4 * _count(v["sizes"])
-                assert v["scalar_type"] == lib.ET_SCALAR_TYPE_FLOAT
+                # float32 weights; int64 buffers (a batch norm's num_batches_tracked)
+                width = {lib.ET_SCALAR_TYPE_FLOAT: 4, lib.ET_SCALAR_TYPE_LONG: 8}
+                nbytes = width[v["scalar_type"]] * _count(v["sizes"])
                 planned = v["allocation"] is not None
                 data = (mutable if planned else buffers)[v["data_buffer_idx"]][:nbytes]
                 assert (tuple(v["sizes"]), data) in weights or \
