@@ -38,3 +38,28 @@ def test_open_torch(benchmark, models, name, loader):
     m = measure(benchmark, lambda: load(model.path), group=f"open: {name}", impl=loader,
                 model=model, units=models.facts(name)["ivalues"], unit="ivalue")
     assert m is not None
+
+
+@pytest.mark.parametrize("name", ["linear_256m", "linear_1g8", "transformer"])
+def test_open_numpy_npy(benchmark, models, name, tmp_path_factory):
+    """The floor of opening one file and mapping it: ``np.load(mmap_mode="r")`` of a
+    ``.npy`` of as many bytes as the model's tensors (a sparse file: the header is read,
+    the data never)."""
+    import numpy as np
+    model = models(name)
+    with pfm.load(model.path) as m:
+        nbytes = sum(t.nbytes for t in m.state_dict().values())
+    path = str(tmp_path_factory.mktemp("npy") / f"{name}.npy")
+    np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(nbytes,)).flush()
+    n = models.facts(name)["ivalues"]
+    a = measure(benchmark, lambda: np.load(path, mmap_mode="r"), group=f"open: {name}",
+                impl="numpy_npy", model=model, units=n, unit="ivalue")
+    assert a.nbytes == nbytes
+
+
+@pytest.mark.parametrize("name", ["linear_256m", "transformer"])
+def test_close_pyflatmodule(benchmark, models, name):
+    """``close()`` of an open model (its mapping goes with the last reference)."""
+    model = models(name)
+    measure(benchmark, lambda m: m.close(), setup=lambda: pfm.load(model.path),
+            group=f"close: {name}", impl="pyflatmodule", model=model)

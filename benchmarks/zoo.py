@@ -33,3 +33,12 @@ ET_INPUTS: Dict[str, Tuple[Tuple[int, ...], ...]] = {
     "transformer": ((1, 10), (1, 9)),
     "recurrent": ((1, 12),),
 }
+
+#: Exports of the Hugging Face zoo (benchmarks/zoo_hf_build.py), optimum-executorch's
+#: xnnpack recipe on tiny random-weight models: ``<source>[_8da4w][_ptd]`` (8da4w: 4-bit
+#: linear weights in groups of 32 with 8-bit dynamic activations and 8-bit embeddings,
+#: ``--qlinear 8da4w --qembedding 8w``; ptd: the XNNPACK weights in a ``.ptd``).
+HF_MODELS: Tuple[str, ...] = (
+    "llama", "llama_8da4w", "llama_8da4w_ptd", "qwen3", "qwen3_8da4w", "gemma3", "smollm3",
+    "vit", "whisper", "bert",
+)

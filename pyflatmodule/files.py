@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .core.native import format_error, lib
 from .core.options import Options
-from .core.source import SourceLike, open_file
+from .core.source import Openable, OpenedPath, SourceLike, open_file
 from .errors import FormatError
 from .executorch import (
                           BundledProgram,
@@ -58,11 +58,17 @@ def _head(path: str) -> bytes:
         os.close(fd)
 
 
-def _identify(source: SourceLike) -> Tuple[bytes, SourceLike]:
-    """The first HEAD bytes of ``source`` (fewer when it is shorter), and the source to open
-    (a file object that cannot seek is read into bytes here)."""
+def _identify(source: SourceLike) -> Tuple[bytes, Openable]:
+    """The first HEAD bytes of ``source`` (fewer when it is shorter), and the source to open:
+    a path opened once, here (the caller closes the OpenedPath unless an opener took it),
+    a file object that cannot seek read into bytes."""
     if isinstance(source, (str, os.PathLike)):
-        return _head(os.fspath(source)), source
+        opened = OpenedPath(os.fspath(source))
+        try:
+            return os.pread(opened.fd, HEAD, 0), opened
+        except BaseException:
+            opened.close()
+            raise
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
         return bytes(memoryview(source).cast("B")[:HEAD]), source
     if not hasattr(source, "read"):
@@ -149,7 +155,20 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
             ``debug_buffer`` for a non-ETDump.
     """
     data = _check_data(data)
-    head, source = _identify(source)
+    options = Options(verify=verify, copy=copy, strict=strict, advise=advise,
+                      populate=populate, max_depth=max_depth, max_tables=max_tables,
+                      max_elements=max_elements)
+    head, opened = _identify(source)
+    try:
+        return _open(head, opened, options, data, debug_buffer)
+    finally:
+        if isinstance(opened, OpenedPath):
+            opened.close()
+
+
+def _open(head: bytes, source: Openable, options: Options, data: Sequence[Any],
+          debug_buffer: Optional[SourceLike]) -> File:
+    """:func:`load` of a source whose first bytes are ``head``."""
     kind = _format_of(head)
     if data and kind in ("ptmf", "bpte", "etdump"):
         raise ValueError(f"data= is for ExecuTorch programs (.pte); this is "
@@ -157,9 +176,6 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
     if debug_buffer is not None and kind not in (None, "etdump"):
         raise ValueError(f"debug_buffer= is for ExecuTorch ETDumps (.etdump); this is "
                          f"{DESCRIPTIONS[kind]}")
-    options = Options(verify=verify, copy=copy, strict=strict, advise=advise,
-                      populate=populate, max_depth=max_depth, max_tables=max_tables,
-                      max_elements=max_elements)
     if kind in ("pte", "ptd"):
         return open_executorch(source, options, data)
     if kind == "bpte":
@@ -167,7 +183,7 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
     if kind == "etdump":
         return open_etdump(source, options, debug_buffer)
     if kind is None and (hasattr(source, "read") or isinstance(
-            source, (str, os.PathLike, bytes, bytearray, memoryview, mmap.mmap))) \
+            source, (OpenedPath, bytes, bytearray, memoryview, mmap.mmap))) \
             and not head.startswith(_ZIP):
         raise _none_of_them(head)
     return open_module(source, options)   # PTMF, or what the PTMF loader names
@@ -227,12 +243,14 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (),
     ``debug_buffer``, the one an ETDump's debug tensors are in (their extents checked
     against it)."""
     data = _check_data(data)
-    head, source = _identify(source)
-    kind = _format_of(head)
-    if kind == "ptmf" and not data and debug_buffer is None:
-        return verify_module(source, Options(strict=strict, max_depth=max_depth,
-                                             max_tables=max_tables,
-                                             max_elements=max_elements))
-    with load(source, data=data, debug_buffer=debug_buffer, strict=strict,
-              max_depth=max_depth, max_tables=max_tables, max_elements=max_elements) as f:
-        return f.info()
+    options = Options(strict=strict, max_depth=max_depth, max_tables=max_tables,
+                      max_elements=max_elements)
+    head, opened = _identify(source)
+    try:
+        if _format_of(head) == "ptmf" and not data and debug_buffer is None:
+            return verify_module(opened, options)
+        with _open(head, opened, options, data, debug_buffer) as f:
+            return f.info()
+    finally:
+        if isinstance(opened, OpenedPath):
+            opened.close()

@@ -15,7 +15,7 @@ import pyflatmodule as pfm
 from support import MODEL_FILES, TESTS
 
 #: Opt-in suites: marker -> the option that selects it (deselected otherwise).
-OPT_IN = {"full_sweep": "--full-sweep", "zoo": "--zoo"}
+OPT_IN = {"full_sweep": "--full-sweep", "zoo": "--zoo", "zoo_hf": "--zoo-hf"}
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -26,6 +26,10 @@ def pytest_addoption(parser: Any) -> None:
                      help="also check the zoo of real architectures against torch (needs "
                           "torch, torchvision and timm; tests marked zoo are deselected "
                           "otherwise)")
+    parser.addoption("--zoo-hf", action="store_true",
+                     help="also check optimum-executorch's exports of tiny Hugging Face models "
+                          "against ExecuTorch (needs optimum-executorch; tests marked zoo_hf "
+                          "are deselected otherwise)")
 
 
 def pytest_configure(config: Any) -> None:

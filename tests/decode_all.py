@@ -15,7 +15,7 @@ import numpy as np
 import pyflatmodule as pfm
 
 __all__ = ["touch", "full_decode", "decode_program", "decode_data_file", "check_error",
-           "outcome", "ErrorShape"]
+           "outcome", "ErrorShape", "regions_tile"]
 
 # Codes a reader may report without a field path: they concern the buffer as a whole
 # (its header or its size), before any field is read.
@@ -122,13 +122,30 @@ def _touch_bytes(b: memoryview) -> None:
 
 def _decode_shared(f: Any) -> None:
     """What a Program and a DataFile share: version, size, named data, info."""
-    _ = f.version, f.size
+    _ = f.version, f.size, getattr(f, "extended_header", None)
     for b in f.named_data.values():
         _touch_bytes(b)
     for v in f.state_dict().values():
         touch(v)
     f.info()
     repr(f)
+    regions_tile(f)
+
+
+def regions_tile(f: Any) -> None:
+    """``f.regions()`` covers the file's bytes exactly once, and each region's children
+    its own (AssertionError otherwise)."""
+    at = 0
+    for r in f.regions():
+        assert r.start == at and r.end > r.start and r.spans == ((r.start, r.end),), r
+        at = r.end
+        for node in r.walk():
+            kids = sorted(s for c in node.children for s in c.spans)
+            assert not node.children or (
+                sum(c.size for c in node.children) == node.size
+                and all(a[1] <= b[0] for a, b in zip(kids, kids[1:]))
+                and kids[0][0] == node.start and kids[-1][1] == node.end), node
+    assert at == f.size, (at, f.size)
 
 
 def decode_program(p: pfm.Program) -> None:

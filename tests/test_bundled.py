@@ -283,7 +283,7 @@ def test_cli_reads_it(command: str) -> None:
 
 
 def test_cli_info_names_the_test_cases() -> None:
-    doc = json.loads(run_cli("info", "--json", PATH).stdout)
+    (doc,) = json.loads(run_cli("info", "--json", PATH).stdout)["files"]
     assert doc["format"] == "bpte" and doc["size"] == len(BYTES)
     assert doc["version"] == ORACLE["version"]
     assert list(doc["methods_tested"]) == [s["method_name"] for s in ORACLE["test_suites"]]

@@ -47,6 +47,12 @@ def _json(r: CliRun) -> Any:
     return json.loads(r.stdout)
 
 
+def _one(r: CliRun) -> Any:
+    """The one file's entry of a command's ``--json`` (``{"files": [FILE]}``)."""
+    (doc,) = _json(r)["files"]
+    return doc
+
+
 def _oracle_tensors(name: str):
     """(descriptions, arrays) of the tensors torch read for the file's state_dict."""
     doc, arrays = load_expectation(name, "oracle")
@@ -84,7 +90,7 @@ def test_info_on_the_bundled_sample():
 
 def test_info_json_counts_tensors_as_torch_does():
     r = run_cli("info", "--json", model_path("mlp_jit.ff"))
-    out = _json(r)
+    (out,) = _json(r)["files"]
     doc, _ = load_expectation("mlp_jit.ff", "oracle")
     tensors = doc["state_dict"]["tensors"]
     assert len(tensors) == out["tensors"]["count"]
@@ -92,11 +98,14 @@ def test_info_json_counts_tensors_as_torch_does():
     assert expected_bytes == out["tensors"]["bytes"]
     assert doc["info"]["bytecode_version"] == out["bytecode_version"]
     assert model_path("mlp_jit.ff") == out["file"]
+    with open(model_path("mlp_jit.ff"), "rb") as f:
+        assert b"PTMF" == f.read(8)[4:]     # the identifier names the format key's value
+    assert "ptmf" == out["format"]
 
 
 def test_info_several_files_and_shared_storages():
     r = run_cli("info", "--json", model_path("layouts.ff"), model_path("mlp_jit.ff"))
-    out = _json(r)
+    out = _json(r)["files"]
     assert [model_path("layouts.ff"), model_path("mlp_jit.ff")] == [d["file"] for d in out]
     inputs, _ = load_expectation("layouts.ff", "inputs")
     groups = inputs["shared_storage_groups"]
@@ -275,7 +284,7 @@ def _nodes(node: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
 @pytest.mark.parametrize("name", ["sample.ptl", "mlp_jit.ff", "layouts.ff", "quantized.ff",
                                   "dtypes.ff", "deep_wide.ff", "ivalues.ff"])
 def test_tree_shows_every_state_dict_tensor_as_torch_has_it(name):
-    out = _json(run_cli("tree", "--json", model_path(name)))
+    out = _one(run_cli("tree", "--json", model_path(name)))
     doc, _ = load_expectation(name, "oracle")
     by_path = {n["path"]: n for n in _nodes(out["root"])}
     for key, t in doc["state_dict"]["tensors"].items():
@@ -292,7 +301,7 @@ def test_tree_shows_every_state_dict_tensor_as_torch_has_it(name):
 
 
 def test_tree_storage_indices_follow_shared_storage():
-    out = _json(run_cli("tree", "--json", model_path("layouts.ff")))
+    out = _one(run_cli("tree", "--json", model_path("layouts.ff")))
     inputs, _ = load_expectation("layouts.ff", "inputs")
     nodes = {n["path"]: n for n in _nodes(out["root"]) if n["kind"] == "tensor"}
     shared = set(inputs["shared_storage_groups"][0])
@@ -313,12 +322,12 @@ def test_tree_text_depth_and_filter():
     assert f"tensor {w['dtype']}{w['shape']}" in text
     assert f"{4 * math.prod(w['shape']):,} bytes" in text
 
-    shallow = _json(run_cli("tree", "--json", "--depth", "1", path))["root"]
+    shallow = _one(run_cli("tree", "--json", "--depth", "1", path))["root"]
     assert all("children" not in c for c in shallow["children"])
     assert any("truncated" in c for c in shallow["children"])
     assert "not shown" in run_cli("tree", "--depth", "1", path).stdout
 
-    filtered = _json(run_cli("tree", "--json", "--filter", "running", path))["root"]
+    filtered = _one(run_cli("tree", "--json", "--filter", "running", path))["root"]
     leaves = [n for n in _nodes(filtered) if "children" not in n or not n["children"]]
     assert sorted(n["path"] for n in leaves) == \
         ["features.1.running_mean", "features.1.running_var"]
@@ -326,20 +335,20 @@ def test_tree_text_depth_and_filter():
 
 
 def test_tree_set_state_and_custom_class_objects():
-    out = _json(run_cli("tree", "--json", model_path("setstate.ff")))
+    out = _one(run_cli("tree", "--json", model_path("setstate.ff")))
     inputs, _ = load_expectation("setstate.ff", "inputs")
     by_path = {n["path"]: n for n in _nodes(out["root"])}
     assert "class_with_setstate" == out["root"]["object_kind"]
     for attr, value in inputs["after_setstate"].items():
         assert value == by_path[attr]["value"]
-    out = _json(run_cli("tree", "--json", model_path("dynamic_quant_linear.ff")))
+    out = _one(run_cli("tree", "--json", model_path("dynamic_quant_linear.ff")))
     kinds = {n["object_kind"] for n in _nodes(out["root"]) if n["kind"] == "object"}
     assert "custom_class" in kinds
     assert any(n["kind"] == "qtensor" for n in _nodes(out["root"]))
 
 
 def test_tree_containers_of_tensors():
-    out = _json(run_cli("tree", "--json", model_path("mlp_params.ff")))
+    out = _one(run_cli("tree", "--json", model_path("mlp_params.ff")))
     oracle, _ = load_expectation("mlp_params.ff", "oracle")
     tensors = {n["path"]: n for n in _nodes(out["root"]) if n["kind"] == "tensor"}
     expected = oracle["parameters_file"]["tensors"]
@@ -358,8 +367,8 @@ def test_dis_sample_has_opcodes_operators_constants_registers_schema():
     assert text.startswith("def __torch__.SampleNet.forward(self: __torch__.SampleNet, "
                            "x: Tensor) -> Tensor")
     oracle, _ = load_expectation("sample.ptl", "oracle")
-    out = _json(run_cli("dis", "--json", model_path("sample.ptl"), "forward"))
-    (f,) = out["functions"]
+    out = _one(run_cli("dis", "--json", model_path("sample.ptl"), "forward"))
+    (f,) = out["methods"]
     names = {o["full_name"] for o in f["operators"]}
     assert names <= set(oracle["info"]["opname_to_num_args"])
     for o in f["operators"]:
@@ -380,9 +389,9 @@ def _plain(value: Any) -> Any:
 
 
 def test_dis_schema_defaults_as_the_generator_set_them():
-    out = _json(run_cli("dis", "--json", model_path("methods.ff")))
+    out = _one(run_cli("dis", "--json", model_path("methods.ff")))
     inputs, _ = load_expectation("methods.ff", "inputs")
-    by_name = {f["name"].split(".")[-1]: f for f in out["functions"]}
+    by_name = {f["name"].split(".")[-1]: f for f in out["methods"]}
     assert set(inputs["methods"]) == set(by_name)
     text = run_cli("dis", model_path("methods.ff")).stdout
     checked = 0
@@ -408,10 +417,10 @@ def test_dis_unknown_method_and_all_functions():
     r = run_cli("dis", model_path("sample.ptl"), "nosuch")
     assert 1 == r.returncode
     assert "__torch__.SampleNet.forward" in r.stderr and "Traceback" not in r.stderr
-    out = _json(run_cli("dis", "--json", "--all", model_path("setstate.ff")))
-    assert any(f["name"].endswith("__setstate__") for f in out["functions"])
-    out = _json(run_cli("dis", "--json", model_path("mlp_params.ff")))
-    assert [] == out["functions"]
+    out = _one(run_cli("dis", "--json", "--all", model_path("setstate.ff")))
+    assert any(f["name"].endswith("__setstate__") for f in out["methods"])
+    out = _one(run_cli("dis", "--json", model_path("mlp_params.ff")))
+    assert [] == out["methods"]
 
 
 # ================================================================== ops
@@ -689,10 +698,10 @@ def test_export_quantized_parameters_in_metadata(tmp_path):
 def test_export_npz_loads_with_numpy_bit_for_bit(name, tmp_path):
     out = tmp_path / "w.npz"
     r = run_cli("export", "--json", model_path(name), str(out))
-    summary = _json(r)
+    summary = _one(r)
     state = _expected_state(name)
     dtypes = _dtype_names(name, state)
-    assert len(state) == summary["tensors"] and "npz" == summary["format"]
+    assert len(state) == summary["tensors"] and "npz" == summary["output_format"]
     with np.load(str(out), allow_pickle=False) as z:
         meta = json.loads(str(z["__metadata__"]))
         assert sorted(state) == sorted(k for k in z.files if k != "__metadata__")
@@ -748,7 +757,7 @@ def test_extract_every_extra_file_to_stdout_and_file(tmp_path):
         r = run_cli("extract", model_path("extra_files.ff"), name, "-o", str(target))
         assert 0 == r.returncode and "" == r.stdout
         assert expected == target.read_bytes()
-        out = _json(run_cli("extract", "--json", model_path("extra_files.ff"), name))
+        out = _one(run_cli("extract", "--json", model_path("extra_files.ff"), name))
         assert len(expected) == out["size"]
         assert hashlib.sha256(expected).hexdigest() == out["sha256"]
         assert expected == base64.b64decode(out["content_base64"])

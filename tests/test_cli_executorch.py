@@ -36,10 +36,16 @@ def _json(*argv: str) -> Any:
     return json.loads(r.stdout)
 
 
+def _one(*argv: str) -> Any:
+    """The one file's entry of ``--json`` (``{"files": [FILE]}``)."""
+    (doc,) = _json(*argv)["files"]
+    return doc
+
+
 @pytest.mark.parametrize("stem", PROGRAMS)
 def test_info_lists_executorchs_methods_and_operators(stem: str) -> None:
     doc, _ = _oracle(stem)
-    s = _json("info", _pte(stem))
+    (s,) = _json("info", _pte(stem))["files"]
     assert s["format"] == "pte"
     plans = doc["program"]["execution_plan"]
     assert [m["name"] for m in s["methods"]] == [p["name"] for p in plans]
@@ -56,7 +62,7 @@ def test_info_lists_executorchs_methods_and_operators(stem: str) -> None:
 @pytest.mark.parametrize("stem", PROGRAMS)
 def test_dis_gives_every_instruction_with_its_operator(stem: str) -> None:
     doc, _ = _oracle(stem)
-    d = _json("dis", _pte(stem))
+    d = _one("dis", _pte(stem))
     for got, want in zip(d["methods"], doc["program"]["execution_plan"]):
         assert [[i["op"] for i in c["instructions"]] for c in got["chains"]] == \
             [c["instructions"] for c in want["chains"]]
@@ -111,12 +117,12 @@ def test_verify_accepts_both_formats_and_names_the_bad_one(tmp_path: Any) -> Non
 
 def test_tree_shows_values_and_filters_by_path() -> None:
     doc, _ = _oracle("two_methods")
-    t = _json("tree", _pte("two_methods"))["root"]
+    t = _one("tree", _pte("two_methods"))["root"]
     methods = {m["name"]: m for m in t["children"] if m["kind"] == "method"}
     for plan in doc["program"]["execution_plan"]:
         values = next(c for c in methods[plan["name"]]["children"] if c["name"] == "values")
         assert [v["kind"] for v in values["children"]] == [v["kind"] for v in plan["values"]]
-    pruned = _json("tree", _pte("two_methods"), "--filter", "first_layer.values[0]")["root"]
+    pruned = _one("tree", _pte("two_methods"), "--filter", "first_layer.values[0]")["root"]
     (method,) = pruned["children"]
     (values,) = method["children"]
     assert [v["path"] for v in values["children"]] == ["first_layer.values[0]"]
@@ -223,7 +229,7 @@ def test_dis_shows_each_xnnpack_graph_as_exir_reads_it() -> None:
     doc, _ = _oracle("xnn_conv")
     r = run_cli("dis", _pte("xnn_conv"), "--json")
     assert r.returncode == 0, r.stderr
-    (method,) = json.loads(r.stdout)["methods"]
+    (method,) = json.loads(r.stdout)["files"][0]["methods"]
     graphs = [ins["graph"] for c in method["chains"] for ins in c["instructions"]
               if ins["op"] == "DelegateCall"]
     expected = doc["xnnpack"]["delegates"]
@@ -253,7 +259,7 @@ def test_dis_shows_jump_targets_and_stack_traces() -> None:
     doc, _ = _oracle("cond_stacktrace")
     chain = doc["program"]["execution_plan"][0]["chains"][0]
     r = run_cli("dis", _pte("cond_stacktrace"), "--json")
-    (method,) = json.loads(r.stdout)["methods"]
+    (method,) = json.loads(r.stdout)["files"][0]["methods"]
     code = method["chains"][0]["instructions"]
     jumps = [i for i in code if i["op"] == "JumpFalseCall"]
     assert jumps and all(i["jump_to"] == i["destination_instruction"] for i in jumps)

@@ -438,12 +438,12 @@ def test_cli_reads_it(command: str) -> None:
 
 def test_cli_info_and_tree_show_exirs_runs() -> None:
     want = ORACLE["alloc"]["run_data"]
-    doc = json.loads(run_cli("info", "--json", ALLOC).stdout)
+    (doc,) = json.loads(run_cli("info", "--json", ALLOC).stdout)["files"]
     assert doc["format"] == "etdump" and doc["size"] == len(ALLOC_BYTES)
     assert [(r["name"], r["allocators"], r["events"]) for r in doc["run_data"]] == \
         [(r["name"], r["allocators"], len(r["events"])) for r in want]
     tree = json.loads(run_cli("tree", "--json", ALLOC).stdout)
-    (run,) = tree["root"]["children"]
+    (run,) = tree["files"][0]["root"]["children"]
     assert run["run_name"] == want[0]["name"]
     assert [(e["allocator"], e["allocation_size"]) for e in run["children"]] == \
         [(want[0]["allocators"][e["allocator_id"]], e["allocation_size"])

@@ -48,8 +48,8 @@ INNER: Dict[str, List[str]] = {
              "__init__"],
     "ptmf": ["jit_source", "setstate", "type_names", "index", "tensors", "values",
              "functions", "decoder", "state_dict", "module", "__init__"],
-    "executorch": ["xnnpack", "memory", "file", "data_file", "program", "loader", "bundled",
-                   "etdump", "__init__"],
+    "executorch": ["xnnpack", "memory", "regions", "file", "data_file", "program", "loader",
+                   "bundled", "etdump", "profile", "__init__"],
 }
 CLIENTS = ("cli", "export", "interop", "diff")
 #: What a client may import from below the clients: the face and the wings' packages,

@@ -15,7 +15,9 @@ import pytest
 
 import pyflatmodule as pfm
 
+from support.cli import run_cli
 from support.fbwalk import deref, element, field, root
+from support.schemas import validate
 
 ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PROGRAMS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ET, "*.pte")))
@@ -74,9 +76,9 @@ def test_lifetimes_are_the_instructions_naming_each_tensor() -> None:
         assert (t.first, t.last) == (first, last), t
 
 
-def test_an_overlap_made_in_the_bytes_is_found() -> None:
-    """mlp.pte with one planned tensor moved onto another that is alive with it: the
-    plan reports the pair."""
+def _overlapped() -> Tuple[bytes, Tuple[int, int]]:
+    """mlp.pte's bytes with one planned tensor moved onto another alive with it, and the
+    two values."""
     path = os.path.join(ET, "mlp.pte")
     with pfm.load_program(path) as p:
         mp = p.methods["forward"].memory_plan()
@@ -92,18 +94,28 @@ def test_an_overlap_made_in_the_bytes_is_found() -> None:
     low = field(bytes(data), details, 1)                        # memory_offset_low
     assert low and struct.unpack_from("<I", data, low)[0] == b.offset
     struct.pack_into("<I", data, low, target)
-    with pfm.load_program(bytes(data)) as p:
+    return bytes(data), (a.value, b.value)
+
+
+def test_an_overlap_made_in_the_bytes_is_found() -> None:
+    """mlp.pte with one planned tensor moved onto another that is alive with it: the
+    plan reports the pair."""
+    data, (a, b) = _overlapped()
+    with pfm.load_program(data) as p:
         mp = p.methods["forward"].memory_plan()
-    assert (min(a.value, b.value), max(a.value, b.value)) in mp.conflicts
+    assert (min(a, b), max(a, b)) in mp.conflicts
 
 
 def test_the_memory_command(tmp_path: Any) -> None:
-    from support.cli import run_cli
     plan = _oracle("sample")["program"]["execution_plan"][0]
     path = os.path.join(ET, "sample.pte")
     r = run_cli("memory", path, "--json")
     assert r.returncode == 0, r.stderr
-    (doc,) = json.loads(r.stdout)["methods"]
+    full = json.loads(r.stdout)
+    validate(full, "memory")
+    (file_doc,) = full["files"]
+    assert (file_doc["file"], file_doc["format"]) == (path, "pte")
+    (doc,) = file_doc["methods"]
     assert doc["buffer_sizes"] == plan["non_const_buffer_sizes"]
     assert [(t["value"], t["mem_id"], t["offset"], t["nbytes"]) for t in doc["tensors"]] == \
         _expected(plan)
@@ -114,3 +126,120 @@ def test_the_memory_command(tmp_path: Any) -> None:
     assert r.returncode == 1 and "no memory plan" in r.stderr
     r = run_cli("memory", path, "nope")
     assert r.returncode == 1 and "forward" in r.stderr
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _pictured(svg: str) -> Dict[str, List[Dict[str, Any]]]:
+    """Per method, each tensor rectangle's facts (its data-* attributes as integers)."""
+    import xml.etree.ElementTree as ElementTree
+    root_element = ElementTree.parse(svg).getroot()
+    assert root_element.tag == SVG + "svg"
+    out: Dict[str, List[Dict[str, Any]]] = {}
+    for panel in root_element.iter(SVG + "g"):
+        if panel.get("class") != "plan":
+            continue
+        rects = []
+        for r in panel.iter(SVG + "rect"):
+            if "tensor" in (r.get("class") or "").split():
+                facts = {k[5:]: int(v) for k, v in r.attrib.items()
+                         if k.startswith("data-") and k != "data-conflicts"}
+                facts["conflicts"] = [int(v) for v in r.get("data-conflicts", "").split()]
+                facts["class"] = r.get("class")
+                title = r.find(SVG + "title")
+                facts["title"] = title.text if title is not None else None
+                rects.append(facts)
+        out[panel.get("data-method") or ""] = rects
+    return out
+
+
+def _rect_of(t: "pfm.executorch.PlannedTensor", conflicts: List[Tuple[int, int]]) -> Dict[str, Any]:
+    facts: Dict[str, Any] = {"value": t.value, "mem-id": t.mem_id, "offset": t.offset,
+                             "nbytes": t.nbytes}
+    if t.first is not None:
+        facts.update(first=t.first, last=t.last)
+    others = sorted({b for a, b in conflicts if a == t.value} |
+                    {a for a, b in conflicts if b == t.value})
+    facts["conflicts"] = others
+    return facts
+
+
+@pytest.mark.parametrize("stem", ["two_methods", "cond_stacktrace", "xnnpack_q8", "mutable"])
+def test_the_svg_has_a_rectangle_per_planned_tensor(stem: str, tmp_path: Any) -> None:
+    path, svg = os.path.join(ET, stem + ".pte"), str(tmp_path / "plan.svg")
+    r = run_cli("memory", path, "--svg", svg)
+    assert r.returncode == 0, r.stderr
+    text = open(svg, encoding="utf-8").read()
+    assert "href" not in text and "<script" not in text     # nothing outside the file
+    pictured = _pictured(svg)
+    with pfm.load_program(path) as p:
+        assert list(pictured) == list(p.methods)
+        for name, m in p.methods.items():
+            mp = m.memory_plan()
+            got = sorted(({k: v for k, v in f.items() if k not in ("class", "title")}
+                          for f in pictured[name]), key=lambda f: f["value"])
+            assert got == sorted((_rect_of(t, mp.conflicts) for t in mp.tensors),
+                                 key=lambda f: f["value"])
+            for f in pictured[name]:
+                assert f["title"].startswith(f"%{f['value']}: {f['nbytes']:,} bytes")
+
+
+def test_the_svg_marks_a_conflict(tmp_path: Any) -> None:
+    """mlp.pte with one planned tensor moved onto another alive with it: both are drawn
+    as conflicts, the tooltip names the other."""
+    data, (a, b) = _overlapped()
+    path, svg = str(tmp_path / "overlap.pte"), str(tmp_path / "plan.svg")
+    with open(path, "wb") as f:
+        f.write(data)
+    r = run_cli("memory", path, "--svg", svg)
+    assert r.returncode == 1        # a conflict, and the picture written all the same
+    rects = {f["value"]: f for f in _pictured(svg)["forward"]}
+    for mine, other in ((a, b), (b, a)):
+        assert "conflict" in rects[mine]["class"].split()
+        assert other in rects[mine]["conflicts"]
+        assert f"%{other}" in rects[mine]["title"]
+    assert all("conflict" not in f["class"] for v, f in rects.items() if v not in (a, b)
+               and not f["conflicts"])
+
+
+def test_the_svg_is_not_written_over_the_program(tmp_path: Any) -> None:
+    path = str(tmp_path / "sample.pte")
+    with open(os.path.join(ET, "sample.pte"), "rb") as f:
+        original = f.read()
+    with open(path, "wb") as f:
+        f.write(original)
+    r = run_cli("memory", path, "--svg", path)
+    assert r.returncode == 2
+    assert open(path, "rb").read() == original
+    r = run_cli("memory", path, "--svg", str(tmp_path / "missing" / "plan.svg"))
+    assert r.returncode == 1 and "plan.svg" in r.stderr
+
+
+def test_the_memory_json_of_a_bundled_program() -> None:
+    path = os.path.join(ET, "bundled.bpte")
+    r = run_cli("memory", path, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    validate(doc, "memory")
+    (file_doc,) = doc["files"]
+    assert (file_doc["file"], file_doc["format"]) == (path, "bpte")
+    with pfm.load(path) as b:
+        assert [m["method"] for m in file_doc["methods"]] == list(b.program.methods)
+
+
+def test_the_svg_of_plans_with_nothing_planned() -> None:
+    """A method without instructions or buffers, and an empty buffer holding an empty
+    tensor: still a picture, the empty tensor's rectangle there."""
+    import xml.etree.ElementTree as ElementTree
+
+    from pyflatmodule.cli.plan_svg import plan_svg
+    empty = {"method": "empty", "buffer_sizes": [0], "peak": 0, "instructions": 0,
+             "tensors": [], "conflicts": []}
+    hollow = {"method": "hollow", "buffer_sizes": [0, 0], "peak": 0, "instructions": 1,
+              "tensors": [{"value": 3, "mem_id": 1, "offset": 0, "nbytes": 0, "first": None,
+                           "last": None}], "conflicts": []}
+    root_element = ElementTree.fromstring(plan_svg([empty, hollow]).encode())
+    rects = [r for r in root_element.iter(SVG + "rect") if "tensor" in r.get("class", "")]
+    assert [(r.get("data-value"), r.get("class"), r.get("data-first")) for r in rects] == \
+        [("3", "tensor unused", None)]

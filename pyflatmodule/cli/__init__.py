@@ -1,8 +1,9 @@
 """The ``pyflatmodule`` command line (also ``python -m pyflatmodule``).
 
-Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``export``, ``extract``,
-``diff``; each reads PTMF models (``.ptl``/``.ff``), ExecuTorch programs (``.pte``) and
-data files (``.ptd``). ``diff`` exits as diff(1) does: 0 equal, 1 different, 2 trouble.
+Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``memory``, ``profile``,
+``export``, ``extract``, ``diff``; each reads PTMF models (``.ptl``/``.ff``), ExecuTorch
+programs (``.pte``) and data files (``.ptd``); ``profile`` reads ETDumps (``.etdump``).
+``diff`` exits as diff(1) does: 0 equal, 1 different, 2 trouble.
 Every command takes ``--json`` (one JSON document on stdout; shapes documented in the
 README), prints errors on stderr and exits non-zero: 0 success, 1 a bad or unreadable
 model file (or a name that is not in it) or an output that cannot be written, 2 a usage
@@ -21,7 +22,7 @@ import sys
 from typing import Any, List, Optional
 
 from ..errors import FormatError
-from . import diff, dis, export, extract, info, memory, ops, tree, verify
+from . import diff, dis, export, extract, info, memory, ops, profile, size, tree, verify
 from .common import EXIT_FAIL, EXIT_USAGE, SAMPLE, CliError, Context, report
 from .info import summarize
 
@@ -29,7 +30,8 @@ __all__ = ["SAMPLE", "build_parser", "main", "summarize"]
 
 #: The commands, in the order ``--help`` lists them.
 COMMANDS = {"info": info, "verify": verify, "tree": tree, "dis": dis, "ops": ops,
-            "memory": memory, "export": export, "extract": extract, "diff": diff}
+            "memory": memory, "size": size, "profile": profile, "export": export,
+            "extract": extract, "diff": diff}
 
 EXAMPLES = """examples:
   pyflatmodule info                          describe the sample model shipped with the package
@@ -37,9 +39,11 @@ EXAMPLES = """examples:
   pyflatmodule tree model.ptl --depth 2      the object hierarchy, two levels deep
   pyflatmodule dis model.ptl forward         disassemble a method
   pyflatmodule ops model.ptl --yaml          operator list for a selective build
+  pyflatmodule profile run.etdump --program model.pte   where an ExecuTorch run's time went
   pyflatmodule export model.ptl w.safetensors   weights for another runtime
   pyflatmodule extract model.ptl meta.json   one extra file to stdout
   pyflatmodule diff old.pte new.pte          what changed between two builds
+  pyflatmodule size model.pte --html s.html  where a program's bytes go, as a treemap
 
 exit status: 0 success, 1 invalid/unreadable model, missing name or unwritable output,
 2 usage error (including an output that is the input model)

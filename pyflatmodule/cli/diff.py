@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from ..diff import Diff, TensorDiff, diff
 from ..errors import FormatError
+from ..files import file_format
 from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, json_value
 from .formats import FileFormat, open_file
 
@@ -41,10 +42,11 @@ def _tensor_doc(t: TensorDiff) -> Json:
 
 
 def to_json(a: str, b: str, d: Diff) -> Json:
-    """The JSON document ``diff --json`` prints."""
+    """The JSON document ``diff --json`` prints: A and B as ``files``, then what differs."""
     counts = {s: sum(t.status == s for t in d.tensors)
               for s in ("equal", "changed", "only_a", "only_b")}
-    return {"a": a, "b": b, "format": d.format, "equal": d.equal,
+    return {"files": [{"file": p, "format": file_format(p)} for p in (a, b)],
+            "equal": d.equal,
             "structure": [{"what": c.what, "a": json_value(c.a), "b": json_value(c.b)}
                           for c in d.structure],
             "tensors": counts, "tensor_diffs": [_tensor_doc(t) for t in d.tensors]}

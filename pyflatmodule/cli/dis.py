@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..files import file_format
 from .common import EXIT_OK, Context, no_methods_note
 from .formats import open_file
 
@@ -36,7 +37,8 @@ def run(ctx: Context) -> int:
     if listing.note is not None:
         no_methods_note(ctx, args.path, listing.note)
     if ctx.json:
-        ctx.dump({"file": args.path, listing.key: listing.entries})
+        ctx.dump({"files": [{"file": args.path, "format": file_format(args.path),
+                             "methods": listing.entries}]})
     else:
         for k, entry in enumerate(listing.entries):
             if k:

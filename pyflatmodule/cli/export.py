@@ -8,6 +8,7 @@ from typing import TextIO
 
 from .. import __version__
 from .. import export as exporting
+from ..files import file_format
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -132,10 +133,10 @@ def run(ctx: Context) -> int:
                 st, shape, _ = exporting.safetensors_layout(e)
                 item["stored_dtype"], item["stored_shape"] = st, shape
             listing.append(item)
-    doc = {"file": args.path, "output": args.out, "format": fmt, "size": size,
-           "tensors": len(entries), "bytes": total, "entries": listing}
     if ctx.json:
-        ctx.dump(doc)
+        ctx.dump({"files": [{"file": args.path, "format": file_format(args.path),
+                             "output": args.out, "output_format": fmt, "size": size,
+                             "tensors": len(entries), "bytes": total, "entries": listing}]})
     else:
         ctx.print(f"{args.out}: {len(entries)} tensors, {total:,} bytes of data, "
                   f"{fmt}, {size:,} bytes")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Union
 
+from ..files import file_format
 from .common import EXIT_OK, Context, Json, refuse_input_as_output, write_error
 from .formats import open_file
 
@@ -51,12 +52,13 @@ def _write(ctx: Context, data: Union[bytes, memoryview], kind: str) -> int:
     if ctx.json:
         import base64
         import hashlib
-        doc: Json = {"file": args.path, "name": args.name, "kind": kind,
+        doc: Json = {"file": args.path, "format": file_format(args.path),
+                     "name": args.name, "kind": kind,
                      "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                      "output": None if to_stdout else args.output}
         if to_stdout:
             doc["content_base64"] = base64.b64encode(data).decode("ascii")
-        ctx.dump(doc)
+        ctx.dump({"files": [doc]})
     elif to_stdout:
         ctx.out.flush()
         out = getattr(ctx.out, "buffer", None)

@@ -16,7 +16,7 @@ EXAMPLES = """examples:
   pyflatmodule info                     describe the sample model shipped with the package
   pyflatmodule info model.ptl           versions, methods, tensors by dtype, extra files
   pyflatmodule info model.pte           an ExecuTorch program: methods, operators, delegates
-  pyflatmodule info --json a.ff b.ff    one JSON object per file (a list for several)
+  pyflatmodule info --json a.ff b.ff    {"files": [{"file", "format", ...}, ...]}
 """
 
 
@@ -57,5 +57,5 @@ def run(ctx: Context) -> int:
                 ctx.print()
             adapter.print_info(ctx, summary)
     if ctx.json and docs:
-        ctx.dump(docs[0] if len(paths) == 1 else docs)
+        ctx.dump({"files": docs})
     return status

@@ -4,14 +4,28 @@ from __future__ import annotations
 import argparse
 from typing import List
 
-from .common import EXIT_FAIL, EXIT_OK, CliError, Context, Json, human
+from ..files import file_format
+from .common import (
+                     EXIT_FAIL,
+                     EXIT_OK,
+                     CliError,
+                     Context,
+                     Json,
+                     human,
+                     refuse_input_as_output,
+                     refuse_special_output,
+                     write_error,
+)
 from .formats import open_file
+from .plan_svg import plan_svg
 
 HELP = "where an ExecuTorch program's planned tensors live, and for how long"
 
 EXAMPLES = """examples:
   pyflatmodule memory model.pte               each method's buffers, peak and tensors
   pyflatmodule memory model.pte forward --json
+  pyflatmodule memory model.pte --svg plan.svg   also a picture: instructions across,
+                                                 offsets down, a rectangle per tensor
 
 each planned tensor: its value, buffer, byte range and lifetime (the instructions,
 counted across the chains, that name it). Two tensors whose bytes overlap while both
@@ -23,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("path", metavar="PATH", help="an ExecuTorch program (.pte, .bpte)")
     p.add_argument("method", nargs="?", help="one method (default: every one)")
+    p.add_argument("--svg", metavar="PLAN.svg",
+                   help="write a picture of the plans (SVG, self-contained; a tooltip per "
+                        "tensor names its value, size and lifetime; conflicts in red)")
 
 
 def _print(ctx: Context, doc: Json) -> None:
@@ -45,6 +62,9 @@ def _print(ctx: Context, doc: Json) -> None:
 def run(ctx: Context) -> int:
     """Print each method's plan."""
     args = ctx.args
+    if args.svg is not None:
+        refuse_input_as_output(args.path, args.svg)
+        refuse_special_output(args.svg)
     with open_file(args.path, args.data) as f:
         plans = f.memory_plans()
     if plans is None:
@@ -55,8 +75,15 @@ def run(ctx: Context) -> int:
         raise CliError(f"no method {args.method!r} (methods: {', '.join(names) or 'none'})",
                        "not_found", file=args.path)
     docs: List[Json] = [d for d in plans if args.method in (None, d["method"])]
+    if args.svg is not None:
+        try:
+            with open(args.svg, "w", encoding="utf-8") as out:
+                out.write(plan_svg(docs))
+        except OSError as e:
+            raise write_error(args.svg, e) from None
     if ctx.json:
-        ctx.dump({"file": args.path, "methods": docs})
+        ctx.dump({"files": [{"file": args.path, "format": file_format(args.path),
+                             "methods": docs}]})
     else:
         for doc in docs:
             _print(ctx, doc)

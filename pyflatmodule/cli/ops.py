@@ -5,7 +5,8 @@ import argparse
 import json
 from typing import List, Optional, Sequence, Set, Tuple
 
-from .common import EXIT_OK, Context, no_methods_note
+from ..files import file_format
+from .common import EXIT_OK, Context, Json, no_methods_note
 from .formats import open_file
 
 HELP = "operators the model needs (as torch.jit.export_opnames)"
@@ -18,6 +19,8 @@ EXAMPLES = """examples:
                                               e.g. aten::add.out
   pyflatmodule ops --delegates model.pte      and what its delegates run, e.g.
                                               XnnpackBackend::XNNConv2d
+  pyflatmodule ops --json a.ptl b.pte         {"files": [{"file", "format", "operators",
+                                              "delegate_operators"}], "operators": union}
 
 a file without methods (e.g. a parameters file) needs no operators: a note on stderr,
 exit 0
@@ -52,8 +55,11 @@ def yaml_scalar(text: str) -> str:
 def run(ctx: Context) -> int:
     """Print the union of the files' operators."""
     names: Set[str] = set()
+    files: List[Json] = []
     for path in ctx.args.paths:
         found, delegated = operator_names(path, ctx.args.data)
+        files.append({"file": path, "format": file_format(path), "operators": found,
+                      "delegate_operators": delegated})
         if found is None:
             no_methods_note(ctx, path, "it needs no operators")
         names.update(found or ())
@@ -66,7 +72,7 @@ def run(ctx: Context) -> int:
                           f"(--delegates lists them)\n")
     ordered = sorted(names)
     if ctx.json:
-        ctx.dump({"files": list(ctx.args.paths), "operators": ordered})
+        ctx.dump({"files": files, "operators": ordered})
     elif ctx.args.yaml:
         ctx.print("\n".join(f"- {yaml_scalar(n)}" for n in ordered) if ordered else "[]")
     else:

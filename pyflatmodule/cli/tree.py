@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
+from ..files import file_format
 from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
 from .formats import FileFormat, open_file
 
@@ -60,7 +61,8 @@ def run(ctx: Context) -> int:
     if args.filter:
         root = prune(root, args.filter) or {**root, "children": []}
     if ctx.json:
-        ctx.dump({"file": args.path, "root": root})
+        ctx.dump({"files": [{"file": args.path, "format": file_format(args.path),
+                             "root": root}]})
     else:
         print_tree(ctx, f, root)
     return EXIT_OK

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import time
 from typing import Iterator, List, Optional, Sequence, Tuple, Type
 
 from ..errors import FormatError
+from ..files import file_format
 from .common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -27,7 +29,8 @@ EXAMPLES = """examples:
   pyflatmodule verify model.ptl         one line per file: OK or INVALID [code] offset, path
   pyflatmodule verify -q models/        recurse into models/, print only invalid files
   find /data -name '*.ptl' | pyflatmodule verify --stats -
-  pyflatmodule verify --json a.ff b.ff  {"valid": n, "invalid": n, "files": [...]}
+  pyflatmodule verify --json a.ff b.ff  {"files": [{"file", "format", "valid", ...}],
+                                         "valid": n, "invalid": n}
 
 exit status: 0 every file is valid, 1 any is not, 2 usage error
 """
@@ -64,22 +67,39 @@ def expand_paths(paths: Sequence[str]) -> Iterator[str]:
             yield path
 
 
+def _format_name(path: str) -> Optional[str]:
+    """The format :func:`pyflatmodule.files.file_format` names, None for a path that
+    is not a regular file or a block device (never read: a FIFO would block) or cannot
+    be read."""
+    try:
+        mode = os.stat(path).st_mode
+        return file_format(path) if stat.S_ISREG(mode) or stat.S_ISBLK(mode) else None
+    except OSError:
+        return None
+
+
 def verify_one(path: str, strict: bool,
                data: Sequence[str] = ()) -> Tuple[Json, Optional[Type[FileFormat]]]:
-    """``{"file", "valid", ...report fields}`` and the file's adapter, or
-    ``{"file", "valid": false, "error"}`` and None."""
+    """``{"file", "format", "valid": true, ...report fields}`` and the file's adapter, or
+    ``{"file", "format", "valid": false, "error"}`` and None (``format``: ``"unknown"``
+    for a file of no known format, None for one that cannot be read)."""
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
         adapter = format_of(path)
         fields = adapter.verify(path, strict, data)
     except (FormatError, OSError) as e:
-        return {"file": path, "valid": False, "error": error_doc(path, e)}, None
+        return _invalid(path, e), None
     except Exception as e:          # a reader bug must not stop a run over thousands
         if os.environ.get("PYFLATMODULE_DEBUG"):
             raise
-        return {"file": path, "valid": False, "error": error_doc(path, e)}, None
-    return {"file": path, "valid": True, **fields}, adapter
+        return _invalid(path, e), None
+    return {"file": path, "format": fields.pop("format"), "valid": True, **fields}, adapter
+
+
+def _invalid(path: str, exc: BaseException) -> Json:
+    return {"file": path, "format": _format_name(path), "valid": False,
+            "error": error_doc(path, exc)}
 
 
 def verify_text(st: Style, result: Json, adapter: Optional[Type[FileFormat]]) -> str:
@@ -116,7 +136,7 @@ def run(ctx: Context) -> int:
         raise CliError("no model files given (directories are searched for "
                        f"{'/'.join(MODEL_SUFFIXES)} files)", "usage", EXIT_USAGE)
     if ctx.json:
-        ctx.dump({"valid": counts[0], "invalid": counts[1], "files": results})
+        ctx.dump({"files": results, "valid": counts[0], "invalid": counts[1]})
     if args.stats:
         n = counts[0] + counts[1]
         rate = n / elapsed if elapsed > 0 else float("inf")

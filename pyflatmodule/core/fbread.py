@@ -32,6 +32,8 @@ _SCALARS: Dict[int, Tuple[str, str]] = {
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U16 = struct.Struct("<H")
+#: Field kinds whose bytes are all inside their table.
+_INLINE = (lib.FB_NONE, lib.FB_SCALAR, lib.FB_STRUCT, lib.FB_UNION_TYPE)
 
 
 class FieldInfo(NamedTuple):
@@ -45,6 +47,7 @@ class FieldInfo(NamedTuple):
     default: Union[int, float, bool]
     ref: str             # the table, union or enum it refers to, "" if none
     flags: int = 0       # fb_flag: what the schema's attributes say of it
+    elem_size: int = 0   # bytes of a vector element (4 for offsets), of a string byte
 
     @property
     def value_ref(self) -> bool:
@@ -81,7 +84,7 @@ class Schema:
                     fname = ffi.string(f.name).decode()
                     fields[fname] = FieldInfo(fname, f.id, f.kind, fmt, dtype, default,
                                               names[f.ref] if f.ref != 0xFFFF else "",
-                                              f.flags)
+                                              f.flags, f.elem_size)
                 self.tables[name] = fields
             elif d.kind == lib.FB_DECL_UNION:
                 members = [d.members[i] for i in range(d.count)]
@@ -251,6 +254,49 @@ class Table:
             return member, None
         return member, Table(self.schema, self.buf, target, self.schema.union_types[f.ref][kind],
                              self.where + (name, f"<{member}>"))
+
+    def spans(self, skip: Sequence[str] = ()) -> List[Tuple[int, int]]:
+        """The byte ranges [start, end) of this table and of everything it reaches: its
+        inline fields and vtable, its strings (with their NUL), its vectors (with their
+        length), the tables under it, but the fields named in ``skip`` (of this table
+        only). Unsorted; objects the buffer shares (vtables) appear once per user."""
+        out: List[Tuple[int, int]] = []
+        stack: List[Tuple[Table, Sequence[str]]] = [(self, skip)]
+        buf = self.buf
+        while stack:
+            t, skipped = stack.pop()
+            out.append((t.pos, t.pos + t._size))
+            out.append((t._vt, t._vt + t._vt_size))
+            for name, f in t.fields.items():
+                if f.kind in _INLINE or name in skipped:
+                    continue
+                if f.kind == lib.FB_UNION:
+                    kind = int(t.scalar(name + "_type"))
+                    types = t.schema.union_types[f.ref]
+                    sub = t.union(name)[1] if kind < len(types) and \
+                        types[kind] in t.schema.tables else None   # not a struct member
+                    if sub is not None:
+                        stack.append((sub, ()))
+                    continue
+                target = t._ref(name)[1]
+                if not target:
+                    continue
+                if f.kind == lib.FB_TABLE:
+                    stack.append((Table(t.schema, buf, target, f.ref, t.where + (name,)), ()))
+                    continue
+                n = _U32.unpack_from(buf, target)[0]
+                if f.kind == lib.FB_STRING:
+                    out.append((target, target + 4 + n + 1))
+                    continue
+                out.append((target, target + 4 + n * f.elem_size))
+                if f.kind == lib.FB_VEC_STRING:
+                    for i in range(n):
+                        at = target + 4 + 4 * i
+                        s = at + _U32.unpack_from(buf, at)[0]
+                        out.append((s, s + 4 + _U32.unpack_from(buf, s)[0] + 1))
+                elif f.kind == lib.FB_VEC_TABLE:
+                    stack.extend((sub, ()) for sub in t.tables(name))
+        return out
 
 
 class Tables(Sequence[Table]):

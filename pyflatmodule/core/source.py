@@ -18,7 +18,10 @@ from .options import ADVICE, Options
 
 SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
 
-__all__ = ["Source", "SourceLike", "apply_advice", "open_source"]
+#: What an opener takes: a SourceLike, or a path the front door already opened.
+Openable = Union[SourceLike, "OpenedPath"]
+
+__all__ = ["Openable", "OpenedPath", "Source", "SourceLike", "apply_advice", "open_source"]
 
 
 class Source:
@@ -107,6 +110,28 @@ def open_file(name: str) -> int:
     return fd
 
 
+class OpenedPath:
+    """A path already open (``open_file``) because its first bytes were read to tell its
+    format: ``open_source`` maps this descriptor rather than opening the path again. Whoever
+    made it closes it (``close``) once the opener took it or failed."""
+
+    __slots__ = ("name", "fd")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.fd = open_file(name)
+
+    def take(self) -> int:
+        """The descriptor, now the caller's to close."""
+        fd, self.fd = self.fd, -1
+        return fd
+
+    def close(self) -> None:
+        """Close the descriptor unless an opener took it."""
+        if self.fd >= 0:
+            os.close(self.take())
+
+
 def _map_fd(fd: int, name: str, populate: bool, owned: bool = False) -> Source:
     """Map the file open as ``fd``. An ``owned`` descriptor is closed here or handed
     to the Source; a caller's is left open (the Source gets a duplicate)."""
@@ -175,18 +200,22 @@ def apply_advice(source: Source, advise: Optional[str],
         _madvise(source.obj, "MADV_NORMAL", start, end - start)
 
 
-def open_source(source: SourceLike, options: Options) -> Source:
+def open_source(source: Openable, options: Options) -> Source:
     """Make a Source from any of the inputs ``load`` accepts, as ``options.copy`` and
     ``options.populate`` ask."""
     copy, populate = options.copy, options.populate
-    if isinstance(source, (str, os.PathLike)):
-        name = os.fspath(source)
+    if isinstance(source, (str, os.PathLike, OpenedPath)):
+        if isinstance(source, OpenedPath):
+            name, fd = source.name, source.take()
+        else:
+            name = os.fspath(source)
+            fd = open_file(name)
         path = os.path.abspath(name)
         if copy:
-            with os.fdopen(open_file(name), "rb") as f:
+            with os.fdopen(fd, "rb") as f:
                 out = Source(f.read(), name, False, os.fstat(f.fileno()))
         else:
-            out = _map_fd(open_file(name), name, populate, owned=True)
+            out = _map_fd(fd, name, populate, owned=True)
         out.path = path
         return out
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):
@@ -202,11 +231,11 @@ def open_source(source: SourceLike, options: Options) -> Source:
     name = str(getattr(source, "name", "<file>"))
     if not copy:
         try:
-            fd = source.fileno()
+            given: Optional[int] = source.fileno()
         except (AttributeError, OSError, io.UnsupportedOperation):
-            fd = None
-        if fd is not None:
-            return _map_fd(fd, name, populate)
+            given = None
+        if given is not None:
+            return _map_fd(given, name, populate)
     data = read()
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("file object must be opened in binary mode")

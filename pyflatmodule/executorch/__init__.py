@@ -11,10 +11,12 @@ the strides their ``dim_order`` gives; delegate payloads and named data are read
 ``memoryview``s of it. XNNPACK delegates' payloads are checked too when a program opens
 (csrc/executorch/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
 (:mod:`pyflatmodule.executorch.xnnpack`); ``Program.state_dict()`` includes their
-constants. Bundled programs (``.bpte``), a program with its test cases, open as a
-:class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`). ETDump profiles
-(``.etdump``), what the runtime records of its runs, open as an :class:`ETDump`
-(:mod:`pyflatmodule.executorch.etdump`).
+constants. ``Program.regions()`` and ``DataFile.regions()`` say where the file's bytes go
+(:mod:`pyflatmodule.executorch.regions`). Bundled programs (``.bpte``), a program with
+its test cases, open as a :class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`).
+ETDump profiles (``.etdump``), what the runtime records of its runs, open as an
+:class:`ETDump` (:mod:`pyflatmodule.executorch.etdump`); :func:`timings` sums up their
+timings per instruction (:mod:`pyflatmodule.executorch.profile`).
 """
 from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
@@ -29,6 +31,7 @@ from .etdump import (
 )
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
+from .profile import BlockProfile, InstructionProfile, Timing, timings
 from .program import (
                       Chain,
                       Delegate,
@@ -45,11 +48,13 @@ from .program import (
                       TensorSpec,
                       ValueMeta,
 )
+from .regions import ExtendedHeader, Region
 from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
-__all__ = ["AllocationEvent", "BundledProgram", "Chain", "DataFile", "DebugEvent", "DebugTensor",
-           "Delegate", "DelegateCall", "ETDump", "Frame", "FreeCall", "Instruction",
-           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
-           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "RunData", "TensorSpec",
-           "TestCase", "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled",
-           "open_etdump", "open_executorch"]
+__all__ = ["AllocationEvent", "BlockProfile", "BundledProgram", "Chain", "DataFile", "DebugEvent",
+           "DebugTensor", "Delegate", "DelegateCall", "ETDump", "ExtendedHeader", "Frame",
+           "FreeCall", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
+           "MemoryPlan", "Method", "MoveCall", "Operator", "PlannedTensor", "ProfileEvent",
+           "Program", "Quantization", "Region", "RunData", "TensorSpec", "TestCase", "Timing",
+           "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled", "open_etdump",
+           "open_executorch", "timings"]

@@ -22,7 +22,7 @@ import numpy as np
 from ..core.fbread import Table, schema_of
 from ..core.native import check, ffi, format_error, lib, new_error
 from ..core.options import Options
-from ..core.source import Source, SourceLike, apply_advice, open_source
+from ..core.source import Openable, Source, apply_advice, open_source
 from ..errors import FormatError
 from .file import dim_order_view
 from .loader import open_opened
@@ -138,7 +138,7 @@ class BundledProgram:
                 f"{'s' * (suites != 1)}, {cases} test case{'s' * (cases != 1)}>")
 
 
-def open_bundled(source: SourceLike, options: Options) -> BundledProgram:
+def open_bundled(source: Openable, options: Options) -> BundledProgram:
     """Open a bundled program with ``options`` (its embedded program with the same); see
     :func:`pyflatmodule.load`."""
     opened = open_source(source, options)

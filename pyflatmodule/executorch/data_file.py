@@ -1,12 +1,13 @@
 """ExecuTorch data files (``.ptd``, identifier ``FT01``): named tensors and blobs."""
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import numpy as np
 
 from ..core.fbread import Where
 from .file import _File
+from .regions import Region, data_file_regions
 
 
 class DataFile(_File):
@@ -24,6 +25,14 @@ class DataFile(_File):
     def state_dict(self) -> Dict[str, np.ndarray]:
         """Every tensor of the file by key (the same as :attr:`tensors`)."""
         return self.tensors
+
+    def regions(self) -> List[Region]:
+        """Where the file's bytes go: ``flatbuffer`` (its FH01 header, the index of
+        segments and named data, the rest), ``segment`` and ``padding`` regions covering
+        every byte once, each segment with the named data in it by key; see
+        :class:`pyflatmodule.executorch.Region`."""
+        _, blobs = self._index()
+        return data_file_regions(self._root, self._summary, blobs, self.size)
 
     def info(self) -> Dict[str, Any]:
         """Sizes and counts: file bytes, segments, named data, tensors."""

@@ -25,7 +25,7 @@ from ..core.dtypes import numpy_dtype
 from ..core.fbread import Table, Tables, enum_names, schema_of
 from ..core.native import check, ffi, lib, new_error
 from ..core.options import Options
-from ..core.source import Source, SourceLike, open_source
+from ..core.source import Openable, Source, SourceLike, open_source
 
 __all__ = ["AllocationEvent", "DebugEvent", "DebugTensor", "DebugValue", "ETDump", "Event",
            "Events", "ProfileEvent", "RunData", "open_etdump"]
@@ -389,7 +389,7 @@ class ETDump:
                 f"{events} event{'s' * (events != 1)}>")
 
 
-def open_etdump(source: SourceLike, options: Options,
+def open_etdump(source: Openable, options: Options,
                 debug_buffer: Optional[SourceLike] = None) -> ETDump:
     """Open an ETDump with ``options``, and the debug buffer its debug tensors are in when
     given (any source ``load`` takes, mapped the same way); see :func:`pyflatmodule.load`."""

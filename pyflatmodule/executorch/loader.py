@@ -9,13 +9,13 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 
 from ..core.native import check, ffi, format_error, lib, new_error
 from ..core.options import Options
-from ..core.source import Source, SourceLike, apply_advice, check_same_file, open_source
+from ..core.source import Openable, Source, apply_advice, check_same_file, open_source
 from ..errors import FormatError
 from .data_file import DataFile
 from .program import Program
 
 
-def open_executorch(source: SourceLike, options: Options,
+def open_executorch(source: Openable, options: Options,
                     data: Sequence[Any] = ()) -> Union[Program, DataFile]:
     """Open an ExecuTorch program or data file with ``options`` (the data files a
     program names, and its XNNPACK payloads, with the same); see

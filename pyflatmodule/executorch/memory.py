@@ -8,6 +8,14 @@ while one of them is dead. The lifetime of a tensor here is the span of instruct
 counted across the chains in order, that name it (as an argument, or through a tensor
 list an argument names); the method's inputs are live from the first instruction and its
 outputs to the last.
+
+exir's planner (``TensorSpec.lifetime``) counts the nodes of the graph it emits instead,
+among them nodes that write no instruction (placeholders, ``memory.alloc``, ``getitem``,
+static ``memory.view``, the output); its span [a, b] is here [the instruction of the first
+node at or after a that writes one, that of the last at or before b]
+(tests/test_plan_lifetimes.py). It gives a view and its base one lifetime, the union of
+theirs; here each is a value with its own span, so the bytes they share are unnamed
+between the base's last use and the view's first, and ``peak`` does not count them there.
 """
 from __future__ import annotations
 

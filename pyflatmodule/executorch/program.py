@@ -9,12 +9,13 @@ import numpy as np
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, Where, enum_names
 from ..core.names import NamedDict
-from ..core.native import format_error, lib
+from ..core.native import check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Source
 from .data_file import DataFile
 from .file import _File
 from .memory import MemoryPlan, make_plan
+from .regions import ExtendedHeader, Region, program_regions
 from .xnnpack import XnnGraph, is_legacy
 
 #: The id of XNNPACK's backend, whose payloads Delegate.graph reads.
@@ -590,6 +591,29 @@ class Program(_File):
                 if graph is not None:
                     keys.update(graph.missing.values())
         return sorted(keys)
+
+    @property
+    def extended_header(self) -> Optional[ExtendedHeader]:
+        """The ``eh00`` extended header (program size, segment base offset, segment data
+        size), None when the file has none (a program without segments)."""
+        h = ffi.new("et_extended_header *")
+        err = new_error()
+        buf = self._buf
+        check(lib.et_read_extended_header(ffi.from_buffer(buf), len(buf), h, err), err)
+        if not h.length:
+            return None
+        return ExtendedHeader(int(h.program_size), int(h.segment_base_offset),
+                              int(h.segment_data_size))
+
+    def regions(self) -> List[Region]:
+        """Where the file's bytes go: ``flatbuffer``, ``segment`` and ``padding`` regions
+        covering every byte once, in file order, each with its children (per method its
+        values, chains, operators and delegates, inline constants and payloads; in the
+        segments, constant buffers and their alignment padding, delegate payloads by
+        method and delegate, named data by key); see :class:`Region`."""
+        records, blobs = self._index()
+        return program_regions(self._root, self._summary, records, blobs, self.size,
+                               lib.ET_STORED_CONSTANT, lib.ET_STORED_PLANNED)
 
     def info(self) -> Dict[str, Any]:
         """Sizes, methods, operators, delegates and segments; the external tensors and

@@ -23,7 +23,7 @@ from ..core.dtypes import QuantizedTensor
 from ..core.names import NamedDict, NamedList, not_picklable
 from ..core.native import format_error, lib
 from ..core.options import Options
-from ..core.source import SourceLike, check_same_file, file_identity, open_source
+from ..core.source import Openable, check_same_file, file_identity, open_source
 from .decoder import Decoder
 from .functions import Function, Methods
 from .index import DICT, ENUM, FUNCTION, LIST, OBJECT, TENSOR, TUPLE, UNION_NAMES, Image, ObjectType
@@ -53,12 +53,12 @@ class VerifyReport(NamedTuple):
     wrapped_vtables: int
 
 
-def open_module(source: SourceLike, options: Options) -> "Module":
+def open_module(source: Openable, options: Options) -> "Module":
     """Open a PTMF model with ``options``; see :func:`pyflatmodule.load`."""
     return Module(_open_image(source, options), options)
 
 
-def _open_image(source: SourceLike, options: Options) -> Image:
+def _open_image(source: Openable, options: Options) -> Image:
     opened = open_source(source, options)
     try:
         return Image(opened, options)
@@ -66,7 +66,7 @@ def _open_image(source: SourceLike, options: Options) -> Image:
         opened.release_fd()   # the descriptor kept for the index, whatever happened
 
 
-def verify_module(source: SourceLike, options: Options) -> VerifyReport:
+def verify_module(source: Openable, options: Options) -> VerifyReport:
     """Check a whole PTMF file with ``options`` and return a short report; raise
     FormatError if it is bad. See :func:`pyflatmodule.verify`."""
     image = _open_image(source, options)

@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 
 from pyflatmodule.cli import main
 
+from .schemas import has_schema, validate
+
 
 class CliRun(NamedTuple):
     """What one run returned and printed (stdout also as the bytes written)."""
@@ -37,9 +39,17 @@ def run_cli(*argv: str, stdin: str = "") -> CliRun:
 
 
 def reads_in_both(command: str, path: str) -> Any:
-    """``command PATH`` succeeds as text and as ``--json``; the JSON document, parsed."""
+    """``command PATH`` succeeds as text and as ``--json``; the JSON document, parsed
+    (strict JSON, and following the command's schema)."""
     text = run_cli(command, path)
     assert text.returncode == 0, text.stderr
     as_json = run_cli(command, "--json", path)
     assert as_json.returncode == 0, as_json.stderr
-    return json.loads(as_json.stdout)
+    doc = json.loads(as_json.stdout, parse_constant=_bare)
+    if has_schema(command):
+        validate(doc, command)
+    return doc
+
+
+def _bare(constant: str) -> None:
+    raise AssertionError(f"bare {constant} in JSON")

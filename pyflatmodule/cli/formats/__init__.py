@@ -8,6 +8,7 @@ import re
 from typing import Dict, Sequence, Type
 
 from ...errors import FormatError
+from ...executorch import Region
 from ...files import file_format, load
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing
@@ -15,7 +16,7 @@ from .etdump import ExecuTorchETDump
 from .executorch import ExecuTorchBundled, ExecuTorchDataFile, ExecuTorchProgram
 from .ptmf import PtmfModel
 
-__all__ = ["FileFormat", "Listing", "format_of", "open_file"]
+__all__ = ["FileFormat", "Listing", "Region", "format_of", "open_file"]
 
 #: The adapter of each format :func:`pyflatmodule.files.file_format` names.
 ADAPTERS: Dict[str, Type[FileFormat]] = {"ptmf": PtmfModel, "pte": ExecuTorchProgram,

@@ -8,17 +8,16 @@ from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor, dtype_name
+from ...executorch import Region
 from ..common import Context, Json, Style
 
 Tensor = Union[np.ndarray, QuantizedTensor]
 
 
 class Listing(NamedTuple):
-    """What ``dis`` shows of a file: the JSON key of its entries (``"functions"``,
-    ``"methods"``), one document per function or method, and a note for stderr when
-    the file holds no code (None otherwise)."""
+    """What ``dis`` shows of a file: one document per method (or function), and a note
+    for stderr when the file holds no code (None otherwise)."""
 
-    key: str
     entries: List[Json]
     note: Optional[str]
 
@@ -107,6 +106,27 @@ class FileFormat(abc.ABC):
         none (only ExecuTorch programs plan memory ahead)."""
         return None
 
+    def regions(self) -> Optional[List[Region]]:
+        """Where the file's bytes go (:meth:`pyflatmodule.Program.regions`); None for a
+        format that does not say."""
+        return None
+
+    def size_facts(self) -> Json:
+        """What ``size`` reports beside the regions: a program's extended header and its
+        delegates' payloads (empty for other formats)."""
+        return {}
+
+    def profile(self, program: Optional["FileFormat"]) -> Optional[List[Json]]:
+        """The timings a profile holds, per block of runs, named from ``program`` (the
+        file that ran) when given; None for a format that holds no profile (only
+        ETDumps do)."""
+        return None
+
+    def profiled_program(self) -> Optional[Any]:
+        """The program whose profiles this file names (an ExecuTorch program, a bundled
+        program's embedded one); None for other formats."""
+        return None
+
     # ------------------------------------------------------------ export, extract
 
     def missing_data(self) -> List[str]:
@@ -121,6 +141,11 @@ class FileFormat(abc.ABC):
     def dtype_name(self, tensor: Tensor) -> str:
         """torch's name of the dtype of a tensor taken from the file."""
         return dtype_name(tensor)
+
+    def nbytes(self, tensor: Tensor) -> int:
+        """Bytes the file holds for a tensor taken from it (a quantized one's integers)."""
+        return int(tensor.int_repr.nbytes if isinstance(tensor, QuantizedTensor)
+                   else tensor.nbytes)
 
     @abc.abstractmethod
     def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:

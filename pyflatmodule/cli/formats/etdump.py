@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ...executorch import ETDump, RunData
+from ...executorch import BlockProfile, ETDump, InstructionProfile, RunData, Timing, timings
 from ...files import load
 from ..common import CliError, Context, Json, Style
 from .base import FileFormat, Listing, Tensor
@@ -41,11 +41,44 @@ def _run(r: RunData) -> Json:
             "by_kind": dict(sorted(kinds.items()))}
 
 
+def _timing(t: Timing) -> Json:
+    return {"name": t.name, "delegate_debug_id": t.delegate_debug_id, "count": t.count,
+            "total": t.total, "mean": t.mean, "min": t.min, "max": t.max}
+
+
+def _instruction(i: InstructionProfile) -> Json:
+    return {"chain": i.chain, "instruction": i.instruction, "kind": i.kind,
+            "kernel": i.kernel, "operator": i.operator, "delegate": i.delegate,
+            "delegate_index": i.delegate_index,
+            "call": _timing(i.call) if i.call is not None else None,
+            "events": [_timing(t) for t in i.events]}
+
+
+def _block(b: BlockProfile) -> Json:
+    return {"name": b.name, "bundled_input_index": b.bundled_input_index, "runs": b.runs,
+            "method": b.method, "framework": [_timing(t) for t in b.framework],
+            "instructions": [_instruction(i) for i in b.instructions]}
+
+
 class ExecuTorchETDump(FileFormat):
     """An ExecuTorch ETDump (a :class:`pyflatmodule.ETDump`)."""
 
     opens = ETDump
     file: ETDump
+
+    def profile(self, program: Optional[FileFormat]) -> Optional[List[Json]]:
+        ran = None
+        if program is not None:
+            ran = program.profiled_program()
+            if ran is None:
+                raise CliError("is not an ExecuTorch program (.pte, .bpte)", "unsupported",
+                               file=program.path)
+        try:
+            return [_block(b) for b in timings(self.file, ran)]
+        except ValueError as e:
+            assert program is not None    # only a program's methods refuse a profile
+            raise CliError(f"does not match {program.path}: {e}", "mismatch",
+                           file=self.path) from None
 
     def summary(self) -> Json:
         return {"file": self.path, **self.file.info(),
@@ -123,7 +156,7 @@ class ExecuTorchETDump(FileFormat):
         return lines
 
     def listing(self, method: Optional[str], every_function: bool) -> Listing:
-        return Listing("methods", [], "an ExecuTorch ETDump: nothing to disassemble")
+        return Listing([], "an ExecuTorch ETDump: nothing to disassemble")
 
     @staticmethod
     def print_entry(ctx: Context, entry: Json) -> None:

@@ -21,6 +21,7 @@ from ...executorch import (
     Method,
     MoveCall,
     Program,
+    Region,
     TensorSpec,
     TestCase,
     ValueMeta,
@@ -418,7 +419,7 @@ class ExecuTorchProgram(_ExecuTorchFile):
             names = ", ".join(methods) or "none"
             raise CliError(f"no method {method!r} (methods: {names})", "not_found",
                            file=self.path)
-        return Listing("methods", [disassemble(m) for name, m in methods.items()
+        return Listing([disassemble(m) for name, m in methods.items()
                                    if method in (None, name)], None)
 
     def operators(self) -> Optional[List[str]]:
@@ -443,6 +444,20 @@ class ExecuTorchProgram(_ExecuTorchFile):
 
     def memory_plans(self) -> Optional[List[Json]]:
         return [_plan_doc(name, m.memory_plan()) for name, m in self.file.methods.items()]
+
+    def regions(self) -> Optional[List[Region]]:
+        return self.file.regions()
+
+    def size_facts(self) -> Json:
+        eh = self.file.extended_header
+        return {"extended_header": None if eh is None else eh._asdict(),
+                "delegates": [{"method": name, "index": k, "id": d.id, "location": d.location,
+                               "size": len(d.data)}
+                              for name, m in self.file.methods.items()
+                              for k, d in enumerate(m.delegates)]}
+
+    def profiled_program(self) -> Optional[Any]:
+        return self.file
 
     def _delegate(self, name: str) -> Optional[memoryview]:
         if name.endswith("]") and ".delegates[" in name:
@@ -469,6 +484,9 @@ class ExecuTorchDataFile(_ExecuTorchFile):
     def _print_contents(ctx: Context, s: Json) -> None:
         ctx.print(f"  tensors: {s['tensors']}   named data: {s['named_data']}")
 
+    def regions(self) -> Optional[List[Region]]:
+        return self.file.regions()
+
     @staticmethod
     def _verify_fields(info: Json) -> Json:
         return {"format": "ptd", "size": info["size"], "tensors": info["tensors"],
@@ -483,7 +501,7 @@ class ExecuTorchDataFile(_ExecuTorchFile):
         return dict(self.file.tensors)
 
     def listing(self, method: Optional[str], every_function: bool) -> Listing:
-        return Listing("methods", [], "an ExecuTorch data file: nothing to disassemble")
+        return Listing([], "an ExecuTorch data file: nothing to disassemble")
 
     def operators(self) -> Optional[List[str]]:
         return None
@@ -518,6 +536,9 @@ class ExecuTorchBundled(ExecuTorchProgram):
 
     def __exit__(self, *exc: Any) -> None:
         self.bundled.close()
+
+    def regions(self) -> Optional[List[Region]]:
+        return None   # the embedded program's regions count from its own start
 
     def _suites(self) -> Json:
         return {name: [_test_case(c) for c in cases]

@@ -314,7 +314,7 @@ class PtmfModel(FileFormat):
                             "operators": len(f.operators)})
         kinds = Counter(m.ivalues.type_name(i) for i in range(len(m.ivalues)))
         return {
-            "file": self.path, "size": m.size,
+            "file": self.path, "format": "ptmf", "size": m.size,
             "bytecode_version": m.bytecode_version, "operator_version": m.operator_version,
             "ivalues": len(m.ivalues), "ivalue_kinds": dict(sorted(kinds.items())),
             "object_types": len(m.object_types), "root_type": m.root.type_name,
@@ -363,7 +363,7 @@ class PtmfModel(FileFormat):
     def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
         report = verify(path, strict=strict)
         assert isinstance(report, VerifyReport)   # what verify gives for a PTMF file
-        return report._asdict()
+        return {"format": "ptmf", **report._asdict()}
 
     @staticmethod
     def verify_line(result: Json) -> str:
@@ -391,7 +391,7 @@ class PtmfModel(FileFormat):
             others = 0 if every_function else len(m.functions())
             note = f"--all shows its {others} other functions" if others else \
                 "nothing to disassemble"
-        return Listing("functions", [disassemble(f) for f in chosen], note)
+        return Listing([disassemble(f) for f in chosen], note)
 
     @staticmethod
     def print_entry(ctx: Context, entry: Json) -> None:

@@ -1,0 +1,179 @@
+"""``pyflatmodule size``: where an ExecuTorch program's (and its data files') bytes go."""
+from __future__ import annotations
+
+import argparse
+import os
+from collections import Counter
+from typing import Dict, List, Sequence, Tuple
+
+from ..files import file_format
+from . import treemap
+from .common import (
+    EXIT_OK,
+    CliError,
+    Context,
+    Json,
+    human,
+    refuse_input_as_output,
+    refuse_special_output,
+    write_error,
+)
+from .formats import Region, open_file
+
+HELP = "where the bytes of an ExecuTorch program or data file go"
+
+EXAMPLES = """examples:
+  pyflatmodule size model.pte                  sections, methods, delegates, dtypes, largest
+  pyflatmodule size model.pte --data w.ptd     the program and its data file
+  pyflatmodule size model.pte --svg size.svg   a treemap of the regions
+  pyflatmodule size model.pte --html size.html the treemap and the totals in one page
+  pyflatmodule size model.pte --json           {"files": [{"file", "format", ...}]}
+
+the regions tile each file: the flatbuffer (its headers included), the segments and the
+padding between them; inside, per method its values, chains, operators and delegates,
+constants, delegate payloads and named data by key. Objects of the flatbuffer no part
+claims (the root table, shared vtables) are "other"; bytes no object covers, "padding".
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    p.add_argument("path", metavar="PATH", help="an ExecuTorch program (.pte) or data file (.ptd)")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="how many of the largest tensors to list (default 10)")
+    p.add_argument("--svg", metavar="OUT", help="write a treemap of the regions as SVG")
+    p.add_argument("--html", metavar="OUT",
+                   help="write the treemap and the totals as a self-contained HTML page")
+
+
+def region_doc(r: Region) -> Json:
+    """A region as JSON: kind, label, start, end, size, spans, children."""
+    return {"kind": r.kind, "label": r.label, "start": r.start, "end": r.end, "size": r.size,
+            "spans": [list(s) for s in r.spans],
+            "children": [region_doc(c) for c in r.children]}
+
+
+def _leaves(regions: Sequence[Region]) -> Dict[str, int]:
+    out: Counter[str] = Counter()
+    for top in regions:
+        for r in top.walk():
+            if not r.children:
+                out[r.kind] += r.size
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _methods(regions: Sequence[Region]) -> List[Json]:
+    """Per method: its bytes in the flatbuffer, and its delegates' payloads in segments."""
+    out: Dict[str, Json] = {}
+    for top in regions:
+        for r in top.walk():
+            if top.kind == "flatbuffer" and r.kind == "method":
+                out.setdefault(r.label, {"name": r.label, "flatbuffer": 0, "segments": 0})
+                out[r.label]["flatbuffer"] += r.size
+            elif top.kind == "segment" and r.kind == "payload":
+                name = r.label.rsplit(".delegates[", 1)[0]
+                out.setdefault(name, {"name": name, "flatbuffer": 0, "segments": 0})
+                out[name]["segments"] += r.size
+    for m in out.values():
+        m["total"] = m["flatbuffer"] + m["segments"]
+    return list(out.values())
+
+
+def _file_doc(path: str, data: Sequence[str], top: int) -> Tuple[Json, List[Region]]:
+    with open_file(path, data) as f:
+        regions = f.regions()
+        if regions is None:
+            raise CliError("has no regions to show: size reads ExecuTorch programs (.pte) "
+                           "and data files (.ptd)", "unsupported", file=path)
+        tensors: List[Json] = []
+        for name, t in f.tensors().items():
+            tensors.append({"name": name, "dtype": f.dtype_name(t),
+                            "shape": [int(n) for n in t.shape], "bytes": f.nbytes(t)})
+        facts = f.size_facts()
+    dtypes: Dict[str, Json] = {}
+    for doc in tensors:
+        d = dtypes.setdefault(doc["dtype"], {"dtype": doc["dtype"], "tensors": 0, "bytes": 0})
+        d["tensors"] += 1
+        d["bytes"] += doc["bytes"]
+    size = max((r.end for r in regions), default=0)
+    out: Json = {"file": path, "format": file_format(path), "size": size,
+                 "extended_header": facts.get("extended_header"),
+                 "top_level": {k: sum(r.size for r in regions if r.kind == k)
+                               for k in ("flatbuffer", "padding", "segment")},
+                 "sections": _leaves(regions), "methods": _methods(regions),
+                 "delegates": facts.get("delegates", []),
+                 "dtypes": sorted(dtypes.values(), key=lambda d: -d["bytes"]),
+                 "largest_tensors": sorted(tensors, key=lambda d: -int(d["bytes"]))[:max(0, top)],
+                 "regions": [region_doc(r) for r in regions]}
+    return out, regions
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100.0 * n / total:5.1f}%" if total else "   - "
+
+
+def _print(ctx: Context, doc: Json) -> None:
+    st = ctx.style
+    total = doc["size"]
+    ctx.print(f"{st(doc['file'], 'bold')}: {total:,} bytes ({human(total)}), {doc['format']}")
+    eh = doc["extended_header"]
+    if eh is not None:
+        ctx.print(f"  extended header: program {eh['program_size']:,}, segment base "
+                  f"{eh['segment_base_offset']:,}, segment data {eh['segment_data_size']:,}")
+    ctx.print("  " + "   ".join(f"{k} {v:,}" for k, v in doc["top_level"].items()))
+    ctx.print(st("  sections", "cyan"))
+    for k, v in doc["sections"].items():
+        ctx.print(f"    {k:<14s} {v:>12,}  {_pct(v, total)}")
+    if doc["methods"]:
+        ctx.print(st("  methods", "cyan") + " (flatbuffer + payloads in segments)")
+        for m in doc["methods"]:
+            ctx.print(f"    {m['name']:<24s} {m['total']:>12,}  {_pct(m['total'], total)}  "
+                      f"({m['flatbuffer']:,} + {m['segments']:,})")
+    if doc["delegates"]:
+        ctx.print(st("  delegates", "cyan"))
+        for d in doc["delegates"]:
+            ctx.print(f"    {d['method']}.delegates[{d['index']}] {d['id']:<16s} "
+                      f"{d['location']:<8s} {d['size']:>12,}  {_pct(d['size'], total)}")
+    if doc["dtypes"]:
+        ctx.print(st("  tensors by dtype", "cyan"))
+        for d in doc["dtypes"]:
+            ctx.print(f"    {d['dtype']:<14s} {d['tensors']:>6d} tensors {d['bytes']:>12,}")
+    if doc["largest_tensors"]:
+        ctx.print(st("  largest tensors", "cyan"))
+        for t in doc["largest_tensors"]:
+            ctx.print(f"    {t['bytes']:>12,}  {t['dtype']:<10s} {str(t['shape']):<16s} "
+                      f"{t['name']}")
+
+
+def _write(path: str, out: str, text: str) -> None:
+    refuse_input_as_output(path, out)
+    refuse_special_output(out)
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise write_error(out, e) from None
+
+
+def run(ctx: Context) -> int:
+    """Report each file's sizes; write the pictures asked for."""
+    args = ctx.args
+    docs: List[Json] = []
+    shown: List[Region] = []
+    for i, path in enumerate([args.path, *args.data]):
+        doc, regions = _file_doc(path, args.data if i == 0 else (), args.top)
+        docs.append(doc)
+        if i == 0:
+            shown = regions
+    title = f"{os.path.basename(args.path)}: {docs[0]['size']:,} bytes"
+    if args.svg is not None:
+        _write(args.path, args.svg, treemap.svg(title, shown))
+    if args.html is not None:
+        _write(args.path, args.html, treemap.page(title, shown,
+                                                  list(docs[0]["sections"].items())))
+    if ctx.json:
+        ctx.dump({"files": docs})
+    else:
+        for doc in docs:
+            _print(ctx, doc)
+    return EXIT_OK

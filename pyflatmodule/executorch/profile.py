@@ -1,0 +1,228 @@
+"""An ETDump's profile events summed up per instruction: how often each ran and how long
+it took (count, mean, min, max), named from the program that ran when it is given.
+
+The runtime's event tracer records, per run (``RunData``: ``"Default"`` for loading a
+method, ``"Execute"`` for each execution), one profile event per instruction
+(``OPERATOR_CALL`` around a kernel call, ``DELEGATE_CALL`` around a delegate call), the
+kernel's own event inside it (``native_call_<operator>.<overload>``), a delegate's own
+events (XNNPACK: one per node, labelled by ``delegate_debug_id_str``, XNNPACK's
+microsecond timings converted to ticks and laid end to end from the call's start) and
+events of the runtime itself, not tied to an instruction (chain index -1:
+``Method::execute``, ``Method::init``...). Times are the tracer's ticks: the file does not
+say what a tick is (ExecuTorch's POSIX platform ticks in nanoseconds); an event that ends
+before it starts is counted as the Inspector does, a 32-bit clock that wrapped
+(:func:`elapsed`).
+
+Runs are grouped as ExecuTorch's Inspector groups them into event blocks: the same name,
+bundled input index and events. Within a group every occurrence of an event counts (the
+Inspector keeps only the last of an event repeated within one run, e.g. by a loop).
+ETDumps do not name the method a run executed: given the program, a run is the method's
+whose instructions its events fit (an ``OPERATOR_CALL`` at a kernel call of the operator
+its ``native_call`` names, a ``DELEGATE_CALL`` at a delegate call); when several fit
+(a method's loading, with no instruction's events), none is named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from .etdump import ETDump, ProfileEvent, RunData
+from .program import DelegateCall, KernelCall, Method, Program
+
+__all__ = ["BlockProfile", "InstructionProfile", "Timing", "timings"]
+
+#: The runtime's event around each instruction, by the instruction's kind.
+CALL_EVENTS = {"OPERATOR_CALL": "kernel", "DELEGATE_CALL": "delegate"}
+#: The prefix of the event a kernel records of itself.
+KERNEL_PREFIX = "native_call_"
+#: The last tick of a 32-bit clock.
+MAX_U32 = 2**32 - 1
+
+DebugId = Union[int, str, None]
+_Key = Tuple[int, int, Optional[str], DebugId]     # chain, instruction, name, delegate id
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One event's durations (ticks) over the runs of a block, in file order."""
+
+    name: Optional[str]
+    delegate_debug_id: DebugId
+    durations: List[int]
+
+    @property
+    def count(self) -> int:
+        """How many times the event was recorded."""
+        return len(self.durations)
+
+    @property
+    def total(self) -> int:
+        """Ticks of all its occurrences."""
+        return sum(self.durations)
+
+    @property
+    def mean(self) -> float:
+        """Mean ticks per occurrence."""
+        return self.total / len(self.durations)
+
+    @property
+    def min(self) -> int:
+        """Fewest ticks of one occurrence."""
+        return min(self.durations)
+
+    @property
+    def max(self) -> int:
+        """Most ticks of one occurrence."""
+        return max(self.durations)
+
+    @property
+    def label(self) -> str:
+        """What names the event: a delegate's debug id, else its name."""
+        return str(self.delegate_debug_id) if self.delegate_debug_id is not None \
+            else self.name or ""
+
+
+class InstructionProfile(NamedTuple):
+    """One instruction's events: ``call`` (the runtime's ``OPERATOR_CALL`` or
+    ``DELEGATE_CALL``, None when not recorded) and the kernel's or delegate's own
+    ``events`` inside it; ``kernel``, what the kernel's event names (``addmm.out`` of
+    ``native_call_addmm.out``). ``kind`` (``"kernel"``, ``"delegate"``), ``operator``
+    (e.g. ``aten::addmm.out``), ``delegate`` (the backend id) and ``delegate_index`` come
+    from the program when it is given; without it ``kind`` comes from the call event."""
+
+    chain: int
+    instruction: int
+    kind: Optional[str]
+    kernel: Optional[str]
+    operator: Optional[str]
+    delegate: Optional[str]
+    delegate_index: Optional[int]
+    call: Optional[Timing]
+    events: List[Timing]
+
+
+class BlockProfile(NamedTuple):
+    """Runs of one kind (``name``, ``bundled_input_index``; ``runs`` of them), the method
+    they ran when the program tells (else None), the runtime's own events
+    (``framework``) and each instruction's, by chain and index."""
+
+    name: Optional[str]
+    bundled_input_index: int
+    runs: int
+    method: Optional[str]
+    framework: List[Timing]
+    instructions: List[InstructionProfile]
+
+
+def elapsed(start: int, end: int) -> int:
+    """Ticks from ``start`` to ``end`` as ExecuTorch's Inspector counts them: ``end -
+    start``, or for an end before its start, both within 32 bits, a 32-bit clock taken to
+    have wrapped once: ``(MAX_U32 - start) + end`` (the Inspector's count, one tick short
+    of the modular difference). An end before a start beyond 32 bits, which the Inspector
+    refuses, counts as the negative difference."""
+    if start > end and start <= MAX_U32 and end <= MAX_U32:
+        return (MAX_U32 - start) + end
+    return end - start
+
+
+def _key(e: ProfileEvent) -> _Key:
+    return (e.chain_index, e.instruction_id, e.name or None, e.delegate_debug_id)
+
+
+def _signature(run: RunData) -> Tuple[Optional[str], int, Tuple[_Key, ...]]:
+    keys: Dict[_Key, None] = {}
+    for e in run.events:
+        if isinstance(e, ProfileEvent):
+            keys.setdefault(_key(e))
+    return run.name, run.bundled_input_index, tuple(keys)
+
+
+def kernel_event(operator: str) -> str:
+    """The event name a kernel of ``operator`` (``aten::addmm.out``) records
+    (``native_call_addmm.out``)."""
+    return KERNEL_PREFIX + operator.split("::")[-1]
+
+
+def _fits(m: Method, keys: Sequence[_Key]) -> bool:
+    """Whether ``m``'s instructions are those the events of a run address: each exists,
+    a kernel's events (``OPERATOR_CALL``, its ``native_call``) are at a kernel call of
+    that operator, a delegate's (``DELEGATE_CALL``, an event with a delegate debug id) at
+    a delegate call; other events (a kernel's own scopes) only need their instruction."""
+    code = [c.instructions for c in m.chains]
+    ops = [str(o) for o in m.operators]
+    for chain, pc, name, debug_id in keys:
+        if chain < 0:
+            continue
+        if chain >= len(code) or not 0 <= pc < len(code[chain]):
+            return False
+        ins = code[chain][pc]
+        if debug_id is not None or name == "DELEGATE_CALL":
+            if not isinstance(ins, DelegateCall):
+                return False
+        elif name == "OPERATOR_CALL" or (name or "").startswith(KERNEL_PREFIX):
+            if not isinstance(ins, KernelCall) or (
+                    name != "OPERATOR_CALL" and 0 <= ins.op_index < len(ops)
+                    and name != kernel_event(ops[ins.op_index])):
+                return False
+    return True
+
+
+def _method(program: Program, name: Optional[str], keys: Sequence[_Key]) -> Optional[Method]:
+    """The method a block's runs executed: the one whose instructions its events fit;
+    None when several do, ValueError when none does."""
+    methods = list(program.methods.values())
+    fit = [m for m in methods if _fits(m, keys)]
+    if not fit:
+        raise ValueError(f"run {name!r}: its events fit no method of the program "
+                         f"({', '.join(program.methods) or 'none'}): a profile of "
+                         "another program")
+    return fit[0] if len(fit) == 1 else None
+
+
+def _instruction(chain: int, pc: int, method: Optional[Method],
+                 events: Sequence[Timing]) -> InstructionProfile:
+    call = next((t for t in events if t.delegate_debug_id is None
+                 and (t.name or "") in CALL_EVENTS), None)
+    own = [t for t in events if t is not call]
+    kind = CALL_EVENTS[call.name or ""] if call is not None else None
+    kernels = [t.name[len(KERNEL_PREFIX):] for t in own if t.delegate_debug_id is None
+               and t.name is not None and t.name.startswith(KERNEL_PREFIX)]
+    kernel = kernels[0] if len(kernels) == 1 else None
+    operator = delegate = index = None
+    if method is not None:
+        ins = method.chains[chain].instructions[pc]
+        if isinstance(ins, KernelCall):
+            kind, operator = "kernel", str(method.operators[ins.op_index])
+        elif isinstance(ins, DelegateCall):
+            kind, index = "delegate", ins.delegate_index
+            delegate = method.delegates[index].id
+    return InstructionProfile(chain, pc, kind, kernel, operator, delegate, index, call,
+                              own)
+
+
+def timings(dump: ETDump, program: Optional[Program] = None) -> List[BlockProfile]:
+    """Each block of ``dump``'s runs (in the order of their first run) with its events'
+    timings; names from ``program`` when given. ValueError when a run's events fit none
+    of the program's methods (the profile is of another program)."""
+    groups: Dict[Tuple[Optional[str], int, Tuple[_Key, ...]], List[RunData]] = {}
+    for run in dump.runs:
+        groups.setdefault(_signature(run), []).append(run)
+    blocks = []
+    for (name, bundled, keys), runs in groups.items():
+        method = _method(program, name, keys) if program is not None else None
+        durations: Dict[_Key, List[int]] = {k: [] for k in keys}
+        for run in runs:
+            for e in run.events:
+                if isinstance(e, ProfileEvent):
+                    durations[_key(e)].append(elapsed(e.start_time, e.end_time))
+        by_key = {k: Timing(k[2], k[3], d) for k, d in durations.items()}
+        framework = [t for k, t in by_key.items() if k[0] < 0]
+        by_pc: Dict[Tuple[int, int], List[Timing]] = {}
+        for k, t in by_key.items():
+            if k[0] >= 0:
+                by_pc.setdefault((k[0], k[1]), []).append(t)
+        instructions = [_instruction(c, pc, method, by_pc[(c, pc)]) for c, pc in sorted(by_pc)]
+        blocks.append(BlockProfile(name, bundled, len(runs),
+                                   method.name if method is not None else None,
+                                   framework, instructions))
+    return blocks

@@ -1,0 +1,127 @@
+"""Programs as Hugging Face users make them: optimum-executorch's xnnpack recipe on tiny
+random-weight models (Llama fp32, Llama and Qwen3 8da4w with 8-bit embeddings, a Llama
+8da4w with its XNNPACK weights in a .ptd, Qwen3, Gemma3, SmolLM3, ViT, Whisper, BERT).
+
+Each program opens with its data file, says what ExecuTorch's reader
+(``deserialize_pte_binary``, the flat tensor reader for the .ptd) and runtime say of it
+(methods, operators, delegates, inputs, outputs, values, named data, input and output
+dtypes and sizes), decodes every XNNPACK graph in full, and passes every command
+(``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``export``, ``diff``, each also with
+``--json``); the 8da4w programs hold every 4-bit weight torchao made, bit for bit, and
+export them so that they dequantize from the file alone to torchao's values exactly.
+
+The files are written by benchmarks/zoo_hf_build.py into a temporary folder, or into
+``$PFM_ZOO_HF`` when set (and reused from there while its manifest lists every export).
+Opt in with ``--zoo-hf``: it needs optimum-executorch, a separate install of several GB
+(torch, transformers, torchao, executorch), so CI leaves it out; run it in an
+environment that has it::
+
+    pip install optimum-executorch && pytest tests/test_zoo_hf.py --zoo-hf
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pytest
+
+import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
+from support.cli import run_cli
+from support.hf import assert_exported, assert_program
+from support.schemas import validate
+
+pytestmark = [pytest.mark.zoo_hf, pytest.mark.torch]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
+BUILDER = os.path.join(BENCHMARKS, "zoo_hf_build.py")
+COMMANDS = ("info", "verify", "tree", "dis", "ops")
+
+Zoo = Tuple[str, Dict[str, Dict[str, Any]]]
+
+
+def _has_optimum() -> bool:
+    try:
+        return importlib.util.find_spec("optimum.exporters.executorch") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _manifest(folder: str) -> Dict[str, Dict[str, Any]]:
+    try:
+        with open(os.path.join(folder, "zoo_hf.json"), encoding="utf-8") as f:
+            return {e["name"]: e for e in json.load(f)["files"]}
+    except FileNotFoundError:
+        return {}
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: Any) -> Zoo:
+    """(folder, manifest entry by export name) of the zoo optimum-executorch wrote."""
+    if not _has_optimum():
+        pytest.skip("the Hugging Face zoo needs optimum-executorch (pip install "
+                    "optimum-executorch: torch, transformers, torchao, executorch)")
+    out = os.environ.get("PFM_ZOO_HF") or str(tmp_path_factory.mktemp("zoo_hf"))
+    entries = _manifest(out)
+    if not set(ZOO.HF_MODELS) <= set(entries):
+        os.makedirs(out, exist_ok=True)
+        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(
+            p for p in (BENCHMARKS, os.environ.get("PYTHONPATH")) if p))
+        subprocess.run([sys.executable, BUILDER, out], check=True, timeout=3600, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        entries = _manifest(out)
+    return out, entries
+
+
+def _entry(zoo: Zoo, name: str) -> Tuple[str, List[str], Dict[str, Any]]:
+    folder, entries = zoo
+    entry = entries[name]
+    assert "error" not in entry, f"optimum-executorch could not export {name}: {entry}"
+    return (os.path.join(folder, entry["file"]),
+            [os.path.join(folder, d) for d in entry.get("data", [])], entry)
+
+
+@pytest.mark.parametrize("name", ZOO.HF_MODELS)
+def test_hf_program(zoo: Zoo, name: str) -> None:
+    assert_program(*_entry(zoo, name))
+
+
+@pytest.mark.parametrize("name", ZOO.HF_MODELS)
+def test_hf_commands(zoo: Zoo, name: str, tmp_path: Any) -> None:
+    path, data, _ = _entry(zoo, name)
+    flags = [x for d in data for x in ("--data", d)]
+    for command in COMMANDS:
+        for form in ([], ["--json"]):
+            r = run_cli(command, *form, path, *flags)
+            assert r.returncode == 0, (command, form, r.stderr)
+            if form:
+                validate(json.loads(r.stdout), command)
+    for out in ("w.npz", "w.safetensors"):
+        for form in ([], ["--json"]):
+            r = run_cli("export", *form, path, str(tmp_path / out), *flags)
+            assert r.returncode == 0, (out, form, r.stderr)
+            if form:
+                doc = json.loads(r.stdout)
+                validate(doc, "export")
+                assert doc["files"][0]["tensors"] > 0
+    for form in ([], ["--json"]):
+        r = run_cli("diff", *form, path, path, *flags)
+        assert r.returncode == 0, (form, r.stderr)
+        if form:
+            doc = json.loads(r.stdout)
+            validate(doc, "diff")
+            assert doc["equal"] is True
+
+
+@pytest.mark.parametrize("name", [n for n in ZOO.HF_MODELS if "8da4w" in n])
+def test_hf_grouped_weights_are_torchaos(zoo: Zoo, name: str, tmp_path: Any) -> None:
+    path, data, entry = _entry(zoo, name)
+    assert entry["torchao"], "torchao made no 4-bit weights"
+    with np.load(os.path.join(zoo[0], name + ".torchao.npz")) as z:
+        torchao = {k: z[k] for k in z.files}
+    assert_exported(path, data, str(tmp_path), torchao, entry["torchao"])
