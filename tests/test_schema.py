@@ -340,7 +340,8 @@ def _plan_of(plan: _Reader) -> Dict[str, Any]:
         assert ref is not None
         delegates.append({"id": (d.string("id") or b"").decode(),
                           "location": ref.scalar("location"), "index": ref.scalar("index"),
-                          "compile_specs": [(c.string("key") or b"").decode()
+                          "compile_specs": [[(c.string("key") or b"").decode(),
+                                             bytes(c.scalars("value") or b"").hex()]
                                             for c in d.tables("compile_specs")]})
     return {
         "name": (plan.string("name") or b"").decode(),

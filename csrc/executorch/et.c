@@ -513,13 +513,27 @@ static int operator_names(ctx *c, const vec *operators, uint32_t i) {
     return c_string(c, &t, &et_operator[ET_OPERATOR_OVERLOAD]);
 }
 
+/* Compile spec i of a delegate's `compile_specs`: the runtime hands its key to the
+ * backend as a C string. */
+static int compile_spec(ctx *c, const vec *specs, uint32_t i) {
+    tbl t;
+    TRY(vec_table(c, specs, i, &t));
+    return c_string(c, &t, &et_compile_spec[ET_COMPILE_SPEC_KEY]);
+}
+
 /* Delegate i of a plan's `delegates`. */
 static int delegate(walk *w, const vec *delegates, uint32_t i, uint32_t n_inline) {
     const fb_field *f = &et_backend_delegate[ET_BACKEND_DELEGATE_PROCESSED];
+    const fb_field *specs_f = &et_backend_delegate[ET_BACKEND_DELEGATE_COMPILE_SPECS];
     tbl t, ref;
+    vec specs;
+    uint32_t k;
     int present;
     TRY(vec_table(&w->c, delegates, i, &t));
     TRY(c_string(&w->c, &t, &et_backend_delegate[ET_BACKEND_DELEGATE_ID]));
+    TRY(fld_vec(&w->c, &t, specs_f, &specs));
+    for (k = 0; k < specs.count; k++)
+        TRY_IN_FIELD(&w->c, specs_f, k, compile_spec(&w->c, &specs, k));
     TRY(fld_table(&w->c, &t, f, &ref, &present));
     return at_field(&w->c, f, NO_INDEX, processed(w, &ref, n_inline));
 }

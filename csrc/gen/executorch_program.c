@@ -204,8 +204,8 @@ const fb_field et_backend_delegate_data_reference[ET_BACKEND_DELEGATE_DATA_REFER
 };
 
 const fb_field et_compile_spec[ET_COMPILE_SPEC_FIELD_COUNT] = {
-    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
-    {"value", ".value", 1, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
+    {"key", ".key", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"value", ".value", 1, FB_VEC_SCALAR, FB_U8, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
 };
 
 const fb_field et_backend_delegate[ET_BACKEND_DELEGATE_FIELD_COUNT] = {

@@ -198,7 +198,7 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
             "external": mlp, "xnnpack_q8": lambda: quantized(False),
             "xnnpack_q8_channel": lambda: quantized(True), "xnnpack_fp16": fp16,
             "xnnpack_inline": mlp, "inline_constants": mlp, "cond_stacktrace": cond,
-            "mutable_init": cache}
+            "mutable_init": cache, "xnnpack_specs": mlp}
 
 
 def _config(name: str) -> Tuple[Any, str]:
@@ -230,8 +230,16 @@ def _write(name: str) -> Dict[str, Any]:
     module, exported = _models()[name]()
     if name.startswith("xnnpack"):
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+        partitioner = XnnpackPartitioner()
         how = "to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()])"
+        if name == "xnnpack_specs":   # the delegate carries compile specs
+            from executorch.exir.backend.compile_spec_schema import CompileSpec
+            from executorch.exir.backend.partitioner import DelegationSpec
+            partitioner.delegation_spec = DelegationSpec("XnnpackBackend", [
+                CompileSpec("dqlinear_partitioner", b""), CompileSpec("origin", b"tests")])
+            how += (" with delegation_spec DelegationSpec('XnnpackBackend', [CompileSpec("
+                    "'dqlinear_partitioner', b''), CompileSpec('origin', b'tests')])")
+        edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
     else:
         edge = to_edge(exported)
         how = "to_edge(...)"
@@ -327,7 +335,7 @@ def _plan(plan: Any) -> Dict[str, Any]:
                    for c in plan.chains],
         "delegates": [{"id": d.id, "location": int(d.processed.location),
                        "index": d.processed.index,
-                       "compile_specs": [s.key for s in d.compile_specs]}
+                       "compile_specs": [[s.key, bytes(s.value).hex()] for s in d.compile_specs]}
                       for d in plan.delegates],
         "non_const_buffer_sizes": list(plan.non_const_buffer_sizes)}
 
@@ -698,7 +706,7 @@ def main(argv: List[str]) -> int:
     names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
              "channels_last", "xnnpack", "external", "xnnpack_q8", "xnnpack_q8_channel",
              "xnnpack_fp16", "xnnpack_inline", "inline_constants", "cond_stacktrace",
-             "mutable_init", "xnnpack_changed"] + XNN_NAMES
+             "mutable_init", "xnnpack_changed", "xnnpack_specs"] + XNN_NAMES
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)
