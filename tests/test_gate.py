@@ -34,6 +34,9 @@ def _read(name: str) -> bytes:
 
 MLP, CONV, PTE, PTD, SPECS = (_read(n) for n in (
     "mlp.pte", "xnn_conv.pte", "external.pte", "external.ptd", "xnnpack_specs.pte"))
+#: the second compile spec of SPECS' delegate (Program field 1, ExecutionPlan field 7,
+#: BackendDelegate field 2)
+SPEC = element(SPECS, element(SPECS, element(SPECS, root(SPECS), 1, 0), 7, 0), 2, 1)
 
 
 def _value(data: bytes, plan: int, kind: int) -> Tuple[int, int]:
@@ -70,10 +73,9 @@ def _cases() -> List[Tuple[str, bytes, Optional[bytes], str, int, int]]:
     conv = element(CONV, root(CONV), 1, 0)
     out.append(("delegate.id", CONV, None, "execution_plan[0].delegates[0].id",
                 element(CONV, conv, 7, 0), 0))
-    spec = element(SPECS, element(SPECS, element(SPECS, root(SPECS), 1, 0), 7, 0), 2, 1)
     for name, fid in (("key", 0), ("value", 1)):
         out.append((f"compile_spec.{name}", SPECS, None,
-                    f"{at}.delegates[0].compile_specs[1].{name}", spec, fid))
+                    f"{at}.delegates[0].compile_specs[1].{name}", SPEC, fid))
     flat = root(PTD)
     for name, fid in (("segments", 1), ("named_data", 2)):
         out.append((f"ptd.{name}", PTE, PTD, f"data[0].{name}", flat, fid))
@@ -359,9 +361,7 @@ def _nul_cases() -> List[Tuple[str, bytes, Optional[bytes], int, str]]:
     mlp = element(MLP, root(MLP), 1, 0)
     out = [("delegate.id", CONV, None, deref(CONV, field(CONV, element(CONV, conv, 7, 0), 0)),
             "execution_plan[0].delegates[0].id")]
-    delegate = element(SPECS, element(SPECS, root(SPECS), 1, 0), 7, 0)
-    out.append(("compile_spec.key", SPECS, None,
-                deref(SPECS, field(SPECS, element(SPECS, delegate, 2, 1), 0)),
+    out.append(("compile_spec.key", SPECS, None, deref(SPECS, field(SPECS, SPEC, 0)),
                 "execution_plan[0].delegates[0].compile_specs[1].key"))
     for name, fid in (("name", 0), ("overload", 1)):
         out.append((f"operator.{name}", MLP, None,

@@ -434,9 +434,7 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
         for v in plan["values"]:
             if v["kind"] == "Tensor" and v["data_buffer_idx"] and \
                     v["location"] != lib.ET_TENSOR_DATA_LOCATION_EXTERNAL:
-                # float32 weights; int64 buffers (a batch norm's num_batches_tracked)
-                width = {lib.ET_SCALAR_TYPE_FLOAT: 4, lib.ET_SCALAR_TYPE_LONG: 8}
-                nbytes = width[v["scalar_type"]] * _count(v["sizes"])
+                nbytes = _WIDTH[v["scalar_type"]] * _count(v["sizes"])
                 planned = v["allocation"] is not None
                 data = (mutable if planned else buffers)[v["data_buffer_idx"]][:nbytes]
                 assert (tuple(v["sizes"]), data) in weights or \
@@ -453,6 +451,11 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
             tensors = [plans[name]["values"][i] for i in plans[name][which]]
             assert [[t["scalar_type"], t["sizes"]] for t in tensors] == \
                 [[m["dtype"], m["sizes"]] for m in meta[which]]
+
+
+#: bytes an element of the constants these files hold: float32 weights, int64 buffers (a
+#: batch norm's num_batches_tracked)
+_WIDTH = {lib.ET_SCALAR_TYPE_FLOAT: 4, lib.ET_SCALAR_TYPE_LONG: 8}
 
 
 def _count(sizes: List[int]) -> int:
