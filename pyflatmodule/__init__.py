@@ -1,18 +1,21 @@
-"""pyflatmodule: open PyTorch mobile flatbuffer models (.ptl/.ff) without torch.
+"""pyflatmodule: open PyTorch's on-device model files without torch.
 
-A small C core verifies every offset, index and tensor extent once and indexes the
-file; proxies decode values lazily; tensor storage is memory-mapped straight into
-read-only numpy arrays.
+ExecuTorch programs (``.pte``), their data files (``.ptd``), ETDump profiles and bundled
+programs, and PyTorch Mobile flatbuffer models (PTMF: ``.ptl``/``.ff``). A small C core
+verifies every offset, index and tensor extent once and indexes the file; proxies decode
+values lazily; tensor storage is memory-mapped straight into read-only numpy arrays.
+``load`` takes any of them and returns a Program, DataFile, ETDump, BundledProgram or
+Module; ``load_program``, ``load_data`` and ``load_module`` return their kind only.
 
-Values decode to Python's own types (None, bool, int, float, complex, str, list,
-tuple, dict) and: tensors to read-only numpy arrays or QuantizedTensor, objects to
-Object, functions to Function, devices to Device, enum constants to EnumValue. A dict
-with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by TensorKey, whose
-``value`` is the tensor, hashed by identity as torch hashes tensors.
+A PTMF module's values decode to Python's own types (None, bool, int, float, complex,
+str, list, tuple, dict) and: tensors to read-only numpy arrays or QuantizedTensor,
+objects to Object, functions to Function, devices to Device, enum constants to
+EnumValue. A dict with tensor keys (TorchScript's ``Dict[Tensor, V]``) is keyed by
+TensorKey, whose ``value`` is the tensor, hashed by identity as torch hashes tensors.
 
     >>> import pyflatmodule as pfm
-    >>> with pfm.load("model.ptl") as m:
-    ...     weights = m.state_dict()
+    >>> with pfm.load("model.pte") as p:
+    ...     weights = p.state_dict()
 """
 from .core.dtypes import QuantizedTensor
 from .errors import FormatError
