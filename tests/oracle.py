@@ -101,15 +101,50 @@ def _ext_dir():
     return d
 
 
-def _get_ext():
+_EXT_NAME = "pyflatmodule_oracle_ext"
+#: The parent's build of the helper, once per process: None (built) or the error.
+_EXT_BUILT = []
+
+
+def _build_ext_here():
+    """Compiles the helper (the ``--build-ext-child`` child). torch's builder waits for as long
+    as its lock file exists: one older than any build is a killed build's, and goes."""
+    import time
+
     from torch.utils.cpp_extension import load_inline
-    return load_inline("pyflatmodule_oracle_ext", cpp_sources=_EXT_SRC, functions=_EXT_FUNCS,
-                       build_directory=_ext_dir(), extra_cflags=["-O1"], verbose=False)
+    lock = os.path.join(_ext_dir(), "lock")
+    if os.path.exists(lock) and time.time() - os.path.getmtime(lock) > 600:
+        os.remove(lock)
+    load_inline(_EXT_NAME, cpp_sources=_EXT_SRC, functions=_EXT_FUNCS,
+                build_directory=_ext_dir(), extra_cflags=["-O1"], verbose=True)
 
 
-def build_ext(timeout=900.0):
-    """Build (or find) the helper extension in a child process; returns an error or None."""
-    return _run_child(["--build-ext"], timeout)
+def _get_ext():
+    """The helper the parent built; a part child never compiles (nor waits on a build)."""
+    import importlib.util
+
+    import torch  # noqa: F401  (the helper links against torch's libraries)
+    so = os.path.join(_ext_dir(), _EXT_NAME + ".so")
+    if not os.path.exists(so):
+        raise RuntimeError(f"the helper extension is not built ({so})")
+    spec = importlib.util.spec_from_file_location(_EXT_NAME, so)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_ext(timeout=600.0):
+    """Builds (or finds) the helper extension in a child process, once per process;
+    returns an error or None. A build that times out is killed with its compiler and its
+    lock removed, so that no later build waits on it."""
+    if not _EXT_BUILT:
+        err = _run_child(["--build-ext-child"], timeout)
+        if err is not None and err.startswith("timeout"):
+            import contextlib
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(_ext_dir(), "lock"))
+        _EXT_BUILT.append(err)
+    return _EXT_BUILT[0]
 
 
 # --------------------------------------------------------------------------------------
@@ -368,18 +403,29 @@ def _child_main(part, path, out_prefix):
 # --------------------------------------------------------------------------------------
 
 def _run_child(args, timeout):
+    """Runs this script with ``args`` in its own process group; returns an error or None.
+    A timeout kills the whole group (a compiler the child started included)."""
     cmd = [sys.executable, _HERE] + args
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=timeout)
+        output, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return f"timeout after {timeout:g} s"
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        output, _ = p.communicate()
+        return f"timeout after {timeout:g} s: " + _tail(output, 10)
     if p.returncode < 0:
         return f"killed by signal {-p.returncode} ({signal.Signals(-p.returncode).name})"
     if p.returncode != 0:
-        tail = p.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        return f"exit status {p.returncode}: " + " | ".join(tail)
+        return f"exit status {p.returncode}: " + _tail(output, 10)
     return None
+
+
+def _tail(output, lines):
+    return " | ".join(output.decode("utf-8", "replace").strip().splitlines()[-lines:])
 
 
 def run_part(model_path, part, timeout=DEFAULT_TIMEOUT):
@@ -407,6 +453,9 @@ def run_oracle(model_path, parts=ALL_PARTS, timeout=DEFAULT_TIMEOUT):
         if err:
             result["ext_build_error"] = err
     for part in parts:
+        if part == "parameters_file" and "ext_build_error" in result:
+            result[part] = {"error": "the C++ helper did not build"}
+            continue
         res, arr = run_part(model_path, part, timeout)
         result[part] = res
         arrays.update(arr)
@@ -428,9 +477,13 @@ def write_oracle(model_path, out_prefix, parts=ALL_PARTS, timeout=DEFAULT_TIMEOU
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "--build-ext":
-        _get_ext()
+    if argv and argv[0] == "--build-ext-child":
+        _build_ext_here()
         return 0
+    if argv and argv[0] == "--build-ext":
+        err = build_ext()
+        print(f"the C++ helper in {_ext_dir()}: " + (err or "built"))
+        return 1 if err else 0
     if argv and argv[0] == "--part":
         _, part, path, out_prefix = argv[:4]
         _child_main(part, path, out_prefix)

@@ -71,7 +71,10 @@ def test_zoo_file_matches_torch(zoo: Tuple[str, List[Dict[str, Any]]], model: st
     result, arrays = run_oracle(path, parts=(part,))
     expected = result[part]
     if form == "mobile" and "error" not in expected:
-        expected = expected["parameters"]
+        expected = expected.get("parameters", {"error": expected.get("ext_error", "")})
+    if "error" in expected and "ext_build_error" in result:
+        pytest.skip(f"torch's side of {model}.{form} needs the oracle's C++ helper, which did "
+                    f"not build: {result['ext_build_error'][:300]}")
     if "error" in expected:
         pytest.skip(f"pyflatmodule read {model}.{form}; torch cannot, so nothing to compare: "
                     f"{expected['error'][:200]}")
