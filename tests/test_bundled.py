@@ -25,6 +25,7 @@ import pyflatmodule as pfm
 
 from support.cli import reads_in_both, run_cli
 from support.fbwalk import deref, element, field, root, slot, u32, zero_slot
+from support.schemas import validate
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PATH = os.path.join(DATA, "bundled.bpte")
@@ -306,3 +307,20 @@ def test_cli_export_writes_the_programs_weights(tmp_path: Any) -> None:
     assert sorted(a.keys()) == sorted(b.keys()) and len(a.keys()) > 0
     for k in a.keys():
         assert np.array_equal(a[k], b[k])
+
+
+def test_extract_writes_the_embedded_program(tmp_path: Any) -> None:
+    """``extract x.bpte program`` writes the .pte exir bundled, byte for byte (its SHA-256
+    as exir gives it), and ``program_bytes`` is the same bytes, a view of the mapping."""
+    out = tmp_path / "model.pte"
+    assert run_cli("extract", PATH, "program", "-o", str(out)).returncode == 0
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == ORACLE["program_sha256"]
+    with pfm.load(PATH) as b:
+        view = b.program_bytes
+        assert view.readonly and bytes(view) == out.read_bytes()
+    as_json = json.loads(run_cli("extract", "--json", PATH, "program").stdout)
+    validate(as_json, "extract")
+    (doc,) = as_json["files"]
+    assert (doc["kind"], doc["size"]) == ("program", ORACLE["program_size"])
+    missing = run_cli("extract", PATH, "nothing")
+    assert missing.returncode == 1 and "'program'" in missing.stderr

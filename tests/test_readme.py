@@ -1,13 +1,14 @@
-"""Every Python and shell example in README.md runs, and prints what the README shows.
+"""Every Python and shell example in README.md and docs/*.md runs, and prints what the
+document shows.
 
 - ```python blocks are doctests (``>>>``), run from the repository root, where the tour
   finds ``pyflatmodule/data/sample.ptl``; a block that imports torch is a torch test.
 - ```console blocks are transcripts: each ``$ command`` line runs in bash (stdout and
   stderr together, as a terminal shows them) and what follows it, up to the next
   ``$`` line, is what it must print. Every block runs in a fresh directory holding
-  ``pyflatmodule/data/sample.ptl``, after the README's first console block (which makes
-  the files the others use). ``pyflatmodule`` and ``python`` there are this interpreter
-  with the package under test.
+  ``pyflatmodule/data/sample.ptl`` and ``sample.pte``, after the block of docs/cli.md that
+  makes the files the command line's examples use (SETUP). ``pyflatmodule`` and
+  ``python`` there are this interpreter with the package under test.
 - ``...`` in shown output stands for any text (doctest's ELLIPSIS), for elided lines
   and for timings.
 - A block preceded by ``<!-- readme-test: skip (REASON) -->`` is not run; only the
@@ -29,7 +30,12 @@ import pytest
 from support import HAS_TORCH, SAMPLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README = os.path.join(ROOT, "README.md")
+#: The documents whose samples run, relative to ROOT.
+DOCUMENTS = ["README.md"] + sorted(os.path.join("docs", n)
+                                   for n in os.listdir(os.path.join(ROOT, "docs"))
+                                   if n.endswith(".md"))
+#: The first line of the console block every other runs after.
+SETUP = "$ cp pyflatmodule/data/sample.ptl model.ptl"
 SKIP_MARK = re.compile(r"<!-- readme-test: skip \((.+)\) -->")
 
 #: First lines of the blocks that are not run here, and why.
@@ -48,13 +54,18 @@ FLAGS = doctest.ELLIPSIS
 class Block(NamedTuple):
     lang: str
     text: str
+    document: str    # the file, relative to ROOT
     line: int        # line number of the block's first line of content
     skip: str        # the skip marker's reason, or ""
 
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line}"
 
-def readme_blocks() -> List[Block]:
-    """Every fenced block of README.md."""
-    with open(README, encoding="utf-8") as f:
+
+def document_blocks(document: str) -> List[Block]:
+    """Every fenced block of one document."""
+    with open(os.path.join(ROOT, document), encoding="utf-8") as f:
         lines = f.read().splitlines()
     blocks = []
     k = 0
@@ -65,13 +76,13 @@ def readme_blocks() -> List[Block]:
             continue
         end = lines.index("```", k + 1)
         marker = SKIP_MARK.fullmatch(lines[k - 1]) if k else None
-        blocks.append(Block(fence.group(1), "\n".join(lines[k + 1:end]) + "\n", k + 2,
-                            marker.group(1) if marker else ""))
+        blocks.append(Block(fence.group(1), "\n".join(lines[k + 1:end]) + "\n", document,
+                            k + 2, marker.group(1) if marker else ""))
         k = end + 1
     return blocks
 
 
-BLOCKS = readme_blocks()
+BLOCKS = [b for d in DOCUMENTS for b in document_blocks(d)]
 PYTHON = [b for b in BLOCKS if b.lang == "python" and not b.skip]
 CONSOLE = [b for b in BLOCKS if b.lang == "console" and not b.skip]
 
@@ -83,26 +94,31 @@ def test_every_sample_is_run_or_marked():
             assert any(b.text.startswith(first) for first in SKIPPED), b
         elif b.lang in ("python", "py", "sh", "bash", "shell", "console", "pycon"):
             assert b.lang in runnable and b.text.startswith(runnable[b.lang]), (
-                f"README.md:{b.line}: a {b.lang} block that is neither a doctest nor a "
+                f"{b.where}: a {b.lang} block that is neither a doctest nor a "
                 "console transcript, nor marked as not run")
     skipped = [b for b in BLOCKS if b.skip]
     assert len(SKIPPED) == len(skipped)
     assert 3 <= len(PYTHON) and 5 <= len(CONSOLE)
+    assert [b.document for b in CONSOLE if b.text.startswith(SETUP)] == ["docs/cli.md"]
+    assert {"README.md", "docs/cli.md", "docs/python.md", "docs/executorch.md"} <= {
+        b.document for b in PYTHON + CONSOLE}
 
 
 # ------------------------------------------------------------------- python
 
 
 @pytest.mark.parametrize("block", [
-    pytest.param(b, id=f"README.md:{b.line}",
+    pytest.param(b, id=b.where,
                  marks=[pytest.mark.torch] + ([] if HAS_TORCH else [
                      pytest.mark.skip(reason="torch is not installed")]))
-    if "import torch" in b.text else pytest.param(b, id=f"README.md:{b.line}")
+    if "import torch" in b.text else pytest.param(b, id=b.where)
     for b in PYTHON])
 def test_python_example(block, monkeypatch):
     monkeypatch.chdir(ROOT)
-    test = doctest.DocTestParser().get_doctest(block.text, {"__name__": "readme"}, "README.md",
-                                               README, block.line - 1)
+    test = doctest.DocTestParser().get_doctest(block.text, {"__name__": "readme"},
+                                               block.document,
+                                               os.path.join(ROOT, block.document),
+                                               block.line - 1)
     assert test.examples
     report: List[str] = []
     runner = doctest.DocTestRunner(optionflags=FLAGS)
@@ -120,7 +136,8 @@ def transcript_commands(text: str) -> List[str]:
 
 @pytest.fixture
 def shell(tmp_path):
-    """Run README commands in a fresh directory holding the sample, as bash would."""
+    """Run the documents' commands in a fresh directory holding the samples, as bash
+    would."""
     data = tmp_path / "pyflatmodule" / "data"
     data.mkdir(parents=True)
     shutil.copyfile(SAMPLE, data / "sample.ptl")
@@ -144,13 +161,14 @@ def shell(tmp_path):
         status[0] = r.returncode
         return r.stdout
 
-    for command in transcript_commands(CONSOLE[0].text):
+    setup = next(b for b in CONSOLE if b.text.startswith(SETUP))
+    for command in transcript_commands(setup.text):
         assert "" == run(command), command
     status[0] = 0
     return run
 
 
-@pytest.mark.parametrize("block", CONSOLE, ids=[f"README.md:{b.line}" for b in CONSOLE])
+@pytest.mark.parametrize("block", CONSOLE, ids=[b.where for b in CONSOLE])
 def test_console_example(block, shell):
     got = ""
     for command in transcript_commands(block.text):

@@ -4,8 +4,8 @@ Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``memory``, ``profil
 ``export``, ``extract``, ``diff``; each reads PTMF models (``.ptl``/``.ff``), ExecuTorch
 programs (``.pte``) and data files (``.ptd``); ``profile`` reads ETDumps (``.etdump``).
 ``diff`` exits as diff(1) does: 0 equal, 1 different, 2 trouble.
-Every command takes ``--json`` (one JSON document on stdout; shapes documented in the
-README), prints errors on stderr and exits non-zero: 0 success, 1 a bad or unreadable
+Every command takes ``--json`` (one JSON document on stdout; shapes documented in
+docs/json.md), prints errors on stderr and exits non-zero: 0 success, 1 a bad or unreadable
 model file (or a name that is not in it) or an output that cannot be written, 2 a usage
 error (an output that is the input model, also through a link, is one). An error is
 reported in one line naming the file at fault, never with a traceback. ``dis`` and

@@ -14,6 +14,7 @@ EXAMPLES = """examples:
   pyflatmodule extract model.ptl model_info.json          to stdout
   pyflatmodule extract model.ptl model_info.json -o info.json
   pyflatmodule extract model.ptl __torch__ --jit-source   TorchScript source text
+  pyflatmodule extract tests.bpte program -o model.pte    a bundled program's program
 """
 
 
@@ -22,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH")
     p.add_argument("name", metavar="NAME",
                    help="extra file name (see `info`); for ExecuTorch files a named data key "
-                        "or METHOD.delegates[I] (see `tree`)")
+                        "or METHOD.delegates[I] (see `tree`), for a bundled program also "
+                        "`program`, the embedded .pte")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     p.add_argument("--jit-source", action="store_true",
                    help="NAME is a TorchScript source file (e.g. __torch__), not an extra file")

@@ -91,6 +91,15 @@ class BundledProgram:
         return start, start + int(self._summary.program_size)
 
     @property
+    def program_bytes(self) -> memoryview:
+        """The embedded program's bytes: a read-only view of the mapping, a ``.pte`` as
+        ExecuTorch wrote it (write it out to run the program without its test cases)."""
+        start, end = self.program_span
+        if self._source is None:
+            raise ValueError("operation on a closed pyflatmodule.BundledProgram")
+        return memoryview(self._source.obj)[start:end].toreadonly()
+
+    @property
     def test_suites(self) -> Dict[str, List[TestCase]]:
         """Each method's test cases, by method name in file order (values decode here)."""
         return {suite.string("method_name") or "":

@@ -1,4 +1,4 @@
-"""``pyflatmodule export``'s output read back as its documentation (README, "export") says,
+"""``pyflatmodule export``'s output read back as its documentation (docs/cli.md, "export") says,
 with numpy and the file's bytes only: no pyflatmodule, so that a test compares what the
 file holds with what torch or torchao said, not with what pyflatmodule wrote."""
 from __future__ import annotations

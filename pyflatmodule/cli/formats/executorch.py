@@ -544,6 +544,15 @@ class ExecuTorchBundled(ExecuTorchProgram):
     def regions(self) -> Optional[List[Region]]:
         return None   # the embedded program's regions count from its own start
 
+    def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
+        """``program`` is the embedded ``.pte``; other names are the program's."""
+        if name == "program":
+            return self.bundled.program_bytes, "program"
+        return super().extract(name, jit_source)
+
+    def _delegate_names(self) -> List[str]:
+        return ["program", *super()._delegate_names()]
+
     def _suites(self) -> Json:
         return {name: [_test_case(c) for c in cases]
                 for name, cases in self.bundled.test_suites.items()}
