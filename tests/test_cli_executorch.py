@@ -128,6 +128,52 @@ def test_tree_shows_values_and_filters_by_path() -> None:
     assert [v["path"] for v in values["children"]] == ["first_layer.values[0]"]
 
 
+def _xnn_graphs(doc: Dict[str, Any]) -> Dict[str, Any]:
+    """ExecuTorch's decoding of each XNNPACK payload (its flatc), by ``METHOD.delegates[I]``."""
+    plans = doc["program"]["execution_plan"]
+    where = [f"{plan['name']}.delegates[{k}]" for plan in plans
+             for k in range(len(plan["delegates"]))]
+    return {w: d["graph"] for w, d in zip(where, doc["xnnpack"]["delegates"])}
+
+
+@pytest.mark.parametrize("stem", ["xnn_q8_per_channel", "xnn_q4_group", "xnn_attention"])
+def test_tree_lists_each_weight_once_under_its_delegates_graph(stem: str) -> None:
+    """Under each XNNPACK delegate: its graph's node kinds, values, inputs and outputs as
+    ExecuTorch's flatc decodes them, then its weights, each with the named data keys of
+    its bytes and its scales; no weight and no named data key appears a second time."""
+    doc, _ = _oracle(stem)
+    root = _one("tree", _pte(stem))["root"]
+    delegates = {d["path"]: d for m in root["children"] if m["kind"] == "method"
+                 for d in m["children"] if d["kind"] == "delegate"}
+    graphs = _xnn_graphs(doc)
+    assert set(delegates) == set(graphs)
+    listed = []
+    for path, want in graphs.items():
+        summary, *weights = delegates[path]["children"]
+        kinds = [n["xnode_union_type"] for n in want["xnodes"]]
+        assert summary["kind"] == "xnnpack_graph"
+        assert summary["node_kinds"] == {k: kinds.count(k) for k in sorted(set(kinds))}
+        assert (summary["nodes"], summary["values"]) == (len(kinds), len(want["xvalues"]))
+        assert (summary["inputs"], summary["outputs"]) == (want["input_ids"], want["output_ids"])
+        keys = [c["named_key"] for c in want["constant_data"]]
+        expected = {}
+        for xv in want["xvalues"]:
+            union = xv["xvalue_union"]
+            tensor = union.get("tensor_value", union)
+            if tensor["constant_buffer_idx"]:
+                scales = (union.get("quant_params") or {}).get("scale_buffer_idx")
+                expected[f"{path}.values[{tensor['id_out']}]"] = (
+                    keys[tensor["constant_buffer_idx"]] or None,
+                    keys[scales] or None if scales else None)
+        assert {w["path"]: (w["named_data"], w["scales_named_data"]) for w in weights} == expected
+        assert summary["constants"] == len(weights)
+        listed += [w["path"] for w in weights]
+        listed += [k for w in weights for k in (w["named_data"], w["scales_named_data"]) if k]
+    top = [c["path"] for c in root["children"] if c["kind"] in ("tensor", "named_data")]
+    assert not set(top) & set(listed) and len(listed) == len(set(listed))
+    assert set(top) | set(listed) >= {key for key, _ in doc["program"]["named_data"]}
+
+
 def test_export_writes_the_external_tensors_by_name(tmp_path: Any) -> None:
     doc, arrays = _oracle("external")
     out = tmp_path / "w.npz"

@@ -18,6 +18,7 @@ from typing import Any, Dict, List
 import jsonschema
 import pytest
 
+from support import SAMPLE
 from support.cli import run_cli
 from support.schemas import validate
 
@@ -90,6 +91,42 @@ def test_a_file_without_its_format_is_refused(command: str) -> None:
     del doc["files"][0]["format"]
     with pytest.raises(jsonschema.ValidationError):
         validate(doc, command)
+
+
+def _nodes(node: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [node] + [n for c in node.get("children", []) for n in _nodes(c)]
+
+
+@pytest.mark.parametrize("path, facts", [
+    (os.path.join(DATA, "et", "xnnpack_q8_channel.pte"),
+     [("program", "missing_data"), ("method", "inputs"), ("values", "kinds"),
+      ("Tensor", "stored"), ("chain", "instructions"), ("delegate", "id"),
+      ("xnnpack_graph", "node_kinds"), ("tensor", "dtype")]),
+    (SAMPLE, [("object", "type"), ("tensor", "shape"), ("list", "length"), ("bool", "repr")]),
+])
+def test_tree_nodes_of_no_kind_or_without_their_kinds_facts_are_refused(
+        path: str, facts: List[Any]) -> None:
+    """The tree schema knows every node kind and the facts each must have: a node whose
+    kind it does not know, or one missing a fact of its kind, is refused."""
+    doc = _strict(run_cli("tree", "--json", path).stdout)
+    assert _valid(doc)
+    nodes = _nodes(doc["files"][0]["root"])
+    for kind, fact in facts:
+        node = next(n for n in nodes if n["kind"] == kind)
+        value = node.pop(fact)
+        assert not _valid(doc), (kind, fact)
+        node[fact] = value
+    assert _valid(doc)
+    nodes[-1]["kind"] = "no such kind"
+    assert not _valid(doc)
+
+
+def _valid(doc: Any) -> bool:
+    try:
+        validate(doc, "tree")
+    except jsonschema.ValidationError:
+        return False
+    return True
 
 
 def _data_for(path: str) -> List[str]:

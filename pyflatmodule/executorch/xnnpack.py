@@ -425,7 +425,7 @@ class XnnGraph:
                 if not ref.index:
                     continue
                 if ref.key:
-                    key = bytes(self._payload[ref.key:ref.key + ref.key_len]).decode("utf-8")
+                    key = self._key(ref)
                     data = self._resolve(key)
                     where = f"{self._where}xvalues[{int(r.xvalue)}]"
                     at = self._offset + int(ref.key)
@@ -446,6 +446,18 @@ class XnnGraph:
                 raw.flags.writeable = False
                 out[i, what] = raw
         return out
+
+    def _key(self, ref: Any) -> str:
+        """The named data key a constant or scale reference names (the core checked it)."""
+        return bytes(self._payload[ref.key:ref.key + ref.key_len]).decode("utf-8")
+
+    def named_data_keys(self) -> Dict[Tuple[int, str], str]:
+        """The named data key of each constant and of each constant's scales kept in
+        named data (the program's or a data file's), by (value id, ``"constant"`` or
+        ``"scales"``); those inline in the payload are left out."""
+        return {(i, what): self._key(ref) for i, r in enumerate(self._records)
+                for what, ref in (("constant", r.constant), ("scales", r.scales))
+                if ref.index and ref.key}
 
     def constant(self, i: int) -> Union[np.ndarray, QuantizedTensor, None]:
         """Value ``i``'s constant data, None when it has none (or it is :attr:`missing`):

@@ -8,7 +8,6 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Un
 
 import numpy as np
 
-from ...core.dtypes import QuantizedTensor
 from ...executorch import (
     BundledProgram,
     DataFile,
@@ -38,10 +37,6 @@ __all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
 def _n(count: int, noun: str) -> str:
     """``1 segment``, ``3 segments``."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-def _storage(t: Tensor) -> np.ndarray:
-    return t.int_repr if isinstance(t, QuantizedTensor) else t
 
 
 # ------------------------------------------------------------------ values
@@ -253,13 +248,25 @@ class _ExecuTorchFile(FileFormat):
 
         root: Json = {"name": "", "path": "", "kind": self.root_kind, **self._root_facts()}
         children: List[Json] = []
+        tensors = self._tree_tensors()
+        weights: Set[str] = set()   # the paths and named data keys of delegates' weights
         for name, m in self._plans():
             values = [_value_node(m, i) for i in range(len(m.values))]
             chains = [{"name": f"chains[{k}]", "path": f"{name}.chains[{k}]", "kind": "chain",
                        "instructions": len(c.instructions)} for k, c in enumerate(m.chains)]
-            delegates = [{"name": f"delegates[{k}]", "path": f"{name}.delegates[{k}]",
-                          "kind": "delegate", "id": d.id, "location": d.location,
-                          "bytes": len(d.data)} for k, d in enumerate(m.delegates)]
+            delegates = []
+            for k, d in enumerate(m.delegates):
+                path = f"{name}.delegates[{k}]"
+                node: Json = {"name": f"delegates[{k}]", "path": path, "kind": "delegate",
+                              "id": d.id, "location": d.location, "bytes": len(d.data)}
+                graph = d.graph
+                if graph is not None:
+                    parts = self._graph_nodes(path, graph, tensors)
+                    weights.update(w["path"] for w in parts[1:])
+                    weights.update(w[k] for w in parts[1:]
+                                   for k in ("named_data", "scales_named_data") if w[k])
+                    node.update(cut(parts, 2))
+                delegates.append(node)
             counts = Counter(v["kind"] for v in values)
             parts = [{"name": "values", "path": f"{name}.values", "kind": "values",
                       "length": len(values), "kinds": dict(sorted(counts.items())),
@@ -271,17 +278,42 @@ class _ExecuTorchFile(FileFormat):
                      *chains, *delegates]
             children.append({"name": name, "path": name, "kind": "method", "inputs": m.inputs,
                              "outputs": m.outputs, **cut(parts, 1)})
-        tensors = self._tree_tensors()
         for key, t in tensors.items():
-            children.append({"name": key, "path": key, "kind": "tensor",
-                             "dtype": self.dtype_name(t), "shape": list(t.shape),
-                             "bytes": int(_storage(t).nbytes)})
+            if key not in weights:   # else listed under its delegate
+                children.append({"name": key, "path": key, **self._tensor_facts(t)})
         for key, data in self.file.named_data.items():
-            if key not in tensors:
+            if key not in tensors and key not in weights:
                 children.append({"name": key, "path": key, "kind": "named_data",
                                  "bytes": len(data)})
         root.update(cut(children, 0))
         return root
+
+    def _tensor_facts(self, t: Tensor) -> Json:
+        return {"kind": "tensor", "dtype": self.dtype_name(t), "shape": list(t.shape),
+                "bytes": self.nbytes(t)}
+
+    def _graph_nodes(self, path: str, graph: XnnGraph, tensors: Dict[str, Tensor]
+                     ) -> List[Json]:
+        """An XNNPACK delegate's graph in brief, then its weights (as ``state_dict()``
+        has them, in torch's layout), each with the named data keys that hold it and its
+        scales."""
+        nodes = graph.nodes
+        keys = graph.named_data_keys()
+        weights = []
+        for vid in graph.constants():
+            t = tensors.get(f"{path}.values[{vid}]")
+            if t is not None:
+                weights.append({"name": f"values[{vid}]", "path": f"{path}.values[{vid}]",
+                                **self._tensor_facts(t),
+                                "named_data": keys.get((vid, "constant")),
+                                "scales_named_data": keys.get((vid, "scales"))})
+        summary = {"name": "graph", "path": f"{path}.graph", "kind": "xnnpack_graph",
+                   "nodes": len(nodes),
+                   "node_kinds": dict(sorted(Counter(n.kind for n in nodes).items())),
+                   "values": len(graph.values), "inputs": graph.input_ids,
+                   "outputs": graph.output_ids, "constants": len(weights),
+                   "constant_bytes": sum(w["bytes"] for w in weights)}
+        return [summary, *weights]
 
     def _plans(self) -> List[Tuple[str, Method]]:
         """The methods, by name (none in a data file)."""
@@ -342,13 +374,24 @@ def _tree_line(st: Style, node: Json) -> str:
                 f"{node['bytes']:,} bytes)")
     if kind == "named_data":
         return st(f"named data, {node['bytes']:,} bytes", "dim")
+    if kind == "xnnpack_graph":
+        kinds = ", ".join(f"{n} {k}" for k, n in node["node_kinds"].items())
+        return (f"{st('XNNPACK graph', 'cyan')}: {_n(node['nodes'], 'node')} ({kinds}), "
+                f"{_n(node['values'], 'value')}, inputs {node['inputs']} -> outputs "
+                f"{node['outputs']}" + (f", {_n(node['constants'], 'weight')} "
+                                        f"({node['constant_bytes']:,} bytes)"
+                                        if node["constants"] else ""))
     if kind == "test_suite":
         return f"{st('test suite', 'cyan')}, {_n(len(node['test_cases']), 'test case')}"
     if kind == "Tensor" or kind == "tensor":
         where = node.get("stored", "constant")
         text = st(f"tensor {node['dtype']}{node['shape']}", "green")
+        key = node.get("named_data")
         return text + st(f", {where}" + (f", {node['bytes']:,} bytes" if "bytes" in node
-                                          else ""), "dim")
+                                          else "")
+                         + (f", named data {key[:16]}..." if key else "")
+                         + (", scales in named data" if node.get("scales_named_data")
+                            else ""), "dim")
     if "value" in node:
         return f"{kind} = {node['value']!r}"
     if node.get("external_tensors") or node.get("missing_data"):

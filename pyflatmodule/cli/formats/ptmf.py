@@ -53,6 +53,12 @@ _KINDS = {"NONE": "none", "Int": "int", "Bool": "bool", "Double": "float",
           "List": "list", "Tuple": "tuple", "Dict": "dict", "Object": "object",
           "IntList": "list", "DoubleList": "list", "BoolList": "list", "Device": "device",
           "EnumValue": "enum", "Function": "function"}
+#: The node kind of each type a decoded value (a set-state object's attribute) can have:
+#: the same kinds as the ivalues of that type.
+#: (By type name: pyflatmodule.Device, EnumValue and Function, and Python's scalars.)
+_VALUE_KINDS = {"bool": "bool", "int": "int", "float": "float", "complex": "complex",
+                "str": "str", "NoneType": "none", "Device": "device", "EnumValue": "enum",
+                "Function": "function"}
 _CONTAINERS = ("List", "Tuple", "Dict")
 _SCALAR_LISTS = ("IntList", "DoubleList", "BoolList")
 
@@ -170,8 +176,8 @@ class TreeBuilder:
             else:
                 self._scalar(node, v)
         else:
-            node["kind"] = {bool: "bool", int: "int", float: "float", complex: "complex",
-                            str: "str", type(None): "none"}.get(type(v), type(v).__name__.lower())
+            name = type(v).__name__
+            node["kind"] = _VALUE_KINDS.get(name, name.lower())
             self._scalar(node, v)
         return node
 
