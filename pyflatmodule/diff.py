@@ -20,7 +20,7 @@ import numpy as np
 
 from .core.dtypes import QuantizedTensor, dtype_name
 from .executorch import BundledProgram, DataFile, ETDump, Program
-from .export import blocks, quantization_params
+from .export import blocks, quantization_arrays, quantization_params
 from .files import load
 from .ptmf import Module
 
@@ -185,7 +185,10 @@ def _compare(name_a: str, ta: Tensor, name_b: str, tb: Tensor) -> TensorDiff:
                           note=f"{dtype_a}{list(shape_a)} -> {dtype_b}{list(shape_b)}")
     note = ""
     if isinstance(ta, QuantizedTensor) and isinstance(tb, QuantizedTensor):
-        if quantization_params(ta) != quantization_params(tb):
+        arrays_a, arrays_b = quantization_arrays(ta), quantization_arrays(tb)
+        if quantization_params(ta) != quantization_params(tb) or any(
+                a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes()
+                for a, b in zip(arrays_a.values(), arrays_b.values())):
             note = "quantization parameters differ"
         xa, xb = ta.int_repr, tb.int_repr
     elif isinstance(ta, np.ndarray) and isinstance(tb, np.ndarray):

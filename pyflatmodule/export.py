@@ -14,8 +14,11 @@ it (``float32`` -> ``F32``, ``bfloat16`` -> ``BF16``, ``float8_e4m3fn`` -> ``F8_
 ``float4_e2m1fn_x2`` -> ``F4`` with the last dimension doubled, as safetensors' own
 torch writer does). The others are stored bit-exact in a container and described in
 ``__metadata__`` under ``"tensor:<name>"`` (a JSON string): quantized tensors as their
-integer representation plus ``qscheme``, ``scale``/``zero_point`` or ``scales``/
-``zero_points``/``axis``; a tensor the file stores in another layout (an XNNPACK
+integer representation plus ``qscheme`` and ``scale``/``zero_point``, or ``axis`` (and
+``group_size``) with the names of the tensors holding their ``scales`` and
+``zero_points``, written beside them as ``<name>:scales`` and ``<name>:zero_points`` in
+their own dtypes (described by ``scales_of``/``zero_points_of``: the tensor they belong
+to); a tensor the file stores in another layout (an XNNPACK
 delegate's constant) has ``"stored"``: that layout, the permutation applied and notes
 where the values may not be the module's; ``complex128``/``complex32`` as
 ``F64``/``F16`` with a trailing dimension of 2 (real, imaginary); ``bits*``,
@@ -57,7 +60,7 @@ import numpy as np
 from .core.dtypes import QuantizedTensor, dtype_name
 
 __all__ = ["CHUNK_BYTES", "SAFETENSORS_DTYPES", "TensorEntry", "blocks", "plan",
-           "quantization_params", "write_npz", "write_safetensors"]
+           "quantization_arrays", "quantization_params", "write_npz", "write_safetensors"]
 
 #: Largest piece of a non-contiguous tensor copied at once (and the progress step).
 CHUNK_BYTES = 16 << 20
@@ -88,6 +91,9 @@ class TensorEntry(NamedTuple):
     #: how the file stored it, where torch's tensor is a rearrangement of that (an
     #: XNNPACK constant: :meth:`pyflatmodule.executorch.Program.delegate_layouts`)
     stored: Optional[Dict[str, Any]] = None
+    #: for a quantized tensor's scales or zero points: (``"scales"`` or
+    #: ``"zero_points"``, the quantized tensor's name)
+    parameter_of: Optional[Tuple[str, str]] = None
 
     @property
     def nbytes(self) -> int:
@@ -100,28 +106,27 @@ def _json_float(x: float) -> Any:
 
 
 def quantization_params(q: QuantizedTensor) -> Dict[str, Any]:
-    """A quantized tensor's parameters as JSON data, as the writers describe them:
-    ``qscheme``, then ``scale`` and ``zero_point`` (per tensor) or ``axis``, ``scales``
-    and ``zero_points`` with their dtypes (per channel), and ``group_size`` (per channel
-    group: scales and zero points by channel, then group, in one list); non-finite
-    floats as strings."""
+    """A quantized tensor's scalar parameters as JSON data, as the writers describe them:
+    ``qscheme``, then ``scale`` and ``zero_point`` (per tensor, a non-finite scale as a
+    string) or ``axis`` and, per channel group, ``group_size``. Per-channel scales and
+    zero points are arrays: :func:`quantization_arrays`."""
     out: Dict[str, Any] = {"qscheme": q.qscheme}
     if q.scales is None:
         out["scale"] = _json_float(float(q.scale))   # type: ignore[arg-type]
         out["zero_point"] = int(q.zero_point)        # type: ignore[arg-type]
     else:
-        scales = np.asarray(q.scales).reshape(-1)
-        zero_points = np.asarray(q.zero_points).reshape(-1)
         out["axis"] = int(q.axis)                    # type: ignore[arg-type]
-        out["scales"] = [_json_float(x) for x in scales.astype(np.float64).tolist()]
-        out["scales_dtype"] = str(scales.dtype)
-        zp = zero_points.tolist()
-        out["zero_points"] = ([_json_float(float(x)) for x in zp]
-                              if zero_points.dtype.kind == "f" else [int(x) for x in zp])
-        out["zero_points_dtype"] = str(zero_points.dtype)
         if q.group_size is not None:
             out["group_size"] = int(q.group_size)
     return out
+
+
+def quantization_arrays(q: QuantizedTensor) -> Dict[str, np.ndarray]:
+    """A per-channel (or per-channel-group) tensor's ``scales`` and ``zero_points`` as
+    the file holds them (dtype and shape: by channel, then group); {} per tensor."""
+    if q.scales is None:
+        return {}
+    return {"scales": np.asarray(q.scales), "zero_points": np.asarray(q.zero_points)}
 
 
 def plan(tensors: Iterable[Tuple[str, Union[np.ndarray, QuantizedTensor]]],
@@ -133,19 +138,30 @@ def plan(tensors: Iterable[Tuple[str, Union[np.ndarray, QuantizedTensor]]],
     that share a numpy dtype passes its own) and by ``stored[name]`` when given (how the
     file stores it, written to the metadata as ``"stored"``).
 
-    Nothing is copied: entries hold the arrays as given.
+    A per-channel quantized tensor is followed by its scales and zero points, named
+    ``<name>:scales`` and ``<name>:zero_points``, which its parameters name. Nothing is
+    copied: entries hold the arrays as given.
     """
     out = []
     how = stored or {}
     for name, value in tensors:
         if isinstance(value, QuantizedTensor):
+            params = quantization_params(value)
+            arrays = quantization_arrays(value)
+            params.update({role: f"{name}:{role}" for role in arrays})
             out.append((name, TensorEntry(value.int_repr, dtype_of(value),
-                                          tuple(value.shape), quantization_params(value),
-                                          how.get(name))))
+                                          tuple(value.shape), params, how.get(name))))
+            out += [(f"{name}:{role}", TensorEntry(a, dtype_name(a), tuple(a.shape), {},
+                                                   parameter_of=(role, name)))
+                    for role, a in arrays.items()]
         else:
             array = np.asarray(value)
             out.append((name, TensorEntry(array, dtype_of(value), tuple(array.shape), {},
                                           how.get(name))))
+    names = [name for name, _ in out]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"more than one tensor would be named {', '.join(map(repr, twice))}")
     return out
 
 
@@ -254,6 +270,9 @@ def safetensors_layout(entry: TensorEntry) -> Tuple[str, List[int], Dict[str, An
         meta.update(entry.qparams)
     if entry.stored is not None:
         meta["stored"] = entry.stored
+    if entry.parameter_of is not None:
+        role, of = entry.parameter_of
+        meta = {"dtype": entry.dtype, **meta, f"{role}_of": of}
     return st, shape, meta
 
 
@@ -341,6 +360,8 @@ def write_npz(path: str, entries: Sequence[Tuple[str, TensorEntry]],
         if stored.dtype != entry.array.dtype:
             info["stored_as"] = str(stored.dtype)
         info.update(entry.qparams)
+        if entry.parameter_of is not None:
+            info[f"{entry.parameter_of[0]}_of"] = entry.parameter_of[1]
         if entry.stored is not None:
             info["stored"] = entry.stored
         tensors[name] = info

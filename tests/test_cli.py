@@ -37,6 +37,7 @@ from support import (
     run_cli,
     same_float,
 )
+from support.exported import ST_NUMPY, expected_names
 
 ALL_MODELS = MODEL_FILES + ["sample.ptl"]
 COMMANDS = ("info", "verify", "tree", "dis", "ops", "export", "extract")
@@ -584,9 +585,9 @@ def test_export_safetensors_loads_with_safetensors_bit_for_bit(name, tmp_path):
     state = _expected_state(name)
     dtypes = _dtype_names(name, state)
     loaded = dict(safetensors.deserialize(out.read_bytes()))
-    assert sorted(state) == sorted(loaded)
+    assert sorted(expected_names(state)) == sorted(loaded)
     with safetensors.safe_open(str(out), framework="numpy") as f:
-        assert sorted(state) == sorted(f.keys())
+        assert sorted(expected_names(state)) == sorted(f.keys())
         metadata = f.metadata() or {}
     for key, value in state.items():
         got = loaded[key]
@@ -599,6 +600,10 @@ def test_export_safetensors_loads_with_safetensors_bit_for_bit(name, tmp_path):
             assert dtypes[key] == info["dtype"], key       # container types say what they hold
         if isinstance(value, pfm.QuantizedTensor):
             assert value.qscheme == info["qscheme"]
+            if value.scales is not None:                  # checked against torch above
+                for role, array in (("scales", value.scales),
+                                    ("zero_points", value.zero_points)):
+                    assert bytes(loaded[info[role]]["data"]) == array.tobytes(), key
     assert "pt" == metadata.get("format")
 
 
@@ -628,7 +633,7 @@ def test_export_safetensors_layout_by_the_spec(name, tmp_path):
     state = _expected_state(name)
     dtypes = _dtype_names(name, state)
     metadata, tensors = _read_safetensors(out.read_bytes())
-    assert list(state) == list(tensors)                   # header in state_dict order
+    assert expected_names(state) == list(tensors)         # header in state_dict order
     assert all(isinstance(v, str) for v in metadata.values())
     for key, value in state.items():
         dtype, shape, raw = tensors[key]
@@ -686,11 +691,14 @@ def test_export_quantized_parameters_in_metadata(tmp_path):
         if "scale" in t:
             assert same_float(hex_float(t["scale"]), info["scale"])
             assert t["zero_point"] == info["zero_point"]
-        else:
+        else:                                             # arrays beside the tensor
             assert t["axis"] == info["axis"]
-            assert [hex_float(x) for x in t["scales"]] == info["scales"]
+            scales, zero_points = (np.frombuffer(bytes(loaded[info[r]]["data"]),
+                                                 ST_NUMPY[loaded[info[r]]["dtype"]])
+                                   for r in ("scales", "zero_points"))
+            assert [hex_float(x) for x in t["scales"]] == scales.tolist()
             assert [hex_float(x) for x in t["zero_points"]] == \
-                [float(x) for x in info["zero_points"]]
+                [float(x) for x in zero_points]
 
 
 @pytest.mark.parametrize("name", ["dtypes.ff", "quantized.ff", "layouts.ff", "mlp_params.ff",
@@ -701,10 +709,11 @@ def test_export_npz_loads_with_numpy_bit_for_bit(name, tmp_path):
     summary = _one(r)
     state = _expected_state(name)
     dtypes = _dtype_names(name, state)
-    assert len(state) == summary["tensors"] and "npz" == summary["output_format"]
+    names = expected_names(state)
+    assert len(names) == summary["tensors"] and "npz" == summary["output_format"]
     with np.load(str(out), allow_pickle=False) as z:
         meta = json.loads(str(z["__metadata__"]))
-        assert sorted(state) == sorted(k for k in z.files if k != "__metadata__")
+        assert sorted(names) == sorted(k for k in z.files if k != "__metadata__")
         for key, value in state.items():
             stored = _stored(value)
             got = z[key]

@@ -204,8 +204,9 @@ def test_export_names_a_programs_constants_by_place(tmp_path: Any) -> None:
 
 
 def test_export_describes_grouped_weights(tmp_path: Any) -> None:
-    """4-bit weights quantized per channel group: the integers, and every scale (by
-    channel, then group) with the group size, in the metadata."""
+    """4-bit weights quantized per channel group: the integers with the group size in the
+    metadata, and their scales (by channel, then group) and zero points beside them, as
+    tensors in the file's dtypes."""
     import pyflatmodule as pfm
     from pyflatmodule import QuantizedTensor
     out = tmp_path / "w.npz"
@@ -222,7 +223,11 @@ def test_export_describes_grouped_weights(tmp_path: Any) -> None:
                 info = meta[name]
                 assert (info["qscheme"], info["axis"], info["group_size"]) == (
                     q.qscheme, q.axis, q.group_size)
-                assert info["scales"] == np.asarray(q.scales, np.float64).reshape(-1).tolist()
+                for role, array in (("scales", q.scales), ("zero_points", q.zero_points)):
+                    assert info[role] == f"{name}:{role}"
+                    assert meta[info[role]][f"{role}_of"] == name
+                    assert z[info[role]].shape == np.asarray(array).shape
+                    assert z[info[role]].tobytes() == np.asarray(array).tobytes()
 
 
 def test_export_data_is_for_programs_only(tmp_path: Any) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
 #: safetensors dtype -> numpy dtype (bfloat16 read as its 16 bits)
-_ST_NUMPY = {"BOOL": "?", "U8": "u1", "I8": "i1", "U16": "<u2", "I16": "<i2", "U32": "<u4",
+ST_NUMPY = {"BOOL": "?", "U8": "u1", "I8": "i1", "U16": "<u2", "I16": "<i2", "U32": "<u4",
              "I32": "<i4", "U64": "<u8", "I64": "<i8", "F16": "<f2", "BF16": "<u2",
              "F32": "<f4", "F64": "<f8"}
 
@@ -18,6 +18,29 @@ _ST_NUMPY = {"BOOL": "?", "U8": "u1", "I8": "i1", "U16": "<u2", "I16": "<i2", "U
 PACKED_INT4 = ("qbint4", "qcint4")
 
 Exported = Dict[str, Tuple[np.ndarray, Dict[str, Any]]]
+
+#: What a per-channel quantized tensor's parameter tensors are, each named
+#: ``<name>:<role>`` and following it.
+PARAMETER_ROLES = ("scales", "zero_points")
+
+
+def expected_names(state: Dict[str, Any]) -> List[str]:
+    """The names an export of ``state`` holds, in order: each tensor's, followed by its
+    scales' and zero points' when it has arrays of them (a per-channel tensor)."""
+    return [n for key, v in state.items() for n in [key] + (
+        [f"{key}:{role}" for role in PARAMETER_ROLES]
+        if getattr(v, "scales", None) is not None else [])]
+
+
+def parameter(exported: Exported, info: Dict[str, Any], role: str) -> np.ndarray:
+    """The scales or zero points ``info`` names, in their own dtype (bfloat16, stored as
+    its 16 bits, through ml_dtypes)."""
+    array, meta = exported[info[role]]
+    assert meta[f"{role}_of"] in exported and exported[meta[f"{role}_of"]][1] is info
+    if meta["dtype"] == "bfloat16":
+        import ml_dtypes
+        return array.view(ml_dtypes.bfloat16)
+    return array.view(meta["dtype"])
 
 
 def read_npz(path: str) -> Exported:
@@ -39,8 +62,8 @@ def read_safetensors(path: str) -> Exported:
     out: Exported = {}
     for name, h in header.items():
         start, end = h["data_offsets"]
-        array = np.frombuffer(data, _ST_NUMPY[h["dtype"]], (end - start) //
-                              np.dtype(_ST_NUMPY[h["dtype"]]).itemsize, 8 + n + start)
+        array = np.frombuffer(data, ST_NUMPY[h["dtype"]], (end - start) //
+                              np.dtype(ST_NUMPY[h["dtype"]]).itemsize, 8 + n + start)
         info = json.loads(meta["tensor:" + name]) if "tensor:" + name in meta else {
             "dtype": h["dtype"]}
         out[name] = (array.reshape(h["shape"]), info)
@@ -55,25 +78,25 @@ def int4_values(stored: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
     return both[..., :shape[-1]].reshape(shape)
 
 
-def scales_of(info: Dict[str, Any]) -> np.ndarray:
-    """A per-channel-group tensor's scales from its metadata: (channels, groups), in
-    their own dtype (the JSON numbers are that dtype's values, exact in float64)."""
-    import ml_dtypes
-    dtype = ml_dtypes.bfloat16 if info["scales_dtype"] == "bfloat16" else info["scales_dtype"]
+def scales_of(info: Dict[str, Any], exported: Exported) -> np.ndarray:
+    """A per-channel-group tensor's scales: (channels, groups), in their own dtype."""
     shape = info["shape"]
     groups = -(-shape[1 - info["axis"]] // info["group_size"])
-    return np.array(info["scales"], np.float64).astype(dtype).reshape(
-        shape[info["axis"]], groups)
+    scales = parameter(exported, info, "scales")
+    assert scales.shape == (shape[info["axis"]], groups), scales.shape
+    return scales
 
 
-def dequantize_grouped(stored: np.ndarray, info: Dict[str, Any]) -> np.ndarray:
+def dequantize_grouped(stored: np.ndarray, info: Dict[str, Any],
+                       exported: Exported) -> np.ndarray:
     """``(q - zero_point) * scale`` in float32 of a 2-D per-channel-group tensor, each
     channel's ``group_size`` consecutive elements sharing one scale and zero point."""
     assert info["qscheme"] == "per_channel_group_symmetric", info
     shape = tuple(info["shape"])
     q = int4_values(stored, shape) if info["dtype"] in PACKED_INT4 else stored.reshape(shape)
-    scales = scales_of(info).astype(np.float32)
-    zero_points = np.array(info["zero_points"], np.int64).reshape(scales.shape)
+    scales = scales_of(info, exported).astype(np.float32)
+    zero_points = parameter(exported, info, "zero_points").astype(np.int64).reshape(
+        scales.shape)
     n, g = shape[1 - info["axis"]], info["group_size"]
     scales = np.repeat(scales, g, axis=1)[:, :n]
     zero_points = np.repeat(zero_points, g, axis=1)[:, :n]

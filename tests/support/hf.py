@@ -132,8 +132,8 @@ def assert_exported(path: str, data: List[str], out_dir: str, torchao: Dict[str,
             assert np.array_equal(int4_values(array, tuple(meta["shape"])),
                                   torchao[fqn + ".qdata"])
             scale = torchao[fqn + ".scale"].astype(ml_dtypes.bfloat16)
-            assert _bits(scales_of(meta)) == _bits(scale)
-            assert _bits(dequantize_grouped(array, meta)) == _bits(
+            assert _bits(scales_of(meta, stored)) == _bits(scale)
+            assert _bits(dequantize_grouped(array, meta, stored)) == _bits(
                 torchao[fqn + ".dequantized"])
 
 
