@@ -25,6 +25,7 @@ import pyflatmodule as pfm
 
 from support.cli import reads_in_both, run_cli
 from support.fbwalk import deref, element, field, root, slot, u32, zero_slot
+from support.regions import assert_tiles, walk
 from support.schemas import validate
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
@@ -324,3 +325,85 @@ def test_extract_writes_the_embedded_program(tmp_path: Any) -> None:
     assert (doc["kind"], doc["size"]) == ("program", ORACLE["program_size"])
     missing = run_cli("extract", PATH, "nothing")
     assert missing.returncode == 1 and "'program'" in missing.stderr
+
+
+# ------------------------------------------------------------ size
+
+def _regions() -> List[Any]:
+    with pfm.load(PATH) as b:
+        return b.regions()
+
+
+def test_regions_tile_the_file() -> None:
+    """One flatbuffer, the whole file; below it, every byte once; padding is zeros,
+    fewer than 32 bytes at a time (the program vector is aligned to 32)."""
+    regions = _regions()
+    assert_tiles(regions, len(BYTES), ("flatbuffer",))
+    for r in walk(regions):
+        if r.kind == "padding":
+            assert all(not any(BYTES[s:e]) for s, e in r.spans), r
+    assert all(e - s < 32 for c in regions[0].children if c.kind == "padding"
+               for s, e in c.spans)
+
+
+def test_program_region_is_where_exir_put_the_program() -> None:
+    """The ``program`` region is the bytes exir bundled, and below it are the regions of
+    those bytes opened on their own, at their place in this file."""
+    [flatbuffer] = _regions()
+    [program] = [c for c in flatbuffer.children if c.kind == "program"]
+    start, size = ORACLE["program_offset"], ORACLE["program_size"]
+    assert program.spans == ((start, start + size),)
+    assert hashlib.sha256(BYTES[program.start:program.end]).hexdigest() == \
+        ORACLE["program_sha256"]
+    with pfm.load(BYTES[start:start + size]) as alone:
+        assert isinstance(alone, pfm.Program)
+        want = alone.regions()
+    assert [(r.kind, r.label, r.size) for r in walk(program.children)] == \
+        [(r.kind, r.label, r.size) for r in walk(want)]
+    assert [r.spans for r in walk(program.children)] == \
+        [tuple((s + start, e + start) for s, e in r.spans) for r in walk(want)]
+
+
+def test_each_test_tensor_is_in_its_cases_region() -> None:
+    """Every test tensor's data, found by walking the file's flatbuffer here, lies in the
+    ``inputs`` or ``expected_outputs`` region of its suite's case."""
+    [flatbuffer] = _regions()
+    suites = {r.label: r for r in flatbuffer.children if r.kind == "test_suite"}
+    assert list(suites) == sorted(suites, key=lambda n: suites[n].start)
+    assert sorted(suites) == sorted(s["method_name"] for s in ORACLE["test_suites"])
+    seen = 0
+    for i, suite in enumerate(ORACLE["test_suites"]):
+        cases = {c.label: c for c in suites[suite["method_name"]].children
+                 if c.kind == "test_case"}
+        assert sorted(cases, key=int) == [str(j) for j in range(len(suite["test_cases"]))]
+        for j, case in enumerate(suite["test_cases"]):
+            parts = {r.kind: r for r in cases[str(j)].children}
+            for side, field_id in (("inputs", 0), ("expected_outputs", 1)):
+                for k, desc in enumerate(case[side]):
+                    if desc["kind"] != "Tensor":
+                        continue
+                    table = element(BYTES, element(BYTES, element(BYTES, ROOT, 1, i), 1, j),
+                                    field_id, k)
+                    data = deref(BYTES, field(BYTES, deref(BYTES, field(BYTES, table, 1)), 2))
+                    lo, hi = data + 4, data + 4 + u32(BYTES, data)
+                    assert any(s <= lo and hi <= e for s, e in parts[side].spans), (i, j, k)
+                    seen += 1
+    assert seen == sum(d["kind"] == "Tensor" for s in ORACLE["test_suites"]
+                       for c in s["test_cases"] for side in ("inputs", "expected_outputs")
+                       for d in c[side]) > 0
+
+
+def test_cli_size() -> None:
+    doc = reads_in_both("size", PATH)
+    validate(doc, "size")
+    [f] = doc["files"]
+    assert (f["file"], f["format"], f["size"]) == (PATH, "bpte", len(BYTES))
+    assert sum(f["sections"].values()) == len(BYTES)
+    start, size = ORACLE["program_offset"], ORACLE["program_size"]
+    with pfm.load(BYTES[start:start + size]) as alone:
+        methods = {r.label: r.size for r in walk(alone.regions()) if r.kind == "method"}
+    assert {m["name"]: m["flatbuffer"] for m in f["methods"]} == methods
+    text = run_cli("size", PATH)
+    assert text.returncode == 0, text.stderr
+    for word in ("bpte", "inputs", "expected_outputs", "forward", "scale"):
+        assert word in text.stdout

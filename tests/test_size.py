@@ -21,6 +21,7 @@ import pytest
 import pyflatmodule as pfm
 
 from support.cli import reads_in_both, run_cli
+from support.regions import assert_tiles, walk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ET_DIR = os.path.join(HERE, "data", "et")
@@ -43,10 +44,6 @@ def _regions(name: str) -> List[pfm.executorch.Region]:
         return f.regions()
 
 
-def _walk(regions: List[Any]) -> List[Any]:
-    return [r for top in regions for r in top.walk()]
-
-
 def _segment_extents(name: str) -> List[Tuple[int, int, int]]:
     """(index, start, end) of each non-empty segment, as ExecuTorch reads them."""
     o = ORACLE[name]
@@ -62,30 +59,9 @@ def test_the_oracle_covers_every_executorch_file() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_regions_tile_the_file(name: str) -> None:
-    regions = _regions(name)
     size = os.path.getsize(_path(name))
     assert ORACLE[name]["size"] == size
-    at = 0
-    for r in regions:          # the top level: one span each, in order, no gap, no overlap
-        assert r.kind in ("flatbuffer", "padding", "segment")
-        assert r.spans == ((r.start, r.end),) and r.start == at and r.end > r.start
-        at = r.end
-    assert at == size and sum(r.size for r in regions) == size
-    for r in _walk(regions):   # below: the children cover their parent's bytes exactly once
-        assert r.size == sum(e - s for s, e in r.spans) > 0
-        assert r.start == r.spans[0][0] and r.end == r.spans[-1][1]
-        assert all(a[1] < b[0] for a, b in zip(r.spans, r.spans[1:]))   # sorted, merged
-        if r.children:
-            ranges = sorted(s for c in r.children for s in c.spans)
-            assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])), r
-            assert sum(c.size for c in r.children) == r.size
-            merged: List[List[int]] = []
-            for s, e in ranges:
-                if merged and merged[-1][1] == s:
-                    merged[-1][1] = e
-                else:
-                    merged.append([s, e])
-            assert [tuple(m) for m in merged] == list(r.spans)
+    assert_tiles(_regions(name), size, ("flatbuffer", "padding", "segment"))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -96,7 +72,7 @@ def test_padding_is_zeros_and_every_other_byte_is_an_objects(name: str) -> None:
     with open(_path(name), "rb") as f:
         data = f.read()
     regions = _regions(name)
-    for r in _walk(regions):
+    for r in walk(regions):
         if r.kind == "padding":
             assert all(not any(data[s:e]) for s, e in r.spans), r
     for c in regions[0].children:
@@ -138,7 +114,7 @@ def test_flatbuffer_and_segments_are_where_exir_reads_them(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_named_data_sizes_are_exirs(name: str) -> None:
     got: Dict[str, int] = {}
-    for r in _walk(_regions(name)):
+    for r in walk(_regions(name)):
         if r.kind == "named_data":
             for key in r.label.split(","):
                 got[key] = r.size
@@ -156,10 +132,10 @@ def test_delegate_payload_sizes_are_exirs(name: str) -> None:
             node = next(c for c in method.children if c.kind == "delegate" and c.label == label)
             payload = [c for c in node.children if c.kind == "payload"]
         else:
-            payload = [r for r in _walk(regions)
+            payload = [r for r in walk(regions)
                        if r.kind == "payload" and r.label == f"{d['method']}.{label}"]
         assert [p.size for p in payload] == [d["size"]], d
-    n_payloads = sum(1 for r in _walk(regions) if r.kind == "payload")
+    n_payloads = sum(1 for r in walk(regions) if r.kind == "payload")
     assert n_payloads == len(ORACLE[name]["delegates"])
 
 
@@ -227,7 +203,7 @@ def test_cli_size(name: str) -> None:
         return [x for d in docs for x in [(d["kind"], d["label"], d["start"], d["end"],
                                            d["size"])] + flat(d["children"])]
     assert flat(f["regions"]) == [(r.kind, r.label, r.start, r.end, r.size)
-                                  for r in _walk(_regions(name))]
+                                  for r in walk(_regions(name))]
 
 
 def test_cli_size_with_data_file() -> None:
@@ -249,7 +225,8 @@ def test_cli_text_names_the_parts() -> None:
         assert word in out.stdout
 
 
-@pytest.mark.parametrize("name", ["xnn_attention.pte", "external.ptd", "inline_constants.pte"])
+@pytest.mark.parametrize("name", ["xnn_attention.pte", "external.ptd", "inline_constants.pte",
+                                  "bundled.bpte"])
 def test_treemap_svg_and_html(name: str, tmp_path: Any) -> None:
     svg, page = str(tmp_path / "t.svg"), str(tmp_path / "t.html")
     out = run_cli("size", _path(name), "--svg", svg, "--html", page)
@@ -257,7 +234,7 @@ def test_treemap_svg_and_html(name: str, tmp_path: Any) -> None:
     root = ET.parse(svg).getroot()
     assert root.tag == SVG + "svg"
     groups = root.findall(f"{SVG}g")
-    shown = _walk(_regions(name))
+    shown = walk(_regions(name))
     assert len(root.findall(f".//{SVG}rect")) == len(groups) == len(shown)
     tips = [g.find(f"{SVG}title").text or "" for g in groups]
     for r in shown:   # every region's size is in a tooltip
@@ -303,10 +280,10 @@ def test_cli_errors_are_located(tmp_path: Any) -> None:
     assert out.returncode == 1 and err["file"] == str(bad) and err["offset"] is not None
     text = run_cli("size", str(bad))
     assert text.returncode == 1 and str(bad) in text.stderr and "offset" in text.stderr
-    for other in ("bundled.bpte", "profile.etdump"):   # formats without regions
-        out = run_cli("size", "--json", _path(other))
-        err = json.loads(out.stderr)["error"]
-        assert out.returncode == 1 and (err["code"], err["file"]) == ("unsupported", _path(other))
+    out = run_cli("size", "--json", _path("profile.etdump"))   # a format without regions
+    err = json.loads(out.stderr)["error"]
+    assert out.returncode == 1 and (err["code"], err["file"]) == ("unsupported",
+                                                                  _path("profile.etdump"))
     same = run_cli("size", _path("mlp.pte"), "--svg", _path("mlp.pte"))
     assert same.returncode == 2 and "refusing" in same.stderr
     nowhere = str(tmp_path / "no" / "such" / "t.svg")
@@ -340,10 +317,11 @@ def _tiles(regions: List[Any], size: int) -> bool:
             return False
         at = r.end
     return at == size and all(sum(c.size for c in r.children) == r.size
-                              for r in _walk(regions) if r.children)
+                              for r in walk(regions) if r.children)
 
 
-@pytest.mark.parametrize("name", ["mutable_init.pte", "xnnpack_inline.pte", "external.ptd"])
+@pytest.mark.parametrize("name", ["mutable_init.pte", "xnnpack_inline.pte", "external.ptd",
+                                  "bundled.bpte"])
 def test_regions_of_every_file_one_byte_off_that_loads(name: str) -> None:
     """Whatever load() accepts, regions() tiles: every third byte flipped."""
     with open(_path(name), "rb") as f:
@@ -372,4 +350,4 @@ def test_regions_of_a_constant_offset_beyond_its_segment() -> None:
         with pfm.load(bytes(data), verify=verify) as p:
             regions = p.regions()
         assert _tiles(regions, len(data))
-        assert all(r.end <= len(data) for r in _walk(regions))
+        assert all(r.end <= len(data) for r in walk(regions))

@@ -20,7 +20,7 @@ from .common import (
 )
 from .formats import Region, open_file
 
-HELP = "where the bytes of an ExecuTorch program or data file go"
+HELP = "where the bytes of an ExecuTorch program, data file or bundled program go"
 
 EXAMPLES = """examples:
   pyflatmodule size model.pte                  sections, methods, delegates, dtypes, largest
@@ -28,6 +28,7 @@ EXAMPLES = """examples:
   pyflatmodule size model.pte --svg size.svg   a treemap of the regions
   pyflatmodule size model.pte --html size.html the treemap and the totals in one page
   pyflatmodule size model.pte --json           {"files": [{"file", "format", ...}]}
+  pyflatmodule size tests.bpte                 the embedded program and each test case
 
 the regions tile each file: the flatbuffer (its headers included), the segments and the
 padding between them; inside, per method its values, chains, operators and delegates,
@@ -38,7 +39,9 @@ claims (the root table, shared vtables) are "other"; bytes no object covers, "pa
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
-    p.add_argument("path", metavar="PATH", help="an ExecuTorch program (.pte) or data file (.ptd)")
+    p.add_argument("path", metavar="PATH",
+                   help="an ExecuTorch program (.pte), data file (.ptd) or bundled program "
+                        "(.bpte)")
     p.add_argument("--top", type=int, default=10, metavar="N",
                    help="how many of the largest tensors to list (default 10)")
     p.add_argument("--svg", metavar="OUT", help="write a treemap of the regions as SVG")
@@ -63,17 +66,25 @@ def _leaves(regions: Sequence[Region]) -> Dict[str, int]:
 
 
 def _methods(regions: Sequence[Region]) -> List[Json]:
-    """Per method: its bytes in the flatbuffer, and its delegates' payloads in segments."""
+    """Per method: its bytes in the flatbuffer, and its delegates' payloads in segments
+    (a bundled program's are inside its embedded program)."""
     out: Dict[str, Json] = {}
+
+    def count(name: str, part: str, n: int) -> None:
+        m = out.setdefault(name, {"name": name, "flatbuffer": 0, "segments": 0})
+        m[part] += n
+
+    def walk(r: Region, in_segment: bool) -> None:
+        if r.kind == "method" and not in_segment:
+            count(r.label, "flatbuffer", r.size)
+        elif r.kind == "payload" and in_segment:
+            count(r.label.rsplit(".delegates[", 1)[0], "segments", r.size)
+        else:
+            for c in r.children:
+                walk(c, in_segment or r.kind == "segment")
+
     for top in regions:
-        for r in top.walk():
-            if top.kind == "flatbuffer" and r.kind == "method":
-                out.setdefault(r.label, {"name": r.label, "flatbuffer": 0, "segments": 0})
-                out[r.label]["flatbuffer"] += r.size
-            elif top.kind == "segment" and r.kind == "payload":
-                name = r.label.rsplit(".delegates[", 1)[0]
-                out.setdefault(name, {"name": name, "flatbuffer": 0, "segments": 0})
-                out[name]["segments"] += r.size
+        walk(top, False)
     for m in out.values():
         m["total"] = m["flatbuffer"] + m["segments"]
     return list(out.values())
@@ -83,8 +94,9 @@ def _file_doc(path: str, data: Sequence[str], top: int) -> Tuple[Json, List[Regi
     with open_file(path, data) as f:
         regions = f.regions()
         if regions is None:
-            raise CliError("has no regions to show: size reads ExecuTorch programs (.pte) "
-                           "and data files (.ptd)", "unsupported", file=path)
+            raise CliError("has no regions to show: size reads ExecuTorch programs (.pte), "
+                           "data files (.ptd) and bundled programs (.bpte)", "unsupported",
+                           file=path)
         tensors: List[Json] = []
         for name, t in f.tensors().items():
             tensors.append({"name": name, "dtype": f.dtype_name(t),
@@ -123,7 +135,7 @@ def _print(ctx: Context, doc: Json) -> None:
     ctx.print("  " + "   ".join(f"{k} {v:,}" for k, v in doc["top_level"].items()))
     ctx.print(st("  sections", "cyan"))
     for k, v in doc["sections"].items():
-        ctx.print(f"    {k:<14s} {v:>12,}  {_pct(v, total)}")
+        ctx.print(f"    {k:<16s} {v:>12,}  {_pct(v, total)}")
     if doc["methods"]:
         ctx.print(st("  methods", "cyan") + " (flatbuffer + payloads in segments)")
         for m in doc["methods"]:

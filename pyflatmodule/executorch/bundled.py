@@ -27,6 +27,7 @@ from ..errors import FormatError
 from .file import dim_order_view
 from .loader import open_opened
 from .program import Program
+from .regions import Region, bundled_regions
 
 __all__ = ["BundledProgram", "TestCase", "TestValue", "open_bundled"]
 
@@ -107,6 +108,16 @@ class BundledProgram:
                           tuple(_value(v) for v in case.tables("expected_outputs")))
                  for case in suite.tables("test_cases")]
                 for suite in self._root.tables("method_test_suites")}
+
+    def regions(self) -> List[Region]:
+        """Where the file's bytes go: one ``flatbuffer`` region (the whole file) holding
+        its header, the embedded ``program`` (whose children are
+        :meth:`Program.regions` of it, in this file's offsets), a ``test_suite`` per
+        method with a ``test_case`` per case (its ``inputs`` and ``expected_outputs``,
+        tensor data included), ``other`` and ``padding``; see
+        :class:`pyflatmodule.executorch.Region`."""
+        return bundled_regions(self._root, self.program_span, self._program.regions(),
+                               self.size)
 
     @property
     def size(self) -> int:

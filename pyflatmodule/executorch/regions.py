@@ -49,9 +49,12 @@ class Region(NamedTuple):
     (bytes no object covers: alignment); in a segment ``constant`` and ``mutable_data``
     (label: the buffer index) each followed by its alignment ``padding``, ``payload`` (label
     ``<method>.delegates[<i>]:<id>``), ``named_data`` (label: its key), and ``other`` for
-    bytes of a segment none of these covers. ``spans`` are its byte ranges, sorted;
-    ``start`` and ``end`` bound them, and ``size`` counts them (``end - start`` for a region
-    of one span, every top-level one included)."""
+    bytes of a segment none of these covers. A bundled program's one ``flatbuffer`` holds
+    ``header``, ``program`` (the embedded program's regions below it), ``test_suite``
+    (label: its method) of ``test_case`` (label: its index; children ``inputs``,
+    ``expected_outputs``, ``other``), ``other`` and ``padding``. ``spans`` are its byte
+    ranges, sorted; ``start`` and ``end`` bound them, and ``size`` counts them (``end -
+    start`` for a region of one span, every top-level one included)."""
 
     kind: str
     label: str
@@ -285,6 +288,43 @@ def data_file_regions(root: Table, summary: Any, blobs: np.ndarray, size: int) -
     _named(root.buf, blobs, inside)
     return _top(size, claims.region(), [(str(k), (s, s + n), _disjoint(inside[k]))
                                         for k, (s, n) in enumerate(segs)])
+
+
+def bundled_regions(root: Table, program: Span, inner: List[Region], size: int
+                    ) -> List[Region]:
+    """The regions of a verified bundled program (``.bpte``), one flatbuffer that is the
+    whole file: its ``header`` (bytes 0..8), the embedded ``program`` (``inner``, its own
+    regions, moved to this file's offsets), a ``test_suite`` per method (label: its name,
+    with ``[<suite index>]`` when suites share it) of ``test_case`` regions (label: the
+    case's index; children ``inputs``, ``expected_outputs``, each with its tensors' data,
+    and ``other``: the case's table), ``other`` (the root table, the program vector's
+    length) and ``padding``."""
+    claims = _Claims(size)
+    claims.claim((("header", ""),), [(0, 8)])
+    claims.claim((("program", ""),), [program])
+    suites = list(root.tables("method_test_suites"))
+    names = [s.string("method_name") or "" for s in suites]
+    names = [n if names.count(n) == 1 else f"{n}[{i}]" for i, n in enumerate(names)]
+    for suite, name in zip(suites, names):
+        me = ("test_suite", name)
+        for i, case in enumerate(suite.tables("test_cases")):
+            path = (me, ("test_case", str(i)))
+            for part in ("inputs", "expected_outputs"):
+                claims.claim(path + ((part, ""),), _vector_spans(case, part))
+            claims.claim(path + (("other", ""),), case.spans())
+        claims.claim((me, ("other", "")), suite.spans())
+    claims.claim((("other", ""),), root.spans())
+    flatbuffer = claims.region()
+    embedded = _region("program", "", [program], [_moved(r, program[0]) for r in inner])
+    return [flatbuffer._replace(children=tuple(embedded if c.kind == "program" else c
+                                               for c in flatbuffer.children))]
+
+
+def _moved(r: Region, by: int) -> Region:
+    """``r`` and the regions below it ``by`` bytes further into the file."""
+    return r._replace(start=r.start + by, end=r.end + by,
+                      spans=tuple((s + by, e + by) for s, e in r.spans),
+                      children=tuple(_moved(c, by) for c in r.children))
 
 
 def _delegate_label(j: int, d: Table) -> str:

@@ -585,7 +585,7 @@ class ExecuTorchBundled(ExecuTorchProgram):
         self.bundled.close()
 
     def regions(self) -> Optional[List[Region]]:
-        return None   # the embedded program's regions count from its own start
+        return self.bundled.regions()
 
     def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
         """``program`` is the embedded ``.pte``; other names are the program's."""
