@@ -243,3 +243,22 @@ def test_the_svg_of_plans_with_nothing_planned() -> None:
     rects = [r for r in root_element.iter(SVG + "rect") if "tensor" in r.get("class", "")]
     assert [(r.get("data-value"), r.get("class"), r.get("data-first")) for r in rects] == \
         [("3", "tensor unused", None)]
+
+
+def test_each_label_is_in_the_rectangle_of_its_value(tmp_path: Any) -> None:
+    """A value's name written in the picture lies inside that value's rectangle, and
+    the large rectangles carry one."""
+    import xml.etree.ElementTree as ElementTree
+    svg = str(tmp_path / "plan.svg")
+    assert run_cli("memory", os.path.join(ET, "xnn_attention.pte"), "--svg", svg).returncode == 0
+    root_element = ElementTree.parse(svg).getroot()
+    rects = {int(r.get("data-value") or -1): [float(r.get(k) or 0) for k in
+                                              ("x", "y", "width", "height")]
+             for r in root_element.iter(SVG + "rect") if r.get("data-value") is not None}
+    labels = [t for t in root_element.iter(SVG + "text") if t.get("class") == "label"]
+    assert labels
+    for t in labels:
+        x, y, w, h = rects[int((t.text or "").lstrip("%"))]
+        assert x <= float(t.get("x") or 0) <= x + w and y <= float(t.get("y") or 0) <= y + h
+    named = {int((t.text or "").lstrip("%")) for t in labels}
+    assert all(v in named for v, (_, _, w, h) in rects.items() if w >= 40 and h >= 20)

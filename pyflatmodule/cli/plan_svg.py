@@ -5,9 +5,10 @@ offsets down, one rectangle per planned tensor spanning its lifetime and byte ra
 Every tensor's rectangle is ``<rect class="tensor">`` with its facts as attributes
 (``data-value``, ``data-mem-id``, ``data-offset``, ``data-nbytes``, ``data-first``,
 ``data-last``; a tensor no instruction names has no ``data-first``/``data-last`` and spans
-the whole band, dimmed) and a ``<title>`` a browser shows as its tooltip. A tensor in a
-conflict (bytes shared while both are alive) has class ``tensor conflict``, outlined in red,
-and ``data-conflicts`` lists the values it conflicts with.
+the whole band, dimmed) and a ``<title>`` a browser shows as its tooltip; one with room
+for it has its value's name (``%5``) written in it. A tensor in a conflict (bytes shared
+while both are alive) has class ``tensor conflict``, outlined in red, and
+``data-conflicts`` lists the values it conflicts with.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from .common import Json, human
 LEFT, CELL, SPAN, BAND, GAP, TOP = 90, 28, 960, 240, 28, 38
 #: The least width of the picture (room for a panel's heading).
 MIN_WIDTH = 520
+#: The least pixels a rectangle needs for its value's name written in it.
+LABEL_WIDTH, LABEL_HEIGHT = 24, 13
 
 STYLE = """
 text { font: 11px sans-serif; fill: #333; }
@@ -30,6 +33,7 @@ text { font: 11px sans-serif; fill: #333; }
 .tensor.unused { fill-opacity: 0.25; stroke-dasharray: 2 2; }
 .tensor.conflict { stroke: #d00; stroke-width: 2; }
 .tick { stroke: #bbb; stroke-width: 0.5; }
+.label { font-size: 10px; pointer-events: none; }
 """
 
 
@@ -57,6 +61,7 @@ def _panel(doc: Json, top: float, out: List[str]) -> float:
                f'{_esc(human(doc["peak"]))}, {doc["instructions"]} instructions</text>')
     y = top + TOP
     step = max(1, round(40 / cell))
+    out.append(f'<text x="4" y="{y - 4:.1f}">instruction</text>')
     for pc in range(0, n, step):
         x = LEFT + pc * cell
         out.append(f'<text x="{x:.1f}" y="{y - 4:.1f}">{pc}</text>')
@@ -89,11 +94,14 @@ def _panel(doc: Json, top: float, out: List[str]) -> float:
                      if t["value"] in conflicts else "")
             title = (f"%{t['value']}: {t['nbytes']:,} bytes at [{t['offset']:,}, "
                      f"{t['offset'] + t['nbytes']:,}) of buffer {mem}, {life}{clash}")
+            x, top_y = LEFT + first * cell, y + t["offset"] * scale
+            w, h = (last - first + 1) * cell, max(t["nbytes"] * scale, 1.0)
             out.append(f'<rect class={quoteattr(classes)}{_attrs(**facts)} '
-                       f'x="{LEFT + first * cell:.2f}" y="{y + t["offset"] * scale:.2f}" '
-                       f'width="{(last - first + 1) * cell:.2f}" '
-                       f'height="{max(t["nbytes"] * scale, 1.0):.2f}" '
+                       f'x="{x:.2f}" y="{top_y:.2f}" width="{w:.2f}" height="{h:.2f}" '
                        f'fill="{_fill(t["value"])}"><title>{_esc(title)}</title></rect>')
+            if w >= LABEL_WIDTH and h >= LABEL_HEIGHT:
+                out.append(f'<text class="label" x="{x + 3:.2f}" y="{top_y + 11:.2f}">'
+                           f'%{t["value"]}</text>')
         out.append("</g>")
         y += BAND + GAP
     for pc in range(0, n + 1, step):
