@@ -13,6 +13,7 @@ bytes no object covers (the builder's alignment) ``padding``.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
@@ -212,9 +213,7 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
                  [(0, 8 + int(summary.header_length))])
     plans = list(root.tables("execution_plan"))
     inline = root.tables("backend_delegate_data")
-    names = [p.string("name") or "" for p in plans]
-    # plans sharing a name are told apart by their index
-    names = [n if names.count(n) == 1 else f"{n}[{i}]" for i, n in enumerate(names)]
+    names = _distinct([p.string("name") or "" for p in plans])
     for i, (plan, name) in enumerate(zip(plans, names)):   # payloads first: exact bytes
         for j, d in enumerate(plan.tables("delegates")):
             ref = d.table("processed")
@@ -303,8 +302,7 @@ def bundled_regions(root: Table, program: Span, inner: List[Region], size: int
     claims.claim((("header", ""),), [(0, 8)])
     claims.claim((("program", ""),), [program])
     suites = list(root.tables("method_test_suites"))
-    names = [s.string("method_name") or "" for s in suites]
-    names = [n if names.count(n) == 1 else f"{n}[{i}]" for i, n in enumerate(names)]
+    names = _distinct([s.string("method_name") or "" for s in suites])
     for suite, name in zip(suites, names):
         me = ("test_suite", name)
         for i, case in enumerate(suite.tables("test_cases")):
@@ -318,6 +316,12 @@ def bundled_regions(root: Table, program: Span, inner: List[Region], size: int
     embedded = _region("program", "", [program], [_moved(r, program[0]) for r in inner])
     return [flatbuffer._replace(children=tuple(embedded if c.kind == "program" else c
                                                for c in flatbuffer.children))]
+
+
+def _distinct(names: List[str]) -> List[str]:
+    """``names`` with each one that several share told apart by its index (``n[i]``)."""
+    counts = Counter(names)
+    return [n if counts[n] == 1 else f"{n}[{i}]" for i, n in enumerate(names)]
 
 
 def _moved(r: Region, by: int) -> Region:
