@@ -5,6 +5,7 @@ options are spelled as keywords: each becomes an
 :class:`~pyflatmodule.core.options.Options`, handed down to the format's opener."""
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 from typing import Any, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
@@ -51,7 +52,7 @@ HEAD = 12
 
 def _head(path: str) -> bytes:
     """The first HEAD bytes of the regular file at ``path`` (one pread, no file object)."""
-    fd = open_file(path)
+    fd, _ = open_file(path)
     try:
         return os.pread(fd, HEAD, 0)
     finally:
@@ -120,6 +121,12 @@ def _check_data(data: Any) -> Sequence[Any]:
     return list(data)
 
 
+#: load()'s options when none is given (most loads), made once; and those options in
+#: the order of Options' fields.
+_DEFAULT = Options()
+_DEFAULT_GIVEN = tuple(getattr(_DEFAULT, f.name) for f in dataclasses.fields(Options))
+
+
 def load(source: SourceLike, *, data: Sequence[Any] = (),
          debug_buffer: Optional[SourceLike] = None, verify: bool = True, copy: bool = False,
          strict: bool = False, advise: Optional[str] = None, populate: bool = False,
@@ -155,9 +162,8 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
             ``debug_buffer`` for a non-ETDump.
     """
     data = _check_data(data)
-    options = Options(verify=verify, copy=copy, strict=strict, advise=advise,
-                      populate=populate, max_depth=max_depth, max_tables=max_tables,
-                      max_elements=max_elements)
+    given = (verify, copy, strict, advise, populate, max_depth, max_tables, max_elements)
+    options = _DEFAULT if given == _DEFAULT_GIVEN else Options(*given)
     head, opened = _identify(source)
     try:
         return _open(head, opened, options, data, debug_buffer)

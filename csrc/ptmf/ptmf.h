@@ -148,12 +148,12 @@ int ptmf_index_storages(const uint8_t *buf, size_t len, const fb_options *opt,
                         ptmf_summary *s, ptmf_storage *storages, int fd,
                         fb_error *err);
 /* The byte ranges a mapping should read ahead in: the payloads of at least `page`
- * bytes, taken in the order `order` gives (storage indices sorted by position),
- * merged while the gap after the run so far is under `gap` bytes, and trimmed to
- * whole pages. runs[2k], runs[2k + 1] = start, end of run k; runs holds 2 * n.
- * Returns the number of runs. */
-uint32_t ptmf_payload_runs(const ptmf_storage *storages, const uint32_t *order, uint32_t n,
-                           uint64_t page, uint64_t gap, uint64_t *runs);
+ * bytes, in position order (sorted here, into the scratch `order`, n entries), merged
+ * while the gap after the run so far is under `gap` bytes, and trimmed to whole pages.
+ * runs[2k], runs[2k + 1] = start, end of run k; runs holds 2 * n. Returns the number
+ * of runs. */
+uint32_t ptmf_payload_runs(const ptmf_storage *storages, uint32_t n, uint64_t page,
+                           uint64_t gap, uint32_t *order, uint64_t *runs);
 /* out[s->n_ivalues]; sets s->n_tensors and s->n_dims. */
 int ptmf_index_ivalues(const uint8_t *buf, size_t len, const fb_options *opt,
                        ptmf_summary *s, ptmf_ivalue *out, fb_error *err);

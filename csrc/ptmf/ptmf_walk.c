@@ -17,17 +17,40 @@ static uint32_t add_run(uint64_t start, uint64_t end, uint64_t page, uint64_t *r
     return k + 1;
 }
 
-uint32_t ptmf_payload_runs(const ptmf_storage *storages, const uint32_t *order, uint32_t n,
-                           uint64_t page, uint64_t gap, uint64_t *runs) {
+/* Sifts order[i] down the max-heap order[0..n) keyed by storage position. */
+static void sift_down(const ptmf_storage *storages, uint32_t *order, uint32_t i, uint32_t n) {
+    for (;;) {
+        uint64_t l = 2 * (uint64_t)i + 1, r = l + 1;   /* no wrap past 2^32 entries */
+        uint32_t top = i, t;
+        if (l < n && storages[order[l]].pos > storages[order[top]].pos) top = (uint32_t)l;
+        if (r < n && storages[order[r]].pos > storages[order[top]].pos) top = (uint32_t)r;
+        if (top == i) return;
+        t = order[i];
+        order[i] = order[top];
+        order[top] = t;
+        i = top;
+    }
+}
+
+uint32_t ptmf_payload_runs(const ptmf_storage *storages, uint32_t n, uint64_t page,
+                           uint64_t gap, uint32_t *order, uint64_t *runs) {
     uint64_t start = 0, end = 0;
-    uint32_t i, k = 0;
+    uint32_t i, m = 0, k = 0;
     int open_run = 0;
     if (page == 0) return 0;
-    for (i = 0; i < n; i++) {
-        const ptmf_storage *st;
-        if (order[i] >= n) continue;
-        st = &storages[order[i]];
-        if (st->size < page || st->pos > UINT64_MAX - page - st->size) continue;
+    for (i = 0; i < n; i++)   /* the payloads that can hold a whole page */
+        if (storages[i].size >= page && storages[i].pos <= UINT64_MAX - page - storages[i].size)
+            order[m++] = i;
+    for (i = m / 2; i-- > 0;)   /* heap sort by position: O(m log m), no allocation */
+        sift_down(storages, order, i, m);
+    for (i = m; i-- > 1;) {
+        uint32_t t = order[0];
+        order[0] = order[i];
+        order[i] = t;
+        sift_down(storages, order, 0, i);
+    }
+    for (i = 0; i < m; i++) {
+        const ptmf_storage *st = &storages[order[i]];
         if (open_run && st->pos >= end && st->pos - end >= gap) {
             k = add_run(start, end, page, runs, k);
             open_run = 0;

@@ -66,7 +66,11 @@ class Options:
         return dataclasses.asdict(self)
 
     def to_c(self) -> Any:
-        """The C core's ``fb_options`` for one pass (a new cffi struct)."""
+        """The C core's ``fb_options`` (one cffi struct per Options, made on first use:
+        every C entry takes it as ``const``)."""
+        opt = self.__dict__.get("_c")
+        if opt is not None:
+            return opt
         opt = ffi.new("fb_options *")
         lib.fb_default_options(opt)
         opt.verify = int(self.verify)
@@ -74,4 +78,5 @@ class Options:
         opt.max_depth = self.max_depth
         opt.max_tables = self.max_tables
         opt.max_elements = self.max_elements
+        self.__dict__["_c"] = opt   # not a field: equality, hashing and asdict ignore it
         return opt

@@ -91,14 +91,16 @@ _SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def open_file(name: str) -> int:
-    """A read-only descriptor of the regular file at ``name``. Anything else is refused
+def open_file(name: str) -> Tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file at ``name``, and its ``fstat``. Anything
+    else is refused
     before a byte is read: IsADirectoryError for a directory, OSError (EINVAL) naming the
     kind for a FIFO, a device or a socket (it opens without blocking, so a FIFO with no
     writer does not hang the caller)."""
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
+        mode = st.st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
         for test, kind in _SPECIAL:
@@ -107,7 +109,7 @@ def open_file(name: str) -> int:
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 class OpenedPath:
@@ -115,11 +117,11 @@ class OpenedPath:
     format: ``open_source`` maps this descriptor rather than opening the path again. Whoever
     made it closes it (``close``) once the opener took it or failed."""
 
-    __slots__ = ("name", "fd")
+    __slots__ = ("name", "fd", "stat")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.fd = open_file(name)
+        self.fd, self.stat = open_file(name)
 
     def take(self) -> int:
         """The descriptor, now the caller's to close."""
@@ -132,11 +134,14 @@ class OpenedPath:
             os.close(self.take())
 
 
-def _map_fd(fd: int, name: str, populate: bool, owned: bool = False) -> Source:
-    """Map the file open as ``fd``. An ``owned`` descriptor is closed here or handed
-    to the Source; a caller's is left open (the Source gets a duplicate)."""
+def _map_fd(fd: int, name: str, populate: bool, owned: bool = False,
+            st: Optional[os.stat_result] = None) -> Source:
+    """Map the file open as ``fd`` (``st``: its ``fstat`` when the caller took it). An
+    ``owned`` descriptor is closed here or handed to the Source; a caller's is left open
+    (the Source gets a duplicate)."""
     try:
-        st = os.fstat(fd)
+        if st is None:
+            st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):   # os.open opens directories too
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
         if st.st_size == 0:
@@ -206,16 +211,16 @@ def open_source(source: Openable, options: Options) -> Source:
     copy, populate = options.copy, options.populate
     if isinstance(source, (str, os.PathLike, OpenedPath)):
         if isinstance(source, OpenedPath):
-            name, fd = source.name, source.take()
+            name, st, fd = source.name, source.stat, source.take()
         else:
             name = os.fspath(source)
-            fd = open_file(name)
+            fd, st = open_file(name)
         path = os.path.abspath(name)
         if copy:
             with os.fdopen(fd, "rb") as f:
-                out = Source(f.read(), name, False, os.fstat(f.fileno()))
+                out = Source(f.read(), name, False, st)
         else:
-            out = _map_fd(fd, name, populate, owned=True)
+            out = _map_fd(fd, name, populate, owned=True, st=st)
         out.path = path
         return out
     if isinstance(source, (bytes, bytearray, memoryview, mmap.mmap)):

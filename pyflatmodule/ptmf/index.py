@@ -162,11 +162,11 @@ class Image:
     def _payload_runs(self, c_storages: Any) -> List[Tuple[int, int]]:
         """Page-aligned ranges of tensor payload, merged across small gaps."""
         n = len(self.storage_index)
-        order = np.argsort(self.storage_index["pos"], kind="stable").astype(np.uint32)
-        runs = np.empty(2 * n, np.uint64)
-        k = lib.ptmf_payload_runs(c_storages, c_array("uint32_t", order), n, mmap.PAGESIZE,
-                                  RUN_GAP, c_array("uint64_t", runs))
-        return list(zip(runs[0:2 * k:2].tolist(), runs[1:2 * k:2].tolist()))
+        runs = ffi.new("uint64_t[]", 2 * n)
+        k = lib.ptmf_payload_runs(c_storages, n, mmap.PAGESIZE, RUN_GAP,
+                                  ffi.new("uint32_t[]", n), runs)
+        flat = ffi.unpack(runs, 2 * k)
+        return list(zip(flat[0::2], flat[1::2]))
 
     # ------------------------------------------------------------ raw reads
 
