@@ -49,6 +49,7 @@ typedef struct walk {
     et_record *tensors;
     et_blob *blobs;
     uint32_t n_tensors, n_blobs;
+    uint64_t n_delegates_all;      /* of every plan walked so far */
     vec segments;                  /* DataSegment tables */
     vec constant_buffer;           /* Buffer tables (inline constants) */
     vec constant_offsets;          /* uint64 offsets into the constant segment */
@@ -607,6 +608,7 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
     w->n_values = w->values.count;
     w->n_operators = operators.count;
     w->n_delegates = delegates.count;
+    w->n_delegates_all += delegates.count;
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_INPUTS], 0));
     TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_OUTPUTS], 0));
     for (i = 0; i < w->values.count; i++)
@@ -775,6 +777,7 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     if (!tensors) {
         s->n_tensors = w.n_tensors;
         s->n_blobs = w.n_blobs;
+        s->n_delegates = w.n_delegates_all;
         s->tables_visited += w.c.tables;
         s->elements_visited += w.c.elements;
     } else if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs) {

@@ -63,6 +63,7 @@ typedef struct et_summary {
     uint32_t n_tensors;         /* Tensor values (program) or named data with a layout */
     uint32_t n_blobs;           /* named data entries */
     uint64_t tables_visited, elements_visited;
+    uint64_t n_delegates;       /* delegates of every execution plan (program) */
 } et_summary;
 
 /* One tensor: a Tensor value of an execution plan, or a data file's stored tensor. */

@@ -415,8 +415,9 @@ class Program(_File):
                 self._data_named.setdefault(key, blob)
         if self.data_files:
             self._resolve_external()
-        for m in self.methods.values():   # XNNPACK payloads are checked when opened
-            self._check_delegate_calls(m, [d.graph for d in m.delegates])
+        if summary.n_delegates:   # XNNPACK payloads are checked when opened
+            for m in self.methods.values():
+                self._check_delegate_calls(m, [d.graph for d in m.delegates])
 
     @staticmethod
     def _check_delegate_calls(method: "Method", graphs: List[Optional[XnnGraph]]) -> None:
