@@ -270,6 +270,36 @@ def _et_targets(res: Results) -> List[str]:
     return rows
 
 
+def _speed_targets(res: Results) -> List[str]:
+    """The open-speed targets (issue 25): the fixed cost of an open, the graph-heavy
+    program's verified open, the metadata-heavy PTMF open."""
+    rows: List[str] = []
+    for model in ("linear_256m", "linear_1g8"):
+        group = f"open: {model}"
+        m = res.median(group, PFM)
+        _check(rows, f"{group}: pyflatmodule median <= 30 us", None if m is None else m * 1e6,
+               m is not None and m <= 30e-6, "{:.1f} us")
+        r = res.ratio(group, "numpy_npy")
+        _check(rows, f"{group}: np.load(mmap_mode='r') / pyflatmodule >= 1 (parity)", r,
+               r is not None and r >= 1)
+    r = res.ratio("open: linear_1g8", "torch_lite")
+    _check(rows, "open: linear_1g8: torch lite / pyflatmodule >= 3", r, r is not None and r >= 3)
+    m = res.median("close: linear_256m", PFM)
+    _check(rows, "close: linear_256m: pyflatmodule median <= 5 us",
+           None if m is None else m * 1e6, m is not None and m <= 5e-6, "{:.1f} us")
+    group = "et open: et_graph_22k"
+    for impl, label, bound in (("exir_deserialize", "exir deserialize_pte_binary", 1000),
+                               ("runtime_minimal_methods",
+                                "runtime load_program (Minimal) + load_method", 5),
+                               ("runtime_minimal", "runtime load_program (Minimal)", 1)):
+        r = res.ratio(group, impl)
+        _check(rows, f"{group}: {label} / pyflatmodule >= {bound}", r,
+               r is not None and r >= bound)
+    r = res.ratio("open: meta_2k", "torch_lite")
+    _check(rows, "open: meta_2k: torch lite / pyflatmodule >= 10", r, r is not None and r >= 10)
+    return rows
+
+
 def machine() -> str:
     cpus = os.cpu_count()
     model = ""
@@ -316,7 +346,7 @@ def _issue_of(group: str) -> str:
 #: (issue, its groups' prefix, its targets' rows)
 TARGETS: List[Tuple[str, str, Callable[[Results], List[str]]]] = [
     ("4", "", lambda res: _targets(res)[2:]), ("11", "zoo ", _zoo_targets),
-    ("13", "et ", _et_targets)]
+    ("13", "et ", _et_targets), ("25", "", _speed_targets)]
 
 
 def main(argv: List[str]) -> None:
