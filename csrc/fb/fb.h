@@ -258,6 +258,12 @@ static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     return FB_OK;
 }
 
+/* Whether field `id` has its slot set in t's vtable (tbl_open checked the vtable's extent). */
+static inline int tbl_has(const ctx *c, const tbl *t, unsigned id) {
+    uint64_t slot = 4 + 2 * (uint64_t)id;
+    return slot + 2 <= t->vt_size && ld16(bytes_at(c, t->vt + slot, 2)) != 0;
+}
+
 /* Position of field `id` holding `size` bytes aligned to `align`, or 0 when absent. */
 static inline int tbl_field_aligned(ctx *c, const tbl *t, unsigned id, unsigned size,
                                     unsigned align, uint64_t *at) {

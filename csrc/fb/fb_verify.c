@@ -137,8 +137,12 @@ static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
     TRY(tbl_open(c, pos, &t));
     for (i = 0; i < d->count; i++) {
         const fb_field *f = &d->fields[i];
-        int rc, shallow = is_shallow(v, f);
+        int rc, shallow;
         if (f->kind == FB_UNION_TYPE) continue;   /* checked with its union */
+        /* Absent and optional: nothing to check (a union is checked by its type slot) */
+        if (f->kind != FB_UNION && !(f->flags & FB_REQUIRED) && !tbl_has(c, &t, f->id))
+            continue;
+        shallow = is_shallow(v, f);
         if (f->flags & FB_REQUIRED) TRY(verify_required(c, &t, d->fields, i));
         if (!shallow && (f->kind == FB_VEC_STRING || f->kind == FB_VEC_TABLE)) {
             TRY(verify_field(c, v, &t, d->fields, i, depth));   /* pushes per element */
