@@ -1,6 +1,6 @@
 """Structure-aware mutation (hypothesis): files built with tests/ptmf_craft.py, and the
-real ExecuTorch programs and data files walked by their schemas (at the end), broken
-where a parser is most likely to trust them.
+real ExecuTorch files (programs, data files, bundled programs, ETDumps) walked by their
+schemas (at the end), broken where a parser is most likely to trust them.
 
 Each example is the small valid module of ``ptmf_craft.valid_module()`` plus random
 valid ivalues, then (except in the "valid" test) damaged by one or more of:
@@ -769,7 +769,8 @@ def test_setstate_replay_of_random_bytecode(data: bytes) -> None:
 
 # ================================================================ ExecuTorch files
 #
-# The real programs and data files of tests/data/et/, walked by the project's own schema
+# The real programs, data files, bundled programs and ETDump profiles of tests/data/et/
+# (each written by ExecuTorch), walked by the project's own schema
 # descriptors (pyflatmodule.core.fbread): every table, offset, vector length, scalar field
 # and vector element is found with its type, then damaged with values at the boundaries
 # of what it means (indices just past their vector, 64-bit segment offsets and sizes
@@ -781,7 +782,8 @@ from pyflatmodule.core.fbread import Table, schema_of  # noqa: E402
 from pyflatmodule.core.native import lib  # noqa: E402
 
 ET_DIR = os.path.join(_HERE, "data", "et")
-ET_FILES = sorted(f for f in os.listdir(ET_DIR) if f.endswith((".pte", ".ptd")))
+ET_FILES = sorted(f for f in os.listdir(ET_DIR)
+                  if f.endswith((".pte", ".ptd", ".bpte", ".etdump")))
 U64_BOUNDS = [0, 1, 8, 2**31, 2**32 - 1, 2**32, 2**32 + 8, 2**40, 2**63 - 1, 2**63,
               2**64 - 8, 2**64 - 1]
 _FORMATS = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
@@ -799,9 +801,11 @@ class EtLayout:
         self.counts: List[int] = []
         self.scalars: List[Any] = []      # (position, width)
         self.elements: List[Any] = []     # (position of element 0, width, count)
-        ident = struct.unpack_from("<I", data, 4)[0]
+        # An ETDump is size-prefixed: its flatbuffer (root offset, identifier) starts at 4.
+        base = 4 if data[8:12] == b"ED00" else 0
+        ident = struct.unpack_from("<I", data, base + 4)[0]
         schema = schema_of(ident)
-        root = struct.unpack_from("<I", data, 0)[0]
+        root = base + struct.unpack_from("<I", data, base)[0]
         self._table(Table(schema, data, root, schema.root), 0)
         # header fields: eh00 / FH01 (u32 length at 12, then u64s)
         self.header = [(12, 4)] + [(16 + 8 * k, 8) for k in range(4)] \
