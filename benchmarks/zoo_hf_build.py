@@ -18,7 +18,8 @@ writing the XNNPACK weights to ``OUT/<name>.ptd``.
 outputs and value count; the named data keys; for a ``.ptd`` its keys too) and
 ``runtime`` (``executorch.runtime``: method names, each method's input and output dtypes
 and sizes, None for those that are no tensors, the program loaded with its data file),
-each read in a child process; an export that fails is recorded with its error. Each
+each read in a child process; an export that fails is recorded with its error (the
+exception its traceback ends with). Each
 export's own entry is kept in ``OUT/<name>.export.json``: a second run into the same
 folder exports only what is not there yet, and asks ExecuTorch again about every file.
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -271,12 +273,24 @@ print(json.dumps(out))
 """
 
 
+def _raised(stderr: str) -> str:
+    """The exception a child's traceback ends with (``Type: message``, and torch's
+    ``Explanation:`` line after it), else its last line."""
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    raised = [i for i, ln in enumerate(lines)
+              if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*:", ln)]
+    if not raised:
+        return (lines or [""])[-1][:300]
+    at = raised[-1]
+    said = lines[at] + "".join(" " + ln.strip() for ln in lines[at + 1:at + 2]
+                               if ln.strip().startswith("Explanation:"))
+    return said[:600]
+
+
 def _child(argv: List[str], timeout: int) -> Dict[str, Any]:
     r = subprocess.run([sys.executable] + argv, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
-        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
-        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
-        return {"error": f"exit {r.returncode}: {(errors or lines or [''])[-1][:300]}"}
+        return {"error": f"exit {r.returncode}: {_raised(r.stderr)}"}
     doc: Dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
     return doc
 
