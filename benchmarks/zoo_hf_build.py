@@ -19,9 +19,11 @@ outputs and value count; the named data keys; for a ``.ptd`` its keys too) and
 ``runtime`` (``executorch.runtime``: method names, each method's input and output dtypes
 and sizes, None for those that are no tensors, the program loaded with its data file),
 each read in a child process; an export that fails is recorded with its error (the
-exception its traceback ends with). Each
-export's own entry is kept in ``OUT/<name>.export.json``: a second run into the same
-folder exports only what is not there yet, and asks ExecuTorch again about every file.
+exception its traceback ends with). Without names it tries :data:`zoo.HF_MODELS` and
+:data:`zoo.HF_FAILING`, those optimum-executorch is known to fail on (T5, whose decoder
+fails in ``torch.export`` with optimum-executorch 1.1.0). Each export's own entry is kept
+in ``OUT/<name>.export.json``: a second run into the same folder exports only what is not
+there yet, and asks ExecuTorch again about every file.
 
 For the 8da4w exports ``<name>.torchao.npz`` holds torchao's own view of every 4-bit
 linear weight of the module optimum exported: ``<fqn>.qdata`` (int8 values),
@@ -42,7 +44,7 @@ import time
 from importlib.metadata import version
 from typing import Any, Callable, Dict, List, Tuple
 
-from zoo import HF_MODELS
+from zoo import HF_FAILING, HF_MODELS
 
 _SEQ = 64   # max_seq_len of the language models: small KV caches
 
@@ -88,6 +90,12 @@ def _bert() -> Any:
                       num_attention_heads=4, intermediate_size=128, max_position_embeddings=128)
 
 
+def _distilbert() -> Any:
+    from transformers import DistilBertConfig
+    return DistilBertConfig(vocab_size=256, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                            max_position_embeddings=128)
+
+
 #: source model -> (config maker, transformers model class)
 SOURCES: Dict[str, Tuple[Callable[[], Any], str]] = {
     "llama": (_text("LlamaConfig"), "LlamaForCausalLM"),
@@ -105,10 +113,16 @@ SOURCES: Dict[str, Tuple[Callable[[], Any], str]] = {
     "t5": (_t5, "T5ForConditionalGeneration"),
     "phi3": (_text("Phi3Config", pad_token_id=0), "Phi3ForCausalLM"),
     "mistral": (_text("MistralConfig", sliding_window=None), "MistralForCausalLM"),
+    "qwen2": (_text("Qwen2Config"), "Qwen2ForCausalLM"),
+    "gemma2": (_text("Gemma2Config", head_dim=16, sliding_window=32), "Gemma2ForCausalLM"),
+    "olmo": (_text("OlmoConfig", pad_token_id=0), "OlmoForCausalLM"),
+    "granite": (_text("GraniteConfig"), "GraniteForCausalLM"),
+    "phi": (_text("PhiConfig"), "PhiForCausalLM"),
+    "distilbert": (_distilbert, "DistilBertForMaskedLM"),
 }
 
 _TASKS = {"vit": "image-classification", "whisper": "automatic-speech-recognition",
-          "bert": "fill-mask", "t5": "text2text-generation"}
+          "bert": "fill-mask", "distilbert": "fill-mask", "t5": "text2text-generation"}
 _QUANT = {"qlinear": "8da4w", "qembedding": "8w"}
 
 
@@ -338,7 +352,7 @@ def main(argv: List[str]) -> int:
         print(__doc__.splitlines()[2].strip(), file=sys.stderr)
         return 2
     os.makedirs(argv[1], exist_ok=True)
-    build(argv[1], argv[2:] or list(HF_MODELS))
+    build(argv[1], argv[2:] or list(HF_MODELS) + list(HF_FAILING))
     return 0
 
 

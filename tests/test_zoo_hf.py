@@ -1,6 +1,9 @@
 """Programs as Hugging Face users make them: optimum-executorch's xnnpack recipe on tiny
-random-weight models (Llama fp32, Llama and Qwen3 8da4w with 8-bit embeddings, a Llama
-8da4w with its XNNPACK weights in a .ptd, Qwen3, Gemma3, SmolLM3, ViT, Whisper, BERT).
+random-weight models (Llama, Qwen3, Gemma3, Phi-3 and Mistral, each fp32 and 8da4w with
+8-bit embeddings; a Llama 8da4w with its XNNPACK weights in a .ptd; Qwen2, Gemma2, Phi,
+SmolLM3, OLMo, Granite, ViT, Whisper, BERT, DistilBERT), and a T5 that optimum-executorch
+1.1.0 fails to export (in torch.export of its decoder): expected to fail, with the error
+the builder recorded, and checked in full should it export.
 
 Each program opens with its data file, says what ExecuTorch's reader
 (``deserialize_pte_binary``, the flat tensor reader for the .ptd) and runtime say of it
@@ -41,6 +44,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
 BUILDER = os.path.join(BENCHMARKS, "zoo_hf_build.py")
 COMMANDS = ("info", "verify", "tree", "dis", "ops")
+#: every export the builder tries: those optimum-executorch is known to fail on are
+#: expected to fail (xfail, with the error it recorded) and checked in full if they export
+NAMES = ZOO.HF_MODELS + ZOO.HF_FAILING
+QUANTIZED = [n for n in NAMES if "8da4w" in n]
 
 Zoo = Tuple[str, Dict[str, Dict[str, Any]]]
 
@@ -68,7 +75,7 @@ def zoo(tmp_path_factory: Any) -> Zoo:
                     "optimum-executorch: torch, transformers, torchao, executorch)")
     out = os.environ.get("PFM_ZOO_HF") or str(tmp_path_factory.mktemp("zoo_hf"))
     entries = _manifest(out)
-    if not set(ZOO.HF_MODELS) <= set(entries):
+    if not set(NAMES) <= set(entries):
         os.makedirs(out, exist_ok=True)
         env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(
             p for p in (BENCHMARKS, os.environ.get("PYTHONPATH")) if p))
@@ -81,17 +88,19 @@ def zoo(tmp_path_factory: Any) -> Zoo:
 def _entry(zoo: Zoo, name: str) -> Tuple[str, List[str], Dict[str, Any]]:
     folder, entries = zoo
     entry = entries[name]
+    if name in ZOO.HF_FAILING and "error" in entry:
+        pytest.xfail(f"optimum-executorch cannot export {name}: {entry['error']}")
     assert "error" not in entry, f"optimum-executorch could not export {name}: {entry}"
     return (os.path.join(folder, entry["file"]),
             [os.path.join(folder, d) for d in entry.get("data", [])], entry)
 
 
-@pytest.mark.parametrize("name", ZOO.HF_MODELS)
+@pytest.mark.parametrize("name", NAMES)
 def test_hf_program(zoo: Zoo, name: str) -> None:
     assert_program(*_entry(zoo, name))
 
 
-@pytest.mark.parametrize("name", ZOO.HF_MODELS)
+@pytest.mark.parametrize("name", NAMES)
 def test_hf_commands(zoo: Zoo, name: str, tmp_path: Any) -> None:
     path, data, _ = _entry(zoo, name)
     flags = [x for d in data for x in ("--data", d)]
@@ -118,7 +127,7 @@ def test_hf_commands(zoo: Zoo, name: str, tmp_path: Any) -> None:
             assert doc["equal"] is True
 
 
-@pytest.mark.parametrize("name", [n for n in ZOO.HF_MODELS if "8da4w" in n])
+@pytest.mark.parametrize("name", QUANTIZED)
 def test_hf_grouped_weights_are_torchaos(zoo: Zoo, name: str, tmp_path: Any) -> None:
     path, data, entry = _entry(zoo, name)
     assert entry["torchao"], "torchao made no 4-bit weights"
