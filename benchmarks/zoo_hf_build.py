@@ -15,7 +15,9 @@ writing the XNNPACK weights to ``OUT/<name>.ptd``.
 
 ``OUT/zoo_hf.json`` records, per export, how it was made and what ExecuTorch says of it:
 ``reader`` (``deserialize_pte_binary``: each method's operators, delegate ids, inputs,
-outputs and value count; the named data keys; for a ``.ptd`` its keys too) and
+outputs and value count; the named data keys; for a ``.ptd`` its keys too; each call of
+a quantized embedding kernel, ``embedding_byte``, with the value indices of its weight,
+scales and zero points and its bounds) and
 ``runtime`` (``executorch.runtime``: method names, each method's input and output dtypes
 and sizes, None for those that are no tensors, the program loaded with its data file),
 each read in a child process; an export that fails is recorded with its error (the
@@ -23,15 +25,20 @@ exception its traceback ends with). Without names it tries :data:`zoo.HF_MODELS`
 :data:`zoo.HF_FAILING`, those optimum-executorch is known to fail on (T5, whose decoder
 fails in ``torch.export`` with optimum-executorch 1.1.0). Each export's own entry is kept
 in ``OUT/<name>.export.json``: a second run into the same folder exports only what is not
-there yet, and asks ExecuTorch again about every file.
+there yet (or was written by a builder of another :data:`zoo.HF_FORMAT`), and asks
+ExecuTorch again about every file.
 
 For the 8da4w exports ``<name>.torchao.npz`` holds torchao's own view of every 4-bit
 linear weight of the module optimum exported: ``<fqn>.qdata`` (int8 values),
 ``<fqn>.scale`` (float32, one per channel and group), ``<fqn>.zero_point`` and
 ``<fqn>.dequantized`` (torchao's ``dequantize_affine``, to float32, over the scales as
 the program stores them: rounded to bfloat16), with each weight's ``block_size`` in the
-manifest. Needs optimum-executorch (executorch, torch, transformers, torchao); each export
-runs in a child process of its own.
+manifest (``torchao``); and of every 8-bit embedding weight (``--qembedding 8w``, one
+scale a row, which ExecuTorch's ``embedding_byte`` kernel dequantizes, not XNNPACK), the
+same four arrays under the embedding's fqn, its scales as torchao keeps them (float32),
+with its ``block_size`` and bounds in the manifest (``torchao_embedding``). Needs
+optimum-executorch (executorch, torch, transformers, torchao); each export runs in a
+child process of its own.
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ import time
 from importlib.metadata import version
 from typing import Any, Callable, Dict, List, Tuple
 
-from zoo import HF_FAILING, HF_MODELS
+from zoo import HF_FAILING, HF_FORMAT, HF_MODELS
 
 _SEQ = 64   # max_seq_len of the language models: small KV caches
 
@@ -190,29 +197,38 @@ def _lower(module: Any, external: bool, out: str, name: str) -> Dict[str, Any]:
         ", weights tagged delegate_constant_tag" if external else "")}
 
 
-def _torchao_weights(module: Any, path: str) -> Dict[str, Any]:
-    """torchao's reading of every per-group 4-bit weight of `module` (see the docstring)."""
+def _torchao_weights(module: Any, path: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """torchao's reading of every per-group 4-bit linear weight and every 8-bit embedding
+    weight of `module` (see the docstring): the linear and the embedding ones' info."""
     import numpy as np
     import torch
     from torchao.quantization.quant_primitives import _DTYPE_TO_QVALUE_BOUNDS, dequantize_affine
     from torchao.quantization.quantize_.workflows import IntxUnpackedToInt8Tensor
     arrays: Dict[str, Any] = {}
-    weights: Dict[str, Any] = {}
-    for fqn, linear in module.named_modules():
-        p = getattr(linear, "weight", None)   # optimum keeps it parametrized: rebuilt here
-        if not isinstance(p, IntxUnpackedToInt8Tensor) or p.target_dtype != torch.int4:
+    linear: Dict[str, Any] = {}
+    embedding: Dict[str, Any] = {}
+    for fqn, m in module.named_modules():
+        p = getattr(m, "weight", None)   # optimum keeps it parametrized: rebuilt here
+        if not isinstance(p, IntxUnpackedToInt8Tensor):
+            continue
+        if isinstance(m, torch.nn.Embedding) and p.target_dtype == torch.int8:
+            stored, kind = p.scale, embedding    # embedding_byte keeps them as they are
+        elif p.target_dtype == torch.int4:
+            stored, kind = p.scale.to(torch.bfloat16).to(p.scale.dtype), linear   # XNNPACK's
+        else:
             continue
         qmin, qmax = _DTYPE_TO_QVALUE_BOUNDS[p.target_dtype]
-        stored = p.scale.to(torch.bfloat16).to(p.scale.dtype)   # as XNNPACK keeps them
         deq = dequantize_affine(p.qdata, p.block_size, stored, p.zero_point, torch.int8,
                                 qmin, qmax, output_dtype=torch.float32)
         for what, t in (("qdata", p.qdata), ("scale", p.scale), ("zero_point", p.zero_point),
                         ("dequantized", deq)):
             arrays[f"{fqn}.{what}"] = t.detach().contiguous().numpy()
-        weights[fqn] = {"shape": list(p.qdata.shape), "block_size": list(p.block_size),
-                        "scale_dtype": str(p.scale.dtype).replace("torch.", "")}
+        kind[fqn] = {"shape": list(p.qdata.shape), "block_size": list(p.block_size),
+                     "scale_dtype": str(p.scale.dtype).replace("torch.", "")}
+        if kind is embedding:
+            kind[fqn].update(quant_min=qmin, quant_max=qmax)
     np.savez_compressed(path, **arrays)
-    return weights
+    return linear, embedding
 
 
 def export_one(out: str, name: str) -> Dict[str, Any]:
@@ -223,14 +239,14 @@ def export_one(out: str, name: str) -> Dict[str, Any]:
     src = os.path.join(out, "src", source)
     if not os.path.exists(os.path.join(src, "config.json")):
         _save_source(source, src)
-    entry: Dict[str, Any] = {"name": name, "source": source, "task": task,
+    entry: Dict[str, Any] = {"format": HF_FORMAT, "name": name, "source": source, "task": task,
                              "options": options, "recipe": "xnnpack"}
     start = time.perf_counter()
     discover_tasks()
     module = task_registry.get(task)(src, **options)
     if "qlinear" in options:
-        entry["torchao"] = _torchao_weights(module.model,
-                                            os.path.join(out, name + ".torchao.npz"))
+        entry["torchao"], entry["torchao_embedding"] = _torchao_weights(
+            module.model, os.path.join(out, name + ".torchao.npz"))
     entry.update(_lower(module, external, out, name))
     entry["seconds"] = round(time.perf_counter() - start, 1)
     entry["file"] = name + ".pte"
@@ -240,6 +256,35 @@ def export_one(out: str, name: str) -> Dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- ExecuTorch's word
+
+def _embeddings(program: Any) -> List[Dict[str, Any]]:
+    """Each call of a quantized_decomposed embedding kernel (``embedding_byte``: weight,
+    scales, zero points, quant_min, quant_max, indices, out): its method, operator and the
+    value indices of its weight, scales and zero points (None when Null), its bounds."""
+    from executorch.exir.schema import Int, KernelCall, Null
+    calls = []
+    for plan in program.execution_plan:
+        for chain in plan.chains:
+            for instruction in chain.instructions:
+                call = instruction.instr_args
+                if not isinstance(call, KernelCall):
+                    continue
+                op = plan.operators[call.op_index]
+                if op.name not in ("quantized_decomposed::embedding_byte",
+                                   "quantized_decomposed::embedding_4bit",
+                                   "quantized_decomposed::embedding_2bit"):
+                    continue
+                weight, scales, zero_points, qmin, qmax = call.args[:5]
+                bounds = [plan.values[i].val for i in (qmin, qmax)]
+                assert all(isinstance(b, Int) for b in bounds), bounds
+                calls.append({
+                    "method": plan.name, "operator": f"{op.name}.{op.overload}",
+                    "weight": weight, "scales": scales,
+                    "zero_points": None if isinstance(plan.values[zero_points].val, Null)
+                    else zero_points,
+                    "quant_min": bounds[0].int_val, "quant_max": bounds[1].int_val})
+    return calls
+
 
 def reader(path: str, data: List[str]) -> Dict[str, Any]:
     """What deserialize_pte_binary (and, for each .ptd, ExecuTorch's flat tensor reader)
@@ -257,7 +302,8 @@ def reader(path: str, data: List[str]) -> Dict[str, Any]:
             "delegates": [d.id for d in plan.delegates], "inputs": list(plan.inputs),
             "outputs": list(plan.outputs), "values": len(plan.values)}
     named = sorted(pte.named_data.pte_data) if pte.named_data is not None else []
-    out: Dict[str, Any] = {"methods": methods, "named_data": named, "data": {}}
+    out: Dict[str, Any] = {"methods": methods, "named_data": named, "data": {},
+                           "embeddings": _embeddings(program)}
     for d in data:
         with open(d, "rb") as f:
             ft = S._deserialize_to_flat_tensor(f.read())
@@ -315,10 +361,11 @@ def build(out: str, names: List[str]) -> Dict[str, Any]:
     files = []
     for name in names:
         done = os.path.join(out, name + ".export.json")
+        entry = {}
         if os.path.exists(done):   # exported before: ExecuTorch is asked again
             with open(done, encoding="utf-8") as f:
                 entry = json.load(f)
-        else:
+        if entry.get("format") != HF_FORMAT:   # by an older builder, or not at all
             entry = _child([me, "--one", out, name], timeout=1800)
         if "error" in entry:
             files.append({"name": name, "error": entry["error"]})
@@ -328,7 +375,7 @@ def build(out: str, names: List[str]) -> Dict[str, Any]:
         entry["reader"] = _child([me, "--reader", path] + data, timeout=600)
         entry["runtime"] = _child(["-c", _RUNTIME, path] + data, timeout=600)
         files.append(entry)
-    manifest = {"versions": {p: version(p) for p in
+    manifest = {"format": HF_FORMAT, "versions": {p: version(p) for p in
                              ("optimum-executorch", "executorch", "torch", "transformers",
                               "torchao")},
                 "files": files}

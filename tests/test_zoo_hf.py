@@ -11,7 +11,9 @@ Each program opens with its data file, says what ExecuTorch's reader
 dtypes and sizes), decodes every XNNPACK graph in full, and passes every command
 (``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``export``, ``diff``, each also with
 ``--json``); the 8da4w programs hold every 4-bit weight torchao made, bit for bit, and
-export them so that they dequantize from the file alone to torchao's values exactly.
+export them so that they dequantize from the file alone to torchao's values exactly; the
+8-bit embedding weights too (the int8 values and float32 scales of each
+``embedding_byte`` call ExecuTorch's reader finds, dequantized as that kernel does).
 
 The files are written by benchmarks/zoo_hf_build.py into a temporary folder, or into
 ``$PFM_ZOO_HF`` when set (and reused from there while its manifest lists every export).
@@ -35,7 +37,7 @@ import pytest
 
 import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 from support.cli import run_cli
-from support.hf import assert_exported, assert_program
+from support.hf import assert_embeddings_exported, assert_exported, assert_program
 from support.schemas import validate
 
 pytestmark = [pytest.mark.zoo_hf, pytest.mark.torch]
@@ -60,11 +62,16 @@ def _has_optimum() -> bool:
 
 
 def _manifest(folder: str) -> Dict[str, Dict[str, Any]]:
+    """The manifest's entries by name; none when there is none, or an older builder
+    wrote it."""
     try:
         with open(os.path.join(folder, "zoo_hf.json"), encoding="utf-8") as f:
-            return {e["name"]: e for e in json.load(f)["files"]}
+            manifest = json.load(f)
     except FileNotFoundError:
         return {}
+    if manifest.get("format") != ZOO.HF_FORMAT:
+        return {}
+    return {e["name"]: e for e in manifest["files"]}
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +134,21 @@ def test_hf_commands(zoo: Zoo, name: str, tmp_path: Any) -> None:
             assert doc["equal"] is True
 
 
+def _torchao(zoo: Zoo, name: str) -> Dict[str, np.ndarray]:
+    with np.load(os.path.join(zoo[0], name + ".torchao.npz")) as z:
+        return {k: z[k] for k in z.files}
+
+
 @pytest.mark.parametrize("name", QUANTIZED)
 def test_hf_grouped_weights_are_torchaos(zoo: Zoo, name: str, tmp_path: Any) -> None:
     path, data, entry = _entry(zoo, name)
     assert entry["torchao"], "torchao made no 4-bit weights"
-    with np.load(os.path.join(zoo[0], name + ".torchao.npz")) as z:
-        torchao = {k: z[k] for k in z.files}
-    assert_exported(path, data, str(tmp_path), torchao, entry["torchao"])
+    assert_exported(path, data, str(tmp_path), _torchao(zoo, name), entry["torchao"])
+
+
+@pytest.mark.parametrize("name", QUANTIZED)
+def test_hf_embedding_weights_are_torchaos(zoo: Zoo, name: str, tmp_path: Any) -> None:
+    path, data, entry = _entry(zoo, name)
+    assert entry["torchao_embedding"], "torchao made no 8-bit embedding weights"
+    assert_embeddings_exported(path, data, str(tmp_path), _torchao(zoo, name),
+                               entry["torchao_embedding"], entry["reader"]["embeddings"])

@@ -11,6 +11,9 @@ them: the program's constants, ``export``'s output read back (support.exported),
 ``<fqn>.scale`` (float32, one per output channel and group), ``<fqn>.zero_point`` and
 ``<fqn>.dequantized`` (torchao's ``dequantize_affine`` over the scales rounded to
 bfloat16, as XNNPACK stores them; float32); ``info`` maps it to its ``block_size``.
+The 8-bit embedding weights (``--qembedding 8w``, run by ExecuTorch's
+``embedding_byte`` kernel, not delegated) are there too, under their own fqns, their
+scales and dequantized values as torchao keeps them (float32).
 """
 from __future__ import annotations
 
@@ -135,6 +138,54 @@ def assert_exported(path: str, data: List[str], out_dir: str, torchao: Dict[str,
             assert _bits(scales_of(meta, stored)) == _bits(scale)
             assert _bits(dequantize_grouped(array, meta, stored)) == _bits(
                 torchao[fqn + ".dequantized"])
+
+
+def assert_embeddings_exported(path: str, data: List[str], out_dir: str,
+                               torchao: Dict[str, np.ndarray], info: Dict[str, Any],
+                               calls: List[Dict[str, Any]]) -> None:
+    """``export`` to npz and to safetensors of torchao's 8-bit embedding weights: each
+    ``embedding_byte`` call ExecuTorch's reader found (``calls``: the value indices of its
+    weight, scales and zero points) takes one torchao weight (``info``, by fqn), whose
+    int8 values and float32 scales the exported file holds bit for bit, with no zero
+    points where torchao's are all zero, and which dequantize as the kernel does
+    (``(q - zero_point) * scale`` a row) to torchao's ``dequantize_affine`` exactly."""
+    flags = [x for d in data for x in ("--data", d)]
+    assert calls and all(c["operator"] == "quantized_decomposed::embedding_byte.out"
+                         for c in calls), calls
+    for ext, read in ((".npz", read_npz), (".safetensors", read_safetensors)):
+        out = os.path.join(out_dir, "embeddings" + ext)
+        r = run_cli("export", path, out, *flags)
+        assert r.returncode == 0, r.stderr
+        stored = read(out)
+        found: Dict[str, str] = {}
+        for call in calls:
+            def value(index: int) -> np.ndarray:
+                return stored[f"{call['method']}.values[{index}]"][0]
+            q = value(call["weight"])
+            assert q.dtype == np.int8, q.dtype
+            fqns = [f for f in info if np.array_equal(torchao[f + ".qdata"], q)]
+            assert len(fqns) == 1, (call, fqns)
+            fqn = fqns[0]
+            w = info[fqn]
+            assert list(q.shape) == w["shape"] and w["block_size"] == [1, w["shape"][1]]
+            assert (call["quant_min"], call["quant_max"]) == (w["quant_min"], w["quant_max"])
+            assert _bits(q) == _bits(torchao[fqn + ".qdata"])
+            scale = value(call["scales"])
+            assert scale.dtype == np.float32 and w["scale_dtype"] == "float32"
+            assert scale.shape[0] == q.shape[0] and scale.size == q.shape[0]
+            assert _bits(scale) == _bits(torchao[fqn + ".scale"])
+            zero_point = torchao[fqn + ".zero_point"]
+            if call["zero_points"] is None:
+                assert not zero_point.any(), "torchao's zero points, lost"
+                zp = np.zeros(q.shape[0], np.float32)
+            else:
+                zp = value(call["zero_points"]).reshape(-1).astype(np.float32)
+                assert np.array_equal(zp, zero_point.reshape(-1).astype(np.float32))
+            deq = (q.astype(np.float32) - zp[:, None]) * scale.reshape(-1, 1)
+            assert deq.dtype == np.float32
+            assert _bits(deq) == _bits(torchao[fqn + ".dequantized"]), fqn
+            found[fqn] = call["method"]
+        assert sorted(found) == sorted(info), "torchao embeddings no call takes"
 
 
 def assert_diff_sees_a_scale(path: str, out_dir: str, q: QuantizedTensor, name: str) -> None:
