@@ -3,12 +3,14 @@
 random weights, written by tests/data/make_hf_data.py with what ExecuTorch's reader and
 runtime said of it and torchao's own view of every 4-bit weight (values, float32 scales,
 zero points, and its dequantization over the scales rounded to bfloat16, as the program
-stores them).
+stores them) and of the 8-bit embedding weight (``embedding_byte``'s, not delegated).
 
 It reads as ExecuTorch says; each 4-bit weight is one of the program's per-group
 constants, bit for bit, and dequantizes to torchao's values exactly; ``export`` stores
 them bit-exact with their metadata, from which they dequantize to torchao's values
-again; ``diff`` sees one changed scale. No torch, torchao or optimum needed.
+again; the embedding's int8 values and float32 scales are exported bit for bit and
+dequantize to torchao's values too; ``diff`` sees one changed scale. No torch, torchao
+or optimum needed.
 """
 from __future__ import annotations
 
@@ -22,7 +24,13 @@ import pyflatmodule as pfm
 from pyflatmodule import QuantizedTensor
 
 from support.cli import reads_in_both
-from support.hf import assert_diff_sees_a_scale, assert_exported, assert_program, match_torchao
+from support.hf import (
+    assert_diff_sees_a_scale,
+    assert_embeddings_exported,
+    assert_exported,
+    assert_program,
+    match_torchao,
+)
 
 HF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hf")
 PATH = os.path.join(HF, "hf_8da4w.pte")
@@ -55,6 +63,17 @@ def test_grouped_weights_are_torchaos() -> None:
 def test_export_stores_them_exactly(tmp_path: Any) -> None:
     entry, torchao = _oracle()
     assert_exported(PATH, [], str(tmp_path), torchao, entry["torchao"])
+
+
+def test_exported_embedding_is_torchaos(tmp_path: Any) -> None:
+    """The token embedding (32 rows of 64, one scale a row, no zero points), taken by
+    the one ``embedding_byte`` call ExecuTorch's reader found."""
+    entry, torchao = _oracle()
+    info, calls = entry["torchao_embedding"], entry["reader"]["embeddings"]
+    assert list(info) == ["model.embed_tokens"] and info["model.embed_tokens"]["shape"] == [
+        32, 64]
+    assert [(c["method"], c["zero_points"]) for c in calls] == [("forward", None)]
+    assert_embeddings_exported(PATH, [], str(tmp_path), torchao, info, calls)
 
 
 def test_diff_sees_a_changed_scale(tmp_path: Any) -> None:

@@ -14,10 +14,11 @@ recipe="xnnpack", qlinear="8da4w", qembedding="8w")``, as ``optimum-cli export e
 - ``hf_8da4w.torchao.npz``: torchao's own view of each 4-bit linear weight of the module
   optimum exported (``<fqn>.qdata``, ``.scale``, ``.zero_point`` and ``.dequantized``:
   torchao's ``dequantize_affine`` over the scales rounded to bfloat16 as XNNPACK stores
-  them; see zoo_hf_build.py);
+  them; see zoo_hf_build.py), and of its 8-bit embedding weight (float32 scales);
 - ``hf_8da4w.oracle.json``: the zoo's manifest entry: how it was made, each weight's
-  ``block_size``, ExecuTorch's reader (``deserialize_pte_binary``) and runtime on the
-  program, and the versions that made it.
+  ``block_size``, ExecuTorch's reader (``deserialize_pte_binary``, with the
+  ``embedding_byte`` call's values) and runtime on the program, and the versions that
+  made it.
 """
 import json
 import os
