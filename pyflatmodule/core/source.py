@@ -93,10 +93,9 @@ _SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
 
 def open_file(name: str) -> Tuple[int, os.stat_result]:
     """A read-only descriptor of the regular file at ``name``, and its ``fstat``. Anything
-    else is refused
-    before a byte is read: IsADirectoryError for a directory, OSError (EINVAL) naming the
-    kind for a FIFO, a device or a socket (it opens without blocking, so a FIFO with no
-    writer does not hang the caller)."""
+    else is refused before a byte is read: IsADirectoryError for a directory, OSError
+    (EINVAL) naming the kind for a FIFO, a device or a socket (it opens without blocking,
+    so a FIFO with no writer does not hang the caller)."""
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
