@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import gc
 import mmap
+import os
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -128,3 +131,44 @@ def test_no_descriptor_is_left_open_by_a_load(tmp_path):
             pass
     gc.collect()
     assert _open_descriptors() == before
+
+
+#: A child that keeps each FormatError of a damaged file in a reference cycle (the
+#: exception's traceback holds the frame that holds the exception), then collects them.
+_KEEP_ERRORS_IN_CYCLES = r"""
+import gc, sys
+import pyflatmodule as pfm
+
+def hold(source, read):
+    try:
+        read(pfm.load(source))
+    except pfm.FormatError as e:
+        caught = e   # e's traceback holds this frame, which holds e
+        return caught.code
+    return None
+
+codes = []
+for path, reads in ((sys.argv[1], lambda m: m.state_dict()),
+                    (sys.argv[2], lambda p: p.methods)):
+    with open(path, "rb") as f:
+        data = f.read()
+    for i in range(0, len(data), int(sys.argv[3])):
+        b = bytearray(data)
+        b[i] ^= 0xFF
+        codes.append(hold(memoryview(bytes(b)), reads))
+gc.collect()
+print(sum(c is not None for c in codes))
+"""
+
+
+def test_errors_kept_in_reference_cycles_are_collected_without_a_crash():
+    """A FormatError kept with its frames, from a file given as a memoryview: the frames
+    held the C core's view of the buffer and the memoryview, and CPython's collector
+    clears such a memoryview while the view still holds it (found when a test kept two
+    errors to compare them: the process died in the collector). In a child: it would
+    crash."""
+    xnnpack = model_path(os.path.join("et", "xnn_q8_per_channel.pte"))
+    r = subprocess.run([sys.executable, "-c", _KEEP_ERRORS_IN_CYCLES, MLP, xnnpack, "5"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout) > 100, r.stdout   # the damaged files were refused, errors kept

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, List, NoReturn, Optional
 
+import numpy as np
+
 from ..errors import FormatError
 
 try:
@@ -21,7 +23,19 @@ except ModuleNotFoundError as _exc:
         "in the current directory first. Run from another directory, or build in place there with "
         "`python setup.py build_ext --inplace` (or `pip install -e .`).") from None
 
-__all__ = ["ffi", "lib", "check", "format_error", "raise_error", "new_error", "status_codes"]
+__all__ = ["ffi", "lib", "c_buffer", "check", "format_error", "raise_error", "new_error",
+           "status_codes"]
+
+
+def c_buffer(obj: Any, ctype: str = "char[]") -> Any:
+    """``ffi.from_buffer(ctype, obj)``, safe in a garbage cycle: a memoryview is exported
+    through a numpy array over it. CPython's collector clears a memoryview in a cycle even
+    while a cdata still holds its buffer, and the process crashes when the cdata lets go:
+    a cycle that an exception kept with its frames makes (``except FormatError as e`` with
+    ``e`` kept), whose frame held the cdata and its memoryview."""
+    if isinstance(obj, memoryview):
+        obj = np.frombuffer(obj, np.uint8)
+    return ffi.from_buffer(ctype, obj)
 
 
 def status_codes() -> List[int]:

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from ..core.fbread import Table, schema_of
-from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Openable, Source, apply_advice, open_source
 from ..errors import FormatError
@@ -165,7 +165,7 @@ def open_bundled(source: Openable, options: Options) -> BundledProgram:
     summary = ffi.new("bp_summary *")
     err = new_error()
     try:
-        check(lib.bp_open(ffi.from_buffer(opened.obj), len(opened), options.to_c(), summary,
+        check(lib.bp_open(c_buffer(opened.obj), len(opened), options.to_c(), summary,
                           err), err)
     finally:
         opened.release_fd()

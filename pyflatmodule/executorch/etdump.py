@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.dtypes import numpy_dtype
 from ..core.fbread import Table, Tables, enum_names, schema_of
-from ..core.native import check, ffi, lib, new_error
+from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.source import Openable, Source, SourceLike, open_source
 
@@ -398,7 +398,7 @@ def open_etdump(source: Openable, options: Options,
     summary = ffi.new("ed_summary *")
     err = new_error()
     try:
-        check(lib.ed_open(ffi.from_buffer(opened.obj), len(opened),
+        check(lib.ed_open(c_buffer(opened.obj), len(opened),
                           len(debug) if debug is not None else -1, options.to_c(), summary,
                           err), err)
     finally:

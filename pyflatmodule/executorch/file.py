@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.dtypes import numpy_dtype, scalar_type_name
 from ..core.fbread import Schema, Table, Where, decode_text, schema_of
-from ..core.native import check, ffi, lib, new_error
+from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.records import struct_dtype
 from ..core.source import Source, file_identity
@@ -69,7 +69,7 @@ class _File(abc.ABC):
             blobs = ffi.new("et_blob[]", max(1, s.n_blobs))
             err = new_error()
             buf = self._buf
-            check(lib.et_index(ffi.from_buffer(buf), len(self._source or b""), s, tensors, blobs,
+            check(lib.et_index(c_buffer(buf), len(self._source or b""), s, tensors, blobs,
                                err), err)
             self._records = np.frombuffer(ffi.buffer(tensors), RECORD)[:s.n_tensors].copy()
             self._blobs = np.frombuffer(ffi.buffer(blobs), BLOB)[:s.n_blobs].copy()

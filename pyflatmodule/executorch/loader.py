@@ -7,7 +7,7 @@ import mmap
 import os
 from typing import Any, Dict, List, Sequence, Tuple, Union
 
-from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Openable, Source, apply_advice, check_same_file, open_source
 from ..errors import FormatError
@@ -30,7 +30,7 @@ def open_opened(opened: Source, options: Options,
         summary = ffi.new("et_summary *")
         err = new_error()
         buf = opened.obj
-        check(lib.et_open(ffi.from_buffer(buf), len(opened), options.to_c(), summary, err), err)
+        check(lib.et_open(c_buffer(buf), len(opened), options.to_c(), summary, err), err)
         # Segment data (constants, payloads) gets readahead; the flatbuffer stays random.
         start = int(summary.segment_base) // mmap.PAGESIZE * mmap.PAGESIZE
         end = int(summary.segment_base + summary.segment_size)

@@ -9,7 +9,7 @@ import numpy as np
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, Where, enum_names
 from ..core.names import NamedDict
-from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Source
 from .data_file import DataFile
@@ -629,7 +629,7 @@ class Program(_File):
         h = ffi.new("et_extended_header *")
         err = new_error()
         buf = self._buf
-        check(lib.et_read_extended_header(ffi.from_buffer(buf), len(buf), h, err), err)
+        check(lib.et_read_extended_header(c_buffer(buf), len(buf), h, err), err)
         if not h.length:
             return None
         return ExtendedHeader(int(h.program_size), int(h.segment_base_offset),

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, enum_names, schema_of
-from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 
 __all__ = ["DATATYPES", "Quantization", "TorchLayout", "XnnGraph", "XnnNode", "XnnValue",
@@ -63,7 +63,7 @@ def is_legacy(payload: memoryview) -> bool:
     the flatbuffer), which this reader leaves opaque: its flatbuffer, bare or behind the
     ``XH00`` header the C core reads, has identifier ``XN00``."""
     header = ffi.new("xnn_header *")
-    status = lib.xnn_read_header(ffi.from_buffer(payload), len(payload), header, new_error())
+    status = lib.xnn_read_header(c_buffer(payload), len(payload), header, new_error())
     return bool(status == lib.FB_OK and header.identifier == lib.XNN_LEGACY_IDENTIFIER)
 
 
@@ -223,7 +223,7 @@ class XnnGraph:
                  options: Optional[Options] = None) -> None:
         err = new_error()
         summary = ffi.new("xnn_summary *")
-        buf = ffi.from_buffer(payload)
+        buf = c_buffer(payload)
         prefix = where + ".processed<XNNGraph>."
         checks = dataclasses.replace(options or Options(), verify=True)
         status = lib.xnn_open(buf, len(payload), checks.to_c(), summary, err)

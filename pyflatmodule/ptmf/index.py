@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..core.fbread import enum_names
-from ..core.native import check, ffi, format_error, lib, new_error
+from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.records import c_array, struct_dtype
 from ..core.source import RUN_GAP, Source, apply_advice
@@ -122,7 +122,7 @@ class Image:
         #: mapping, bytes): what is derived from them may then be kept.
         self.immutable = view.readonly
         self.size = len(source)
-        self.cbuf = ffi.from_buffer("uint8_t[]", source.obj)
+        self.cbuf = c_buffer(source.obj, "uint8_t[]")
         self._rows: Optional[List[Tuple[int, ...]]] = None
         self._flats: Dict[np.dtype, np.ndarray] = {}
         self._storages: Optional[List[np.ndarray]] = None
