@@ -1,10 +1,12 @@
 """ExecuTorch programs (``.pte``): pyflatmodule vs ExecuTorch's own readers, in one run.
 
-- **open**, in process, page cache warm: ``pfm.load(path)`` (full verification) vs
-  ExecuTorch's Python reader ``deserialize_pte_binary`` (reading the file included) and
-  its C++ runtime's ``Runtime.load_program(path)`` with ``Verification.Minimal`` and
-  ``InternalConsistency``, and with ``Minimal`` then ``load_method`` (a data file, when
-  the program has one, given to both).
+- **open**, in process, page cache warm: ``pfm.load(path)`` (verified, its execution
+  plans left to their first read), the same then ``methods`` read (every plan checked),
+  and ``verify="full"`` (everything at open) vs ExecuTorch's Python reader
+  ``deserialize_pte_binary`` (reading the file included) and its C++ runtime's
+  ``Runtime.load_program(path)`` with ``Verification.Minimal`` and
+  ``InternalConsistency``, and with ``Minimal`` then ``load_method`` of every method (a
+  data file, when the program has one, given to both).
 - **cold first constant**: a fresh interpreter per round, imports included, to the first
   value of the first constant: pyflatmodule vs one that imports ``executorch.exir``.
 - **rss growth**: a fresh interpreter's RSS after open and after reading (summing) every
@@ -40,7 +42,7 @@ RSS_MODELS = ["et_const_1g", "et_external_1g"]
 #: The runtime for reference on one of them (each child imports ExecuTorch: seconds).
 RUNTIME_RSS_MODELS = ["et_const_1g"]
 #: The runtime's verification levels; "+methods": then load_method of every method too
-#: (the runtime parses a method's values there, where pyflatmodule's open has already).
+#: (the runtime parses a method's values there, as pyflatmodule does at their first read).
 RUNTIME_LEVELS = ["Minimal", "InternalConsistency", "Minimal+methods"]
 
 
@@ -56,8 +58,21 @@ def programs(models):
     return get
 
 
-def _open(model: benchmodels.Model) -> Any:
-    return pfm.load(model.path, data=[model.data_file] if model.data_file else [])
+def _open(model: benchmodels.Model, verify: Any = True) -> Any:
+    return pfm.load(model.path, data=[model.data_file] if model.data_file else [],
+                    verify=verify)
+
+
+#: pyflatmodule's opens: the default, the default with every plan read (what the
+#: runtime's load_program + load_method checks), everything checked at open.
+OPENS = {"pyflatmodule": lambda m: _open(m),
+         "pyflatmodule_methods": lambda m: _with_methods(_open(m)),
+         "pyflatmodule_full": lambda m: _open(m, "full")}
+
+
+def _with_methods(p: Any) -> Any:
+    _ = p.methods
+    return p
 
 
 def _values(model: benchmodels.Model) -> int:
@@ -65,11 +80,12 @@ def _values(model: benchmodels.Model) -> int:
         return sum(len(m.values) for m in p.methods.values())
 
 
+@pytest.mark.parametrize("impl", list(OPENS))
 @pytest.mark.parametrize("name", OPEN_MODELS)
-def test_et_open_pyflatmodule(benchmark, programs, name):
+def test_et_open_pyflatmodule(benchmark, programs, name, impl):
     model = programs(name)
     n = _values(model)
-    p = measure(benchmark, lambda: _open(model), group=f"et open: {name}", impl="pyflatmodule",
+    p = measure(benchmark, lambda: OPENS[impl](model), group=f"et open: {name}", impl=impl,
                 model=model, units=n, unit="value")
     assert isinstance(p, pfm.Program)
 

@@ -128,7 +128,8 @@ _DEFAULT_GIVEN = tuple(getattr(_DEFAULT, f.name) for f in dataclasses.fields(Opt
 
 
 def load(source: SourceLike, *, data: Sequence[Any] = (),
-         debug_buffer: Optional[SourceLike] = None, verify: bool = True, copy: bool = False,
+         debug_buffer: Optional[SourceLike] = None, verify: Union[bool, str] = True,
+         copy: bool = False,
          strict: bool = False, advise: Optional[str] = None, populate: bool = False,
          max_depth: int = 200, max_tables: int = 0, max_elements: int = 0) -> File:
     """Open a model file without copying it; what comes back depends on the file.
@@ -150,8 +151,9 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
             stored in (any source as ``source``); its tensors then read as arrays.
         verify, copy, strict, advise, populate, max_depth, max_tables, max_elements:
             as :class:`~pyflatmodule.core.options.Options` documents them. ExecuTorch
-            files are always checked in full when opened; ``verify`` adds alignment,
-            NUL and UTF-8 checks.
+            files are always checked, whatever ``verify`` says (it adds alignment, NUL
+            and UTF-8 checks): at open, but for a program's execution plans, checked
+            when first read unless ``verify="full"``.
 
     Raises:
         FormatError: the bytes are not a valid file of any of these formats, or a data
@@ -249,8 +251,8 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (),
     ``debug_buffer``, the one an ETDump's debug tensors are in (their extents checked
     against it)."""
     data = _check_data(data)
-    options = Options(strict=strict, max_depth=max_depth, max_tables=max_tables,
-                      max_elements=max_elements)
+    options = Options(verify="full", strict=strict, max_depth=max_depth,
+                      max_tables=max_tables, max_elements=max_elements)
     head, opened = _identify(source)
     try:
         if _format_of(head) == "ptmf" and not data and debug_buffer is None:

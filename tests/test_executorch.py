@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -20,6 +21,8 @@ import pytest
 import pyflatmodule as pfm
 from pyflatmodule.core.dtypes import numpy_dtype
 from pyflatmodule.executorch import JumpFalseCall
+
+from support.checked import load_full
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ET = os.path.join(HERE, "data", "et")
@@ -307,7 +310,7 @@ def test_external_tensors_resolve_by_name_and_missing_ones_are_named() -> None:
         assert spec.name == "l1.weight"
     # A data file that lacks one of the names the program asks for.
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(pte, data=[_data_file_without("l2.bias")])
+        load_full(pte, data=[_data_file_without("l2.bias")])
     assert e.value.code == "missing_data" and "'l2.bias'" in str(e.value)
     assert e.value.path.startswith("execution_plan[0].values[")
 
@@ -324,7 +327,7 @@ def _data_file_without(key: str) -> bytes:
 def test_truncated_programs_are_format_errors(cut: int) -> None:
     raw = open(os.path.join(ET, "mlp.pte"), "rb").read()
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(raw[:cut])
+        load_full(raw[:cut])
     assert e.value.code in ("too_small", "bad_header", "out_of_bounds", "bad_identifier")
 
 
@@ -333,7 +336,7 @@ def test_a_segment_past_the_end_is_named() -> None:
     # eh00's segment data size (u64 at byte 32) grown past the end of the file
     raw[32:40] = (len(raw)).to_bytes(8, "little")
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(bytes(raw))
+        load_full(bytes(raw))
     assert e.value.code == "bad_header" and e.value.path == "header"
     assert e.value.offset == 32   # the field that is wrong
 
@@ -349,22 +352,69 @@ def test_a_boxed_list_pointing_at_a_value_of_another_kind_is_refused() -> None:
     at = raw.index(needle) + 4
     raw[at:at + 8] = tensor.to_bytes(8, "little")
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(bytes(raw))
+        load_full(bytes(raw))
     assert e.value.code == "kind_mismatch" and e.value.offset == at
     assert e.value.path == f"execution_plan[0].values[{at_list}].val<IntList>"
 
 
 def test_errors_carry_schema_paths() -> None:
-    raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
-    # A tensor's sizes [8, 4] (count 2, then two int32): make the first one negative.
-    at = raw.index(np.array([2, 8, 4], "<u4").tobytes()) + 4
-    raw[at:at + 4] = (-8).to_bytes(4, "little", signed=True)
+    raw, at = _negative_size()   # a tensor's sizes [8, 4]: the first one made negative
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(bytes(raw))
+        load_full(raw)
     assert e.value.code == "negative_dimension"
     assert e.value.path.startswith("execution_plan[0].values[")
     assert e.value.path.endswith("].val<Tensor>")
     assert e.value.offset == at
+
+
+def _negative_size() -> Tuple[bytes, int]:
+    """mlp.pte with its first tensor's first size made negative (a fault inside its
+    execution plan only), and where."""
+    raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
+    at = raw.index(np.array([2, 8, 4], "<u4").tobytes()) + 4
+    raw[at:at + 4] = (-8).to_bytes(4, "little", signed=True)
+    return bytes(raw), at
+
+
+@pytest.mark.parametrize("read", [
+    lambda p: p.methods, lambda p: p.state_dict(), lambda p: p.constants(),
+    lambda p: p.named_tensors(), lambda p: p.regions(), lambda p: p.info(),
+    lambda p: p.missing_data, lambda p: p.named_data, lambda p: repr(p),
+    lambda p: p.delegate_constants()],
+    ids=["methods", "state_dict", "constants", "named_tensors", "regions", "info",
+         "missing_data", "named_data", "repr", "delegate_constants"])
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_plan_is_checked_in_full_when_first_read(read: Any, verify: bool) -> None:
+    """The execution plans are checked the first time anything of them is read, all of
+    them at once, as at open with verify="full": the same error, at every read (nothing
+    of them readable unchecked), and by verify()."""
+    bad, at = _negative_size()
+    with pytest.raises(pfm.FormatError) as full:
+        pfm.load(bad, verify="full")
+    p = pfm.load(bad, verify=verify)   # the program around the plans is checked here
+    assert p.version == 0 and p.extended_header is not None
+    for _ in range(2):
+        with pytest.raises(pfm.FormatError) as e:
+            read(p)
+        assert (e.value.code, e.value.offset, e.value.path) == (
+            full.value.code, full.value.offset, full.value.path)
+        assert e.value.code == "negative_dimension" and e.value.offset == at
+        assert e.value.path.startswith("execution_plan[0].values["), e.value.path
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(bad)
+    assert e.value.path == full.value.path
+
+
+def test_verify_full_is_an_option_like_the_others() -> None:
+    """verify="full" travels with the program (load_args, pickling) and nothing but True,
+    False and "full" is taken."""
+    path = os.path.join(ET, "mlp.pte")
+    with pfm.load(path, verify="full") as p:
+        assert p.load_args["verify"] == "full"
+        again = pickle.loads(pickle.dumps(p))
+        assert again.load_args["verify"] == "full" and list(again.methods) == ["forward"]
+    with pytest.raises(ValueError, match="verify must be"):
+        pfm.load(path, verify="lazy")
 
 
 def _edit(raw: bytes, at: int, value: int) -> bytes:
@@ -377,7 +427,7 @@ def test_data_files_with_a_file_that_is_no_program() -> None:
     raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
     raw[4:8] = b"XX12"   # no identifier this library reads: the loader says so
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(bytes(raw), data=[os.path.join(ET, "external.ptd")])
+        load_full(bytes(raw), data=[os.path.join(ET, "external.ptd")])
     assert e.value.code == "bad_identifier"
     with pytest.raises(ValueError, match="data= is for ExecuTorch programs"):
         pfm.load(os.path.join(HERE, "data", "mlp_jit.ff"), data=[os.path.join(ET, "external.ptd")])
@@ -406,7 +456,7 @@ def test_older_xnnpack_payloads_stay_opaque_and_unknown_ones_are_refused() -> No
         assert d.id == "XnnpackBackend" and d.graph is None and len(d.data) > 0
         assert not any(".delegates[" in k for k in p.state_dict())
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(_xnnpack_with_identifier(b"XN99"))
+        load_full(_xnnpack_with_identifier(b"XN99"))
     assert e.value.code == "bad_identifier"
 
 
@@ -442,7 +492,7 @@ def test_a_bad_root_offset_is_located_at_root(root: int, code: str) -> None:
     raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
     raw[0:4] = root.to_bytes(4, "little")
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(bytes(raw))
+        load_full(bytes(raw))
     assert e.value.code == code and e.value.path == "root"
 
 
@@ -511,7 +561,7 @@ def test_a_jump_to_the_end_of_the_chain_loads_and_one_past_it_does_not() -> None
     assert int.from_bytes(raw[at:at + 4], "little") == n
     raw[at:at + 4] = (n + 1).to_bytes(4, "little")
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load(bytes(raw))
+        load_full(bytes(raw))
     assert e.value.code == "bad_index" and e.value.offset == at
     assert e.value.path.endswith("instr_args<JumpFalseCall>")
 

@@ -21,6 +21,7 @@ import pytest
 
 import pyflatmodule as pfm
 
+from support.checked import load_full
 from support.fbwalk import deref, element, field, grow, root, u32, zero_slot
 from support.runtime import HAS_RUNTIME, runtime_verdicts
 
@@ -114,7 +115,7 @@ def _mutant(case: Tuple[str, bytes, Optional[bytes], str, int, int]
 
 
 def _load(program: bytes, data: Optional[bytes]) -> None:
-    with pfm.load(program, data=[data] if data is not None else []):
+    with load_full(program, data=[data] if data is not None else []):
         pass
 
 

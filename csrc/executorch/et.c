@@ -662,9 +662,11 @@ static int mutable_segment(walk *w, uint32_t i) {
     return FB_OK;
 }
 
-static int program(walk *w, const tbl *root) {
+/* The program's meaning: what its execution plans use (segments, constants, named
+ * data), then, when `plans`, every plan. */
+static int program(walk *w, const tbl *root, int plans) {
     ctx *c = &w->c;
-    vec plans, inline_data, named;
+    vec all, inline_data, named;
     tbl cs;
     int has_cs, rc;
     uint32_t i;
@@ -689,11 +691,12 @@ static int program(walk *w, const tbl *root) {
                             &et_named_data[ET_NAMED_DATA_SEGMENT_INDEX], -1);
         TRY(at_field(c, &et_program[ET_PROGRAM_NAMED_DATA], i, rc));
     }
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_EXECUTION_PLAN], &plans));
-    for (i = 0; i < plans.count; i++) {
+    if (!plans) return FB_OK;
+    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_EXECUTION_PLAN], &all));
+    for (i = 0; i < all.count; i++) {
         w->plan = i;
         TRY_IN_FIELD(c, &et_program[ET_PROGRAM_EXECUTION_PLAN], i,
-                     execution_plan(w, &plans, i, inline_data.count));
+                     execution_plan(w, &all, i, inline_data.count));
     }
     return FB_OK;
 }
@@ -744,14 +747,23 @@ static int data_file(walk *w, const tbl *root) {
     return FB_OK;
 }
 
-/* Walks a file whose header is read: the schema's checks when `verify_structure`, then
- * the meaning; fills the records when given. */
+/* What one walk over a file whose header is read does. */
+enum walk_mode {
+    WALK_ALL,      /* the structure by the schema, then the meaning: counts */
+    WALK_TOP,      /* the same, but a program's execution plans are left for WALK_PLANS */
+    WALK_PLANS,    /* after WALK_TOP: the plans' structure, then the meaning with them */
+    WALK_INDEX     /* after WALK_ALL or WALK_PLANS: the meaning again, filling records */
+};
+
+/* The field WALK_TOP leaves shallow: the execution plans' vector, not its tables. */
+static const fb_field *const plans_shallow[] = {&et_program[ET_PROGRAM_EXECUTION_PLAN], NULL};
+
 static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
-                     et_record *tensors, et_blob *blobs, int verify_structure,
+                     et_record *tensors, et_blob *blobs, enum walk_mode mode,
                      fb_error *err) {
     walk w;
     tbl root;
-    int rc;
+    int rc, is_program = s->identifier == ET_FILE_IDENTIFIER;
     const fb_schema *schema = fb_schema_find(s->identifier);
     memset(&w, 0, sizeof w);
     ctx_init(&w.c, buf, s->flatbuffer_end, opt, NULL, err);
@@ -763,8 +775,16 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     TRY(deref(&w.c, 0, &s->root));
     TRY(tbl_open(&w.c, s->root, &root));
     pop(&w.c);
-    if (verify_structure) {
+    if (mode == WALK_ALL || (mode == WALK_TOP && !is_program))
         TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
+    else if (mode == WALK_TOP)
+        TRY(fb_verify_table_shallow(&w.c, schema, schema->root, s->root, plans_shallow));
+    else if (mode == WALK_PLANS)
+        TRY(fb_verify_field(&w.c, schema, &root, &et_program[ET_PROGRAM_EXECUTION_PLAN], 0));
+    if (mode == WALK_PLANS) {
+        s->tables_visited += w.c.tables;
+        s->elements_visited += w.c.elements;
+    } else if (mode != WALK_INDEX) {
         s->tables_visited = w.c.tables;
         s->elements_visited = w.c.elements;
     }
@@ -772,12 +792,13 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
      * each list item points at), which the structural pass already bounded. */
     w.c.tables = 0;
     w.c.elements = 0;
-    rc = s->identifier == ET_FILE_IDENTIFIER ? program(&w, &root) : data_file(&w, &root);
+    rc = is_program ? program(&w, &root, mode != WALK_TOP) : data_file(&w, &root);
     if (rc != FB_OK) return rc;
     if (!tensors) {
         s->n_tensors = w.n_tensors;
         s->n_blobs = w.n_blobs;
         s->n_delegates = w.n_delegates_all;
+        s->plans_checked = mode != WALK_TOP || !is_program;
         s->tables_visited += w.c.tables;
         s->elements_visited += w.c.elements;
     } else if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs) {
@@ -786,8 +807,16 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     return FB_OK;
 }
 
-int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
-            fb_error *err) {
+/* Fails unless the first len bytes at buf can be the file summary s was made of. */
+static int check_summary(const uint8_t *buf, size_t len, const et_summary *s, fb_error *err) {
+    ctx c;
+    if (s->flatbuffer_end <= len) return FB_OK;
+    ctx_init(&c, buf, len, NULL, NULL, err);
+    return fail(&c, FB_E_BAD_ARGUMENT, 0);
+}
+
+int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
+            et_summary *s, fb_error *err) {
     memset(s, 0, sizeof *s);
     if (err) {
         err->code = FB_OK;
@@ -795,7 +824,14 @@ int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s
         err->path[0] = '\0';
     }
     TRY(read_header(buf, (uint64_t)len, s, err));
-    return walk_file(buf, opt, s, NULL, NULL, 1, err);
+    return walk_file(buf, opt, s, NULL, NULL, plans ? WALK_ALL : WALK_TOP, err);
+}
+
+int et_check_plans(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
+                   fb_error *err) {
+    TRY(check_summary(buf, len, s, err));
+    if (s->plans_checked) return FB_OK;
+    return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);
 }
 
 int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *tensors,
@@ -803,11 +839,12 @@ int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *ten
     et_summary again = *s;
     fb_options opt;
     fb_default_options(&opt);
-    if (s->flatbuffer_end > len) {
+    TRY(check_summary(buf, len, s, err));
+    if (!s->plans_checked) {
         ctx c;
         ctx_init(&c, buf, len, NULL, NULL, err);
-        return fail(&c, FB_E_BAD_ARGUMENT, 0);
+        return fail(&c, FB_E_BAD_ARGUMENT, 0);   /* et_check_plans first */
     }
     opt.verify = 0;
-    return walk_file(buf, &opt, &again, tensors, blobs, 0, err);
+    return walk_file(buf, &opt, &again, tensors, blobs, WALK_INDEX, err);
 }

@@ -64,6 +64,8 @@ typedef struct et_summary {
     uint32_t n_blobs;           /* named data entries */
     uint64_t tables_visited, elements_visited;
     uint64_t n_delegates;       /* delegates of every execution plan (program) */
+    uint32_t plans_checked;     /* 1 once every execution plan is checked; until then the
+                                   counts above leave the plans out */
 } et_summary;
 
 /* One tensor: a Tensor value of an execution plan, or a data file's stored tensor. */
@@ -102,11 +104,18 @@ typedef struct et_blob {
 /* Element size of ExecuTorch scalar type `type`, 0 if the schema does not know it. */
 unsigned et_element_size(int type);
 
-/* Verifies a whole .pte or .ptd (structure by the schema, then meaning) and counts its
- * tensors and named data. */
-int et_open(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
-            fb_error *err);
-/* Fills tensors[s->n_tensors] and blobs[s->n_blobs] for a file et_open accepted. */
+/* Verifies a .pte or .ptd (structure by the schema, then meaning) and counts its
+ * tensors and named data: the whole file when `plans`, or else all of it but a program's
+ * execution plans (their vector's extent only), which et_check_plans checks later, as
+ * the runtime's load_method checks a method after its load_program. */
+int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
+            et_summary *s, fb_error *err);
+/* Checks the execution plans et_open left, as it checks them with `plans`, and completes
+ * the counts of s (nothing to do once s->plans_checked). */
+int et_check_plans(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
+                   fb_error *err);
+/* Fills tensors[s->n_tensors] and blobs[s->n_blobs] for a file et_open accepted, its
+ * plans checked. */
 int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *tensors,
              et_blob *blobs, fb_error *err);
 

@@ -553,4 +553,10 @@ int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos);
 int fb_verify_table_shallow(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos,
                             const fb_field *const *shallow);
 
+/* Table-vector field f of table t, found at nesting `depth`, and everything it reaches,
+ * as fb_verify_table checks them inside t: for a field an earlier pass left shallow
+ * (a part of the file checked when it is first read). */
+int fb_verify_field(ctx *c, const fb_schema *s, const tbl *t, const fb_field *f,
+                    uint32_t depth);
+
 #endif /* FB_H */

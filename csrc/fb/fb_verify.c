@@ -167,3 +167,12 @@ int fb_verify_table_shallow(ctx *c, const fb_schema *s, unsigned decl, uint64_t 
     v.shallow = shallow;
     return verify_table(c, &v, decl, pos, 0);
 }
+
+int fb_verify_field(ctx *c, const fb_schema *s, const tbl *t, const fb_field *f,
+                    uint32_t depth) {
+    verifier v;
+    v.s = s;
+    v.shallow = NULL;
+    if (f->kind != FB_VEC_TABLE) return fail(c, FB_E_BAD_ARGUMENT, t->pos);
+    return verify_vector(c, &v, t, f, depth);
+}

@@ -4,7 +4,7 @@ and every nested check (a payload one file holds inside it) take that one."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 from .native import ffi, lib
 
@@ -27,6 +27,9 @@ class Options:
         verify: run the full verifier (alignment, string terminators, every function,
             type and cross-reference). Without it the index is still built with every
             read bounds-checked, and problems surface as FormatError on access.
+            ``"full"``: as True, and what a format checks when it is first read (see
+            :func:`pyflatmodule.load`) is checked at open, as
+            :func:`pyflatmodule.verify` does.
         copy: read the file into memory instead of mapping it (network filesystems,
             files that may change while open).
         strict: apply FlatBuffers' own rules, rejecting the wrapped vtable offsets
@@ -43,7 +46,7 @@ class Options:
             as ``max_tables``.
     """
 
-    verify: bool = True
+    verify: Union[bool, str] = True
     copy: bool = False
     strict: bool = False
     advise: Optional[str] = None
@@ -53,6 +56,8 @@ class Options:
     max_elements: int = 0
 
     def __post_init__(self) -> None:
+        if self.verify not in (True, False, "full"):
+            raise ValueError(f"verify must be True, False or 'full', not {self.verify!r}")
         if self.advise is not None and self.advise not in ADVICE:
             raise ValueError(f"advise must be one of {sorted(ADVICE)} or None, "
                              f"not {self.advise!r}")
@@ -60,6 +65,12 @@ class Options:
             value = getattr(self, name)
             if not 0 <= value <= top:
                 raise ValueError(f"{name} must be between 0 and {top}, not {value}")
+
+    @property
+    def full(self) -> bool:
+        """Whether everything is checked at open (``verify="full"``), nothing left to the
+        first read."""
+        return self.verify == "full"
 
     def keywords(self) -> Dict[str, Any]:
         """The options as ``pyflatmodule.load``'s keyword arguments."""
@@ -73,7 +84,7 @@ class Options:
             return opt
         opt = ffi.new("fb_options *")
         lib.fb_default_options(opt)
-        opt.verify = int(self.verify)
+        opt.verify = int(bool(self.verify))
         opt.strict = int(self.strict)
         opt.max_depth = self.max_depth
         opt.max_tables = self.max_tables

@@ -26,7 +26,7 @@ from ..core.source import Openable, Source, apply_advice, open_source
 from ..errors import FormatError
 from .file import dim_order_view
 from .loader import open_opened
-from .program import Program
+from .program import Methods, Program
 from .regions import Region, bundled_regions
 
 __all__ = ["BundledProgram", "TestCase", "TestValue", "open_bundled"]
@@ -174,6 +174,8 @@ def open_bundled(source: Openable, options: Options) -> BundledProgram:
     try:
         program = open_opened(Source(view, f"{opened.name}:program", False, opened.stat,
                                      opened.path), options)
+        # its plans checked now: the test suites name its methods
+        methods = program.methods if isinstance(program, Program) else Methods()
     except FormatError as e:
         raise e.within("program", start) from None
     if not isinstance(program, Program):
@@ -185,7 +187,6 @@ def open_bundled(source: Openable, options: Options) -> BundledProgram:
                  [(segments // mmap.PAGESIZE * mmap.PAGESIZE, segments + int(ps.segment_size))]
                  if ps.segment_size else [])
     bundled = BundledProgram(opened, summary, program)
-    methods = program.methods
     for i, suite in enumerate(bundled._root.tables("method_test_suites")):
         name = suite.string("method_name") or ""
         if name not in methods:

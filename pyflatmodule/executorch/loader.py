@@ -30,7 +30,8 @@ def open_opened(opened: Source, options: Options,
         summary = ffi.new("et_summary *")
         err = new_error()
         buf = opened.obj
-        check(lib.et_open(c_buffer(buf), len(opened), options.to_c(), summary, err), err)
+        check(lib.et_open(c_buffer(buf), len(opened), options.to_c(), options.full,
+                          summary, err), err)
         # Segment data (constants, payloads) gets readahead; the flatbuffer stays random.
         start = int(summary.segment_base) // mmap.PAGESIZE * mmap.PAGESIZE
         end = int(summary.segment_base + summary.segment_size)

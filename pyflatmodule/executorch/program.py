@@ -413,11 +413,38 @@ class Program(_File):
                 self._external.setdefault(key, array)
             for key, blob in f.named_data.items():
                 self._data_named.setdefault(key, blob)
+        self._plans_ok = self._checking = False
+        if summary.plans_checked:
+            self._check_plans()
         if self.data_files:
             self._resolve_external()
-        if summary.n_delegates:   # XNNPACK payloads are checked when opened
-            for m in self.methods.values():
-                self._check_delegate_calls(m, [d.graph for d in m.delegates])
+
+    def _check_plans(self) -> None:
+        """Check every execution plan in full, once, before the first read of any method,
+        value, instruction, delegate or tensor (as the runtime's ``load_method`` checks
+        a method after ``load_program``): ``verify="full"`` did it at open. The C index's
+        checks first, then each XNNPACK payload and the calls of it."""
+        if self._plans_ok or self._checking:   # the payloads' checks read the plans
+            return
+        s = self._summary
+        if not s.plans_checked:
+            err = new_error()
+            buf = self._buf
+            check(lib.et_check_plans(c_buffer(buf), len(buf), self._options.to_c(), s,
+                                     err), err)
+        self._checking = True
+        try:
+            if s.n_delegates:   # XNNPACK payloads are checked when opened
+                for i, t in enumerate(self._root.tables("execution_plan")):
+                    m = Method(t, self, i)
+                    self._check_delegate_calls(m, [d.graph for d in m.delegates])
+        finally:
+            self._checking = False
+        self._plans_ok = True
+
+    def _index(self) -> Tuple[np.ndarray, np.ndarray]:
+        self._check_plans()
+        return super()._index()
 
     @staticmethod
     def _check_delegate_calls(method: "Method", graphs: List[Optional[XnnGraph]]) -> None:
@@ -474,7 +501,8 @@ class Program(_File):
         return out
 
     def _plans(self) -> List[Method]:
-        """Every execution plan, by index."""
+        """Every execution plan, by index (checked first)."""
+        self._check_plans()
         return [Method(t, self, i) for i, t in enumerate(self._root.tables("execution_plan"))]
 
     def _planned(self, plan: int) -> List[Tuple[int, int, int, int]]:

@@ -20,9 +20,11 @@ x^0x01, x^0x80, 0x00, 0xff that differ from x; and every truncation length 0..le
 
 Findings: a crash, a hang, any exception other than FormatError, a FormatError
 without code, offset or path, and ("late_error") an input that loads with
-verify=True and then raises FormatError during the full decode: verify promises
-that a file it passes decodes in full (budgets aside: LATE_BUDGET_CODES); and
-("unverified_differs") a verified input that loads otherwise without verify.
+verify="full" and then raises FormatError during the full decode: verify promises
+that a file it passes decodes in full (budgets aside: LATE_BUDGET_CODES); ("plans_differ")
+an input refused by one of verify="full" and the default load with a program's plans
+read (which checks them) and not by the other; and ("unverified_differs") a verified
+input that loads otherwise without verify.
 tests/test_sweep.py runs a deterministic strided subset of the same mutations.
 """
 from __future__ import annotations
@@ -65,7 +67,7 @@ MEMORY_LIMIT = 3 << 30
 #: the verifier measures per value and the decoder per call.
 LATE_BUDGET_CODES = frozenset({"depth_budget", "element_budget", "table_budget"})
 #: Outcome kinds that are findings.
-FINDING_KINDS = ("bad_error", "exception", "late_error", "unverified_differs")
+FINDING_KINDS = ("bad_error", "exception", "late_error", "plans_differ", "unverified_differs")
 
 
 ET_DATA = os.path.join(DATA, "et")
@@ -143,19 +145,35 @@ def describe(m: Mutation, data: bytes) -> str:
 
 # ------------------------------------------------------------------ workers
 
+def _refused(buf: bytes, verify: Any) -> bool:
+    """Whether ``load(buf, verify=verify)`` raises FormatError, a program's (or a
+    bundled program's) plans read too: the default checks them then."""
+    import pyflatmodule as pfm
+    try:
+        with pfm.load(buf, verify=verify) as f:
+            program = f.program if isinstance(f, pfm.BundledProgram) else f
+            if isinstance(program, pfm.Program):
+                _ = program.methods
+    except pfm.FormatError:
+        return True
+    return False
+
+
 def judge(buf: bytes, verify: bool) -> Tuple[str, str]:
-    """``decode_all.outcome``, plus verify's promise: with verify=True, a FormatError
-    raised after ``load`` succeeded is ("late_error", code), budgets aside."""
+    """``decode_all.outcome``, plus verify's promises: with verify=True, a FormatError
+    raised after ``load(verify="full")`` succeeded is ("late_error", code), budgets
+    aside; the default refuses (at open or at the plans' first read) what "full" does."""
     from decode_all import outcome
     kind, detail = outcome(buf, verify)
     if not verify or kind != "format_error" or detail in LATE_BUDGET_CODES:
         return kind, detail
-    import pyflatmodule as pfm
-    try:
-        pfm.load(buf, verify=True).close()
-    except pfm.FormatError:
+    full, lazy = _refused(buf, "full"), _refused(buf, True)
+    if full != lazy:
+        return "plans_differ", (f"verify='full' {'refused' if full else 'passed'}, the "
+                                f"default with the plans read {'refused' if lazy else 'passed'}")
+    if full:
         return kind, detail
-    return "late_error", f"load(verify=True) passed, the full decode raised {detail}"
+    return "late_error", f"load(verify='full') passed, the full decode raised {detail}"
 
 
 def _index_arrays(f: Any) -> List[Tuple[str, Any]]:
