@@ -217,6 +217,36 @@ def test_threads_racing_on_first_value_access(fast_switching: None) -> None:
             assert r == [expected[(i + k) % n] for i in range(n)]
 
 
+def _program_reads(p: pfm.Program) -> List[Any]:
+    """What a first read of a program gives: its methods, values, delegates, graphs."""
+    return [(name, len(m.values), [len(c.instructions) for c in m.chains],
+             [(d.id, d.graph.arguments if d.graph else None) for d in m.delegates])
+            for name, m in p.methods.items()]
+
+
+def _first_read_or_error(p: pfm.Program) -> Any:
+    try:
+        return _program_reads(p)
+    except pfm.FormatError as e:
+        return e.code, e.offset, e.path
+
+
+@pytest.mark.parametrize("name", ["et/xnn_conv.pte",
+                                  "gate/execute-crash-DelegateCall_args-vector_length.pte"])
+def test_threads_racing_on_a_programs_first_read(name: str, fast_switching: None) -> None:
+    """A program's execution plans are checked at their first read: 8 threads reading
+    a fresh program at once all get the single-threaded answer. The second program's
+    plans pass the C checks and fail the XNNPACK call check after them: every thread
+    gets that error, none a plan read while another thread was still checking it."""
+    data = _read(name)
+    expected = _first_read_or_error(pfm.load(data))
+    assert isinstance(expected, list) == name.startswith("et/"), expected
+    for _ in range(100):
+        p = pfm.load(data)
+        results = run_threads(lambda k: _first_read_or_error(p))
+        assert all(r == expected for r in results), (expected, results)
+
+
 # ------------------------------------------------------------ the GIL
 
 def test_verifier_releases_the_gil() -> None:

@@ -2,6 +2,7 @@
 chains, instructions, operators and delegates, and the tensors it holds or names."""
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -414,6 +415,7 @@ class Program(_File):
             for key, blob in f.named_data.items():
                 self._data_named.setdefault(key, blob)
         self._plans_ok = self._checking = False
+        self._plans_lock = threading.RLock()
         if summary.plans_checked:
             self._check_plans()
         if self.data_files:
@@ -424,23 +426,26 @@ class Program(_File):
         value, instruction, delegate or tensor (as the runtime's ``load_method`` checks
         a method after ``load_program``): ``verify="full"`` did it at open. The C index's
         checks first, then each XNNPACK payload and the calls of it."""
-        if self._plans_ok or self._checking:   # the payloads' checks read the plans
+        if self._plans_ok:
             return
-        s = self._summary
-        if not s.plans_checked:
-            err = new_error()
-            buf = self._buf
-            check(lib.et_check_plans(c_buffer(buf), len(buf), self._options.to_c(), s,
-                                     err), err)
-        self._checking = True
-        try:
-            if s.n_delegates:   # XNNPACK payloads are checked when opened
-                for i, t in enumerate(self._root.tables("execution_plan")):
-                    m = Method(t, self, i)
-                    self._check_delegate_calls(m, [d.graph for d in m.delegates])
-        finally:
-            self._checking = False
-        self._plans_ok = True
+        with self._plans_lock:   # one thread checks; the others wait for its verdict
+            if self._plans_ok or self._checking:   # the payloads' checks read the plans
+                return
+            s = self._summary
+            if not s.plans_checked:
+                err = new_error()
+                buf = self._buf
+                check(lib.et_check_plans(c_buffer(buf), len(buf), self._options.to_c(), s,
+                                         err), err)
+            self._checking = True
+            try:
+                if s.n_delegates:   # XNNPACK payloads are checked when opened
+                    for i, t in enumerate(self._root.tables("execution_plan")):
+                        m = Method(t, self, i)
+                        self._check_delegate_calls(m, [d.graph for d in m.delegates])
+            finally:
+                self._checking = False
+            self._plans_ok = True
 
     def _index(self) -> Tuple[np.ndarray, np.ndarray]:
         self._check_plans()
