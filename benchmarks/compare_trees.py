@@ -1,4 +1,5 @@
-"""Open and open + first state_dict() timed for two builds of pyflatmodule, alternating.
+"""Open and open + first state_dict() timed for two builds of pyflatmodule, alternating
+(PTMF models and an ExecuTorch program, whose first state_dict() checks its plans).
 
 ``python benchmarks/compare_trees.py TREE_A TREE_B [ROUNDS]``: each TREE is a source tree
 with its C core built in place (``python setup.py build_ext --inplace``); every round
@@ -18,7 +19,8 @@ from benchmodels import cache_dir
 #: The models compared, by the pattern of their cached file.
 MODELS = {"meta_2k": "meta_2k-full-*.ptl", "meta_20k": "meta_20k-full-*.ptl",
           "transformer": "transformer-full-*.ptl",
-          "mobilenet_v2": "zoo_mobilenet_v2-full-*.ptl", "resnet18": "zoo_resnet18-full-*.ptl"}
+          "mobilenet_v2": "zoo_mobilenet_v2-full-*.ptl", "resnet18": "zoo_resnet18-full-*.ptl",
+          "et_graph_22k": "et_graph_22k-full-*.pte"}
 
 
 def measure(tree: str) -> None:
