@@ -285,6 +285,10 @@ def _speed_targets(res: Results) -> List[str]:
     """The open-speed targets (issue 25): the fixed cost of an open, the graph-heavy
     program's verified open, the metadata-heavy PTMF open."""
     rows: List[str] = []
+    for sample in ("sample.pte", "sample.ptl"):
+        m = res.median(f"open: {sample}", PFM)
+        _check(rows, f"open: {sample}: pyflatmodule median <= 30 us",
+               None if m is None else m * 1e6, m is not None and m <= 30e-6, "{:.1f} us")
     for model in ("linear_256m", "linear_1g8"):
         group = f"open: {model}"
         m = res.median(group, PFM)

@@ -2,9 +2,12 @@
 ``_load_for_lite_interpreter`` and ``jit_module_from_flatbuffer``.
 
 The same groups feed the scaling rows of the report: 256 MiB vs 1.8 GiB of tensor bytes
-(same 28 layers, same ivalues), and 1x/10x/100x metadata-heavy files.
+(same 28 layers, same ivalues), and 1x/10x/100x metadata-heavy files. The package's
+samples (a handful of tensors each, one per format) give the fixed cost of an open.
 """
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -14,6 +17,8 @@ from benchutil import measure, need_torch
 
 MODELS = ["meta_2k", "linear_256m", "linear_1g8", "transformer", "tokens_500k",
           "meta_20k", "meta_200k"]
+#: The samples the package ships: an ExecuTorch program and a PTMF model.
+SAMPLES = ["sample.pte", "sample.ptl"]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -23,6 +28,13 @@ def test_open_pyflatmodule(benchmark, models, name):
     m = measure(benchmark, lambda: pfm.load(model.path), group=f"open: {name}",
                 impl="pyflatmodule", model=model, units=n, unit="ivalue")
     assert len(m.ivalues) == n
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_open_sample(benchmark, name):
+    path = os.path.join(os.path.dirname(pfm.__file__), "data", name)
+    f = measure(benchmark, lambda: pfm.load(path), group=f"open: {name}", impl="pyflatmodule")
+    assert f.size == os.path.getsize(path)
 
 
 @pytest.mark.torch
