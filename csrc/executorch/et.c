@@ -749,20 +749,26 @@ static int data_file(walk *w, const tbl *root) {
 
 /* What one walk over a file whose header is read does. */
 enum walk_mode {
-    WALK_ALL,      /* the structure by the schema, then the meaning: counts */
-    WALK_TOP,      /* the same, but a program's execution plans are left for WALK_PLANS */
-    WALK_PLANS,    /* after WALK_TOP: the plans' structure, then the meaning with them */
-    WALK_INDEX     /* after WALK_ALL or WALK_PLANS: the meaning again, filling records */
+    WALK_TOP,      /* the structure by the schema, then the meaning, but for a program's
+                      execution plans (their vector's extent only): counts */
+    WALK_PLANS,    /* after WALK_TOP: the plans' structure, its visits going on from the
+                      rest's, then the meaning with them: counts */
+    WALK_INDEX     /* after both: the meaning again, filling records */
 };
 
 /* The field WALK_TOP leaves shallow: the execution plans' vector, not its tables. */
 static const fb_field *const plans_shallow[] = {&et_program[ET_PROGRAM_EXECUTION_PLAN], NULL};
 
+/* One walk of a file (a program checked in full is WALK_TOP then WALK_PLANS, so that it
+ * meets a fault where the first read of a lazily opened one does). The summary is
+ * written only when the walk succeeds, and WALK_PLANS writes none of what the fields
+ * Python reads meanwhile (the root, the extents). */
 static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
                      et_record *tensors, et_blob *blobs, enum walk_mode mode,
                      fb_error *err) {
     walk w;
     tbl root;
+    uint64_t root_pos, structure_tables, structure_elements;
     int rc, is_program = s->identifier == ET_FILE_IDENTIFIER;
     const fb_schema *schema = fb_schema_find(s->identifier);
     memset(&w, 0, sizeof w);
@@ -772,38 +778,40 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     w.blobs = blobs;
     if (!schema) return fail(&w.c, FB_E_BAD_IDENTIFIER, 4);
     push(&w.c, "root", NO_INDEX);   /* the root offset and table: located there */
-    TRY(deref(&w.c, 0, &s->root));
-    TRY(tbl_open(&w.c, s->root, &root));
+    TRY(deref(&w.c, 0, &root_pos));
+    TRY(tbl_open(&w.c, root_pos, &root));
     pop(&w.c);
-    if (mode == WALK_ALL || (mode == WALK_TOP && !is_program))
-        TRY(fb_verify_table(&w.c, schema, schema->root, s->root));
-    else if (mode == WALK_TOP)
-        TRY(fb_verify_table_shallow(&w.c, schema, schema->root, s->root, plans_shallow));
-    else if (mode == WALK_PLANS)
+    if (mode == WALK_TOP) {
+        TRY(is_program ? fb_verify_table_shallow(&w.c, schema, schema->root, root_pos,
+                                                 plans_shallow)
+                       : fb_verify_table(&w.c, schema, schema->root, root_pos));
+    } else if (mode == WALK_PLANS) {
+        w.c.tables = s->structure_tables;   /* one budget for the whole file */
+        w.c.elements = s->structure_elements;
         TRY(fb_verify_field(&w.c, schema, &root, &et_program[ET_PROGRAM_EXECUTION_PLAN], 0));
-    if (mode == WALK_PLANS) {
-        s->tables_visited += w.c.tables;
-        s->elements_visited += w.c.elements;
-    } else if (mode != WALK_INDEX) {
-        s->tables_visited = w.c.tables;
-        s->elements_visited = w.c.elements;
     }
+    structure_tables = w.c.tables;
+    structure_elements = w.c.elements;
     /* The meaning walk gets budgets of its own: it opens each table again (and the value
      * each list item points at), which the structural pass already bounded. */
     w.c.tables = 0;
     w.c.elements = 0;
     rc = is_program ? program(&w, &root, mode != WALK_TOP) : data_file(&w, &root);
     if (rc != FB_OK) return rc;
-    if (!tensors) {
-        s->n_tensors = w.n_tensors;
-        s->n_blobs = w.n_blobs;
-        s->n_delegates = w.n_delegates_all;
-        s->plans_checked = mode != WALK_TOP || !is_program;
-        s->tables_visited += w.c.tables;
-        s->elements_visited += w.c.elements;
-    } else if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs) {
-        return fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
+    if (mode == WALK_INDEX) {
+        if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs)
+            return fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
+        return FB_OK;
     }
+    if (mode == WALK_TOP) s->root = root_pos;
+    s->structure_tables = structure_tables;
+    s->structure_elements = structure_elements;
+    s->tables_visited = structure_tables + w.c.tables;
+    s->elements_visited = structure_elements + w.c.elements;
+    s->n_tensors = w.n_tensors;
+    s->n_blobs = w.n_blobs;
+    s->n_delegates = w.n_delegates_all;
+    s->plans_checked = mode == WALK_PLANS || !is_program;
     return FB_OK;
 }
 
@@ -824,7 +832,9 @@ int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
         err->path[0] = '\0';
     }
     TRY(read_header(buf, (uint64_t)len, s, err));
-    return walk_file(buf, opt, s, NULL, NULL, plans ? WALK_ALL : WALK_TOP, err);
+    TRY(walk_file(buf, opt, s, NULL, NULL, WALK_TOP, err));
+    if (!plans || s->plans_checked) return FB_OK;
+    return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);
 }
 
 int et_check_plans(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,

@@ -63,6 +63,8 @@ typedef struct et_summary {
     uint32_t n_tensors;         /* Tensor values (program) or named data with a layout */
     uint32_t n_blobs;           /* named data entries */
     uint64_t tables_visited, elements_visited;
+    uint64_t structure_tables;  /* the structural pass's visits alone: the plans' part */
+    uint64_t structure_elements;/* goes on from the rest's, one budget for the file */
     uint64_t n_delegates;       /* delegates of every execution plan (program) */
     uint32_t plans_checked;     /* 1 once every execution plan is checked; until then the
                                    counts above leave the plans out */

@@ -13,6 +13,7 @@ from ..core.names import NamedDict
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Source
+from ..errors import FormatError
 from .data_file import DataFile
 from .file import _File
 from .memory import MemoryPlan, make_plan
@@ -706,4 +707,8 @@ class Program(_File):
                 "methods": methods}
 
     def _describe(self) -> str:
-        return f"methods {list(self.methods)}"
+        try:
+            return f"methods {list(self.methods)}"
+        except FormatError as e:   # a repr never raises: it says why there are none
+            n = len(self._root.tables("execution_plan"))   # the vector: checked at open
+            return f"{n} execution plan{'s' * (n != 1)}, refused: {e.code} at {e.path}"
