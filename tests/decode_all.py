@@ -14,8 +14,8 @@ import numpy as np
 
 import pyflatmodule as pfm
 
-__all__ = ["touch", "full_decode", "decode_program", "decode_data_file", "check_error",
-           "outcome", "ErrorShape", "regions_tile"]
+__all__ = ["touch", "read_plans", "full_decode", "decode_program", "decode_data_file",
+           "check_error", "outcome", "ErrorShape", "regions_tile"]
 
 # Codes a reader may report without a field path: they concern the buffer as a whole
 # (its header or its size), before any field is read.
@@ -75,6 +75,14 @@ def peak_rss_kib() -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def read_plans(f: Any) -> None:
+    """The first read of the execution plans of what ``load`` gave (a program, or a
+    bundled program's): the default load checks them then."""
+    program = f.program if isinstance(f, pfm.BundledProgram) else f
+    if isinstance(program, pfm.Program):
+        _ = program.methods
 
 
 def full_decode(m: Any) -> None:

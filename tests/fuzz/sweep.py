@@ -149,11 +149,11 @@ def _refused(buf: bytes, verify: Any) -> bool:
     """Whether ``load(buf, verify=verify)`` raises FormatError, a program's (or a
     bundled program's) plans read too: the default checks them then."""
     import pyflatmodule as pfm
+
+    from decode_all import read_plans
     try:
         with pfm.load(buf, verify=verify) as f:
-            program = f.program if isinstance(f, pfm.BundledProgram) else f
-            if isinstance(program, pfm.Program):
-                _ = program.methods
+            read_plans(f)
     except pfm.FormatError:
         return True
     return False

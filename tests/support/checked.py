@@ -14,13 +14,7 @@ from typing import Any, Optional, Tuple
 
 import pyflatmodule as pfm
 
-
-def _first_read(f: Any) -> None:
-    """The first read of the plans of what ``load`` gave (a program, or a bundled
-    program's)."""
-    program = f.program if isinstance(f, pfm.BundledProgram) else f
-    if isinstance(program, pfm.Program):
-        _ = program.methods
+from decode_all import read_plans
 
 
 def _error(e: Optional[pfm.FormatError]) -> Optional[Tuple[Any, ...]]:
@@ -34,7 +28,7 @@ def load_full(source: Any, **options: Any) -> Any:
     lazy: Optional[pfm.FormatError] = None
     try:
         with pfm.load(source, **options) as f:
-            _first_read(f)
+            read_plans(f)
     except pfm.FormatError as e:
         lazy = e
     full: Optional[pfm.FormatError] = None
