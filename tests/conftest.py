@@ -22,6 +22,10 @@ def pytest_addoption(parser: Any) -> None:
     parser.addoption("--full-sweep", action="store_true",
                      help="also run the exhaustive single-byte sweep (about half a million "
                           "inputs; tests marked full_sweep are deselected otherwise)")
+    parser.addoption("--sweep-shard", default="0/1", metavar="K/N",
+                     help="with --full-sweep, only the K-th of N interleaved shards of "
+                          "the sweep's inputs (chunks of 64; the N shards together are the "
+                          "whole sweep)")
     parser.addoption("--zoo", action="store_true",
                      help="also check the zoo of real architectures against torch (needs "
                           "torch, torchvision and timm; tests marked zoo are deselected "

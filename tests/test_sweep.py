@@ -51,17 +51,22 @@ def test_strided_sweep_of_every_model_file(tmp_path) -> None:
 
 
 @pytest.mark.full_sweep
-def test_full_sweep_of_every_model_file(tmp_path) -> None:
+def test_full_sweep_of_every_model_file(tmp_path, pytestconfig) -> None:
     """Every single-byte edit and every truncation of every model file (deselected
-    unless ``--full-sweep`` is given: about 30 minutes on 2 cores)."""
-    result = sweep.sweep_files(FILES, sweep.VALUES, True, True, (0, 1), str(tmp_path),
+    unless ``--full-sweep`` is given: about 50 minutes on 2 cores), or with
+    ``--sweep-shard K/N`` the K-th of N interleaved shards of those inputs."""
+    k, n = (int(x) for x in pytestconfig.getoption("--sweep-shard").split("/"))
+    assert 0 <= k < n, "--sweep-shard K/N needs 0 <= K < N"
+    result = sweep.sweep_files(FILES, sweep.VALUES, True, True, (k, n), str(tmp_path),
                                workers=min(2, os.cpu_count() or 1), timeout=30)
-    print(f"full sweep over {len(FILES)} files: {result.summary()}")
+    print(f"full sweep, shard {k}/{n}, over {len(FILES)} files: {result.summary()}")
     expected = 0
     for _, path in FILES:
         with open(path, "rb") as f:
             data = f.read()
-        expected += sum(len(sweep.new_values(x)) for x in data) + len(data)
+        every = sum(len(sweep.new_values(x)) for x in data) + len(data)
+        chunks = -(-every // 64)
+        expected += sum(min(64, every - 64 * c) for c in range(k, chunks, n))
     assert result.inputs == expected
     assert result.decodes == 2 * result.inputs
     assert not result.findings, _report(result)
