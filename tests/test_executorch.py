@@ -28,12 +28,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ET = os.path.join(HERE, "data", "et")
 PROGRAMS = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".pte"))
 DATA_FILES = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".ptd"))
+#: Programs others wrote (tests/data/wild/SOURCES.json), with ExecuTorch's answers beside
+#: them (make_wild_data.py): read by exir like ours, named "wild/<stem>"
+WILD_PROGRAMS = sorted("wild/" + f[:-4] for f in os.listdir(os.path.join(HERE, "data", "wild"))
+                       if f.endswith(".pte"))
+EXIR_READ = PROGRAMS + WILD_PROGRAMS
+
+
+def _base(stem: str) -> str:
+    """The path of a test program without its extension: tests/data/et/<stem>, or
+    tests/data/<stem> for one named by its folder ("wild/...")."""
+    return os.path.join(HERE, "data", stem) if "/" in stem else os.path.join(ET, stem)
 
 
 def _oracle(stem: str) -> Tuple[Dict[str, Any], Any]:
-    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+    with open(_base(stem) + ".oracle.json", encoding="utf-8") as f:
         doc = json.load(f)
-    return doc, np.load(os.path.join(ET, stem + ".oracle.npz"))
+    return doc, np.load(_base(stem) + ".oracle.npz")
 
 
 def _weight(arrays: Any, w: Dict[str, Any]) -> np.ndarray:
@@ -43,7 +54,7 @@ def _weight(arrays: Any, w: Dict[str, Any]) -> np.ndarray:
 
 def _open(stem: str) -> Any:
     data = [os.path.join(ET, stem + ".ptd")] if stem in DATA_FILES else []
-    return pfm.load(os.path.join(ET, stem + ".pte"), data=data)
+    return pfm.load(_base(stem) + ".pte", data=data)
 
 
 def test_every_kind_of_program_is_here() -> None:
@@ -86,7 +97,7 @@ def _dtype_name(scalar_type: int) -> str:
             5: "float16"}[scalar_type]
 
 
-@pytest.mark.parametrize("stem", PROGRAMS)
+@pytest.mark.parametrize("stem", EXIR_READ)
 def test_header_and_segments_are_executorchs(stem: str) -> None:
     doc, _ = _oracle(stem)
     with _open(stem) as p:
@@ -101,7 +112,7 @@ def test_header_and_segments_are_executorchs(stem: str) -> None:
         assert info["segments"] == len(doc["program"]["segments"])
 
 
-@pytest.mark.parametrize("stem", PROGRAMS)
+@pytest.mark.parametrize("stem", EXIR_READ)
 def test_every_value_decodes_as_executorch_reads_it(stem: str) -> None:
     doc, _ = _oracle(stem)
     with _open(stem) as p:
@@ -173,7 +184,7 @@ def _check_tensor(got: Any, want: Dict[str, Any]) -> None:
         assert got.stored == "none" and want["data_buffer_idx"] == 0
 
 
-@pytest.mark.parametrize("stem", PROGRAMS)
+@pytest.mark.parametrize("stem", EXIR_READ)
 def test_constants_are_the_bytes_executorch_cuts_out(stem: str) -> None:
     doc, arrays = _oracle(stem)
     buffers = [arrays[key] for key in doc["restored"]["constant_buffer"]]
@@ -190,7 +201,7 @@ def test_constants_are_the_bytes_executorch_cuts_out(stem: str) -> None:
                 assert _storage_bytes(got) == raw[:got.nbytes]
 
 
-@pytest.mark.parametrize("stem", PROGRAMS)
+@pytest.mark.parametrize("stem", EXIR_READ)
 def test_initial_values_are_the_mutable_data_executorch_cuts_out(stem: str) -> None:
     """A planned tensor with data_buffer_idx > 0: its first values, from the mutable data
     segment (deserialize_pte_binary's mutable_data)."""
@@ -256,7 +267,7 @@ def test_channels_last_constants_take_their_strides_from_dim_order() -> None:
             assert list(a.strides) == expect
 
 
-@pytest.mark.parametrize("stem", PROGRAMS)
+@pytest.mark.parametrize("stem", EXIR_READ)
 def test_named_data_is_the_bytes_executorch_restores(stem: str) -> None:
     doc, arrays = _oracle(stem)
     with _open(stem) as p:
@@ -481,31 +492,61 @@ def test_older_xnnpack_payloads_stay_opaque_and_unknown_ones_are_refused() -> No
 
 
 @pytest.mark.parametrize("stem, text, read", [
-    ("mlp.pte", b"forward", lambda p: p.methods),
-    ("external.pte", b"l1.weight", lambda p: p.methods["forward"].values[0]),
-    ("external.ptd", b"l1.weight", lambda d: d.tensors),
-    ("external.ptd", b"l1.weight", lambda d: d.named_data),
+    ("mlp.pte", b"forward", lambda p: list(p.methods)),
+    ("external.pte", b"l1.weight", lambda p: [p.methods["forward"].values[0].name]),
+    ("external.ptd", b"l1.weight", lambda d: list(d.tensors)),
+    ("external.ptd", b"l1.weight", lambda d: list(d.named_data)),
 ])
-def test_a_string_that_is_not_utf8_is_located_in_both_verify_modes(stem: str, text: bytes,
-                                                                     read: Any) -> None:
-    """verify=True refuses it at load; verify=False when it is read (found by the
-    sweep: a UnicodeDecodeError escaped with verify=False). Both: the C core's path."""
+def test_a_name_that_is_not_utf8_is_refused_where_the_runtime_logs_it(
+        stem: str, text: bytes, read: Any) -> None:
+    """Method, operator, backend, external tensor and named data names: the runtime logs
+    them when it cannot find what they name, and its Python bindings abort the process
+    on a log line that is not UTF-8 (the gate's fidelity campaign). verify=True refuses
+    one; verify=False reads it as its bytes (surrogateescape)."""
     raw = open(os.path.join(ET, stem), "rb").read()
     at = raw.index(text + b"\0")
     bad = _edit(raw, at, 0xFF)
-    paths = []
-    for verify in (True, False):
-        with pytest.raises(pfm.FormatError) as e:
-            read(pfm.load(bad, verify=verify))
-        assert e.value.code == "bad_utf8" and e.value.offset == at
-        paths.append(e.value.path)
-    assert paths[0] == paths[1]
-    assert paths[0] in ("execution_plan[0].name", "named_data[0].key",
-                        "execution_plan[0].values[0].val<Tensor>.extra_tensor_info."
-                        "fully_qualified_name"), paths
+    with pytest.raises(pfm.FormatError) as e:
+        read(pfm.load(bad))
+    assert e.value.code == "bad_utf8" and e.value.offset == at
+    assert e.value.path in ("execution_plan[0].name", "named_data[0].key",
+                            "execution_plan[0].values[0].val<Tensor>.extra_tensor_info."
+                            "fully_qualified_name"), e.value.path
+    name = (b"\xff" + text[1:]).decode("utf-8", "surrogateescape")
+    with pfm.load(bad, verify=False) as f:
+        assert name in read(f)
+        assert name.encode("utf-8", "surrogateescape") == b"\xff" + text[1:]
 
 
-@pytest.mark.parametrize("root, code", [(0, "bad_vtable"), (1, "misaligned"),
+def test_an_operator_name_is_text_up_to_its_first_nul() -> None:
+    """The runtime reads (and logs) an operator's name up to its first NUL: bytes after it
+    need not be UTF-8, and the program opens; strict mode refuses the string's bytes."""
+    raw = open(os.path.join(ET, "mlp.pte"), "rb").read()
+    at = raw.index(b"aten::")
+    bad = _edit(_edit(raw, at + 4, 0), at + 5, 0xFF)
+    with load_full(bad) as p:
+        assert any(o.name.startswith("aten\0\udcff") for o in p.methods["forward"].operators)
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(bad, strict=True)
+    assert e.value.code == "bad_utf8" and e.value.offset == at + 5, e.value
+
+
+def test_a_stack_frame_that_is_not_utf8_opens_and_strict_refuses_it() -> None:
+    """A string the runtime neither looks up nor logs (a chain's stack trace) is bytes to
+    FlatBuffers' verifier: it opens, and reads back as its bytes; strict mode refuses it."""
+    raw = open(os.path.join(ET, "cond_stacktrace.pte"), "rb").read()
+    at = raw.index(b"make_et_data.py:Cond\0")
+    bad = _edit(raw, at, 0xFF)
+    with load_full(bad) as p:
+        frames = [f for c in p.methods["forward"].chains for t in c.stacktrace or []
+                  for f in t]
+        assert "\udcffake_et_data.py:Cond" in [f.filename for f in frames]
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(bad, strict=True)
+    assert e.value.code == "bad_utf8" and e.value.offset == at
+
+
+@pytest.mark.parametrize("root, code", [(0, "zero_offset"), (1, "misaligned"),
                                         (1 << 20, "out_of_bounds")])
 def test_a_bad_root_offset_is_located_at_root(root: int, code: str) -> None:
     """(found by the sweep: these errors came without a path)"""
@@ -562,9 +603,11 @@ def test_segments_past_4_gib_load(tmp_path, stem: str) -> None:
         assert all(a.any() for _, _, a in want)
 
 
-def test_a_jump_to_the_end_of_the_chain_loads_and_one_past_it_does_not() -> None:
+def test_a_jump_to_the_end_of_the_chain_loads_and_past_it_only_strict_refuses() -> None:
     """torch.cond's program jumps to one past its last instruction (the end of the chain,
-    where the runtime stops): that loads (found: refused as bad_index); further is refused."""
+    where the runtime stops): that loads (found: refused as bad_index). The runtime ends
+    the chain at any destination past that too (Method::execute runs while the index is
+    below the count): it opens, and strict mode refuses it."""
     path = os.path.join(ET, "cond_stacktrace.pte")
     with pfm.load(path) as p:
         chain = p.methods["forward"].chains[0]
@@ -580,8 +623,12 @@ def test_a_jump_to_the_end_of_the_chain_loads_and_one_past_it_does_not() -> None
     raw = bytearray(open(path, "rb").read())
     assert int.from_bytes(raw[at:at + 4], "little") == n
     raw[at:at + 4] = (n + 1).to_bytes(4, "little")
+    with load_full(bytes(raw)) as p:
+        jump = [ins for ins in p.methods["forward"].chains[0].instructions
+                if isinstance(ins, JumpFalseCall) and ins.destination_instruction == n + 1]
+        assert jump
     with pytest.raises(pfm.FormatError) as e:
-        load_full(bytes(raw))
+        pfm.verify(bytes(raw), strict=True)
     assert e.value.code == "bad_index" and e.value.offset == at
     assert e.value.path.endswith("instr_args<JumpFalseCall>")
 

@@ -250,14 +250,31 @@ def test_a_node_that_writes_a_graph_input_or_a_constant() -> None:
                      "xnode_union<XNNStaticTranspose>.output_id")
 
 
-def test_a_clamp_whose_min_is_not_below_its_max() -> None:
-    """The convolution's output_min_max (XNode field 3: output_min 0, output_max 1) with
-    its max made 0, its min's value: XNNPACK refuses min >= max."""
+def _clamped(high: float) -> bytes:
+    """CONV with its convolution's output_min_max (XNode field 3: output_min absent, so
+    0, output_max inf) given another max."""
     xnode, _ = _nodes(CONV, 7)[0]
     clamp = deref(CONV, field(CONV, xnode, 3))
     at = field(CONV, clamp, 1)
-    assert at
-    _refused_at_node(_set_u32(CONV, at, 0), xnode, "output_min_max")
+    assert at and not field(CONV, clamp, 0)
+    out = bytearray(CONV)
+    struct.pack_into("<f", out, at, high)
+    return bytes(out)
+
+
+def test_a_clamp_whose_min_is_above_its_max() -> None:
+    """XNNPACK refuses a clamp whose min is above its max, or NaN; one of min == max (the
+    gate's fidelity campaign: the runtime loads and runs it) opens."""
+    xnode, _ = _nodes(CONV, 7)[0]
+    _load(_clamped(0.0), None)
+    _refused_at_node(_clamped(-1.0), xnode, "output_min_max")
+    _refused_at_node(_clamped(float("nan")), xnode, "output_min_max")
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="needs executorch's runtime")
+def test_the_runtime_takes_a_clamp_of_min_equal_to_max_only() -> None:
+    got = runtime_verdicts([(_clamped(high), None) for high in (0.0, -1.0, float("nan"))])
+    assert [v["verdict"] for v in got] == ["ok"] * 2 + ["refused"] * 4, got
 
 
 def test_a_fully_connected_bias_of_the_wrong_length() -> None:
@@ -351,6 +368,30 @@ def test_a_buffer_the_runtime_cannot_allocate_is_shown(stem: str) -> None:
     assert max(sizes) >= 4 << 30
 
 
+def test_a_vector_element_offset_of_zero_is_a_table_at_the_element() -> None:
+    """FlatBuffers' verifier refuses an offset of 0 in a field, but follows one in a
+    vector's element: the table starts at the element, its soffset 0 puts its vtable
+    there too, and that vtable's size, 0, gives it no fields. xnn_conv.pte's first XNNPACK
+    graph with constant_data[0] (XNNGraph field 8; entry 0 is the placeholder no tensor
+    names) so made: it opens, and strict mode names the offset."""
+    graph = _graphs(CONV)[0]
+    entries = deref(CONV, field(CONV, graph, 8))
+    assert u32(CONV, entries) > 1
+    program = _set_u32(CONV, entries + 4, 0)
+    _load(program, None)
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(program, strict=True)
+    assert e.value.code == "zero_offset" and e.value.offset == entries + 4, e.value
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="needs executorch's runtime")
+def test_the_runtime_runs_a_vector_element_offset_of_zero() -> None:
+    graph = _graphs(CONV)[0]
+    entries = deref(CONV, field(CONV, graph, 8))
+    got = runtime_verdicts([(_set_u32(CONV, entries + 4, 0), None)])
+    assert [v["verdict"] for v in got] == ["ok", "ok"], got
+
+
 def _nul_cases() -> List[Tuple[str, bytes, Optional[bytes], int, str]]:
     """(id, program, data file or None, string position, path) of each kind of name the
     runtime reads as a C string, in real files: a delegate id (BackendDelegate field 0),
@@ -398,15 +439,30 @@ def _with_a_nul(case: Tuple[str, bytes, Optional[bytes], int, str]) -> Tuple[byt
     return bytes(out), False
 
 
+#: Names refused with a NUL inside by default: a delegate id (one with bytes after a NUL
+#: crashed the runtime's load_method in the campaign), and the names pyflatmodule itself
+#: resolves whole (an external tensor's, an XNNPACK constant's named key), where the
+#: runtime would find the data of the name up to the NUL. The others the runtime reads
+#: up to their NUL, and loads (test_the_runtime_reads_those_names_up_to_their_nul): they
+#: open, and strict mode refuses them.
+REFUSED_NAMES = ("delegate.id", "external.name", "xnnpack.named_key")
+
+
 @pytest.mark.parametrize("case", NUL_CASES, ids=[c[0] for c in NUL_CASES])
 def test_a_name_the_runtime_reads_as_a_c_string_with_a_nul_inside(
         case: Tuple[str, bytes, Optional[bytes], int, str]) -> None:
     """The runtime reads these names as C strings (strcmp, snprintf "%s", or a
-    string_view of their strlen): a NUL inside makes it look up another name than the
-    file's. Refused at the string."""
+    string_view of their strlen): a NUL inside makes it look up the name up to the NUL.
+    Refused at the string where that would harm (REFUSED_NAMES), else in strict mode."""
     program, _ = _with_a_nul(case)
-    with pytest.raises(pfm.FormatError) as e:
+    data = [case[2]] if case[2] is not None else []
+    if case[0] not in REFUSED_NAMES:
         _load(program, case[2])
+    with pytest.raises(pfm.FormatError) as e:
+        if case[0] in REFUSED_NAMES:
+            _load(program, case[2])
+        else:
+            pfm.verify(program, data=data, strict=True)
     assert e.value.code == "nul_in_name", e.value
     assert e.value.path.endswith(case[4]), e.value
     assert e.value.offset == case[3] + 4, e.value
@@ -502,3 +558,78 @@ def test_an_input_the_runtime_crashes_on_when_run_is_refused_when_the_format_say
     with pytest.raises(pfm.FormatError) as e:
         _load(program, data)
     assert e.value.code == "bad_external", e.value
+
+
+MUTABLE = _read("mutable_init.pte")
+#: segments[1] (Program field 4, DataSegment field 1: size), the mutable data segment
+MUTABLE_SIZE = field(MUTABLE, element(MUTABLE, root(MUTABLE), 4, 1), 1)
+
+
+def _segment_size(size: int) -> bytes:
+    out = bytearray(MUTABLE)
+    struct.pack_into("<Q", out, MUTABLE_SIZE, size)
+    return bytes(out)
+
+
+def _initial_bytes(program: pfm.Program) -> List[bytes]:
+    return [v.initial.tobytes() for m in program.methods.values() for v in m.values
+            if isinstance(v, pfm.TensorSpec) and v.initial is not None]
+
+
+@pytest.mark.parametrize("size", [0x28, (1 << 64) - 0x18])
+def test_a_mutable_data_segment_sized_past_the_file(size: int) -> None:
+    """The runtime reads a mutable tensor's first values alone, bounded by its segment's
+    size and the file (``Program::load_mutable_subsegment_into``), never the segment
+    whole: a segment sized past the file opens, with the same first values; strict mode
+    names the size."""
+    assert struct.unpack_from("<Q", MUTABLE, MUTABLE_SIZE)[0] == 0x18
+    with load_full(_segment_size(size)) as p, load_full(MUTABLE) as q:
+        assert _initial_bytes(p) == _initial_bytes(q) != []
+        assert p.regions()[-1].end == p.size
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(_segment_size(size), strict=True)
+    assert (e.value.code, e.value.path) == ("bad_segment", "segments[1]")
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="needs executorch's runtime")
+def test_the_runtime_takes_a_mutable_data_segment_sized_past_the_file() -> None:
+    got = runtime_verdicts([(_segment_size(s), None) for s in (0x28, (1 << 64) - 0x18)])
+    assert [v["verdict"] for v in got] == ["ok"] * 4, got
+
+
+def _unused_segment_at(offset: int) -> bytes:
+    """CONV with segments[0], which no one uses (its constant segment holds no constants,
+    only buffer 0's placeholder: the runtime never loads it), given a table of its own in
+    room made at the end of the flatbuffer: offset ``offset``, size 16."""
+    end = struct.unpack_from("<Q", CONV, 16)[0]
+    assert CONV[8:12] == b"eh00" and end % 8 == 0
+    out = bytearray(grow(CONV, end, (16, 24)))
+    # the vtable (8 bytes: fields offset at +8, size at +16), then the 24-byte table
+    struct.pack_into("<HHHH", out, end, 8, 24, 8, 16)
+    table = end + 8
+    struct.pack_into("<iIQQ", out, table, table - end, 0, offset, 16)
+    constant = deref(CONV, field(CONV, root(CONV), 5))
+    offsets = deref(CONV, field(CONV, constant, 1))
+    assert u32(CONV, offsets) == 1      # the placeholder alone
+    vector = deref(CONV, field(CONV, root(CONV), 4))
+    struct.pack_into("<I", out, vector + 4, table - (vector + 4))
+    return bytes(out)
+
+
+def test_a_segment_no_one_uses_may_lie_past_the_file() -> None:
+    """The runtime loads a segment when a constant, a delegate or named data needs it:
+    one nobody uses may say anything (strict mode names it)."""
+    inside = _unused_segment_at(0)
+    load_full(inside).close()
+    for offset in (len(CONV), 1 << 40):
+        with load_full(_unused_segment_at(offset)) as p:
+            assert p.regions()[-1].end == p.size
+        with pytest.raises(pfm.FormatError) as e:
+            pfm.load(_unused_segment_at(offset), strict=True)
+        assert (e.value.code, e.value.path) == ("bad_segment", "segments[0]")
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="needs executorch's runtime")
+def test_the_runtime_takes_a_segment_no_one_uses_past_the_file() -> None:
+    got = runtime_verdicts([(_unused_segment_at(o), None) for o in (0, len(CONV), 1 << 40)])
+    assert [v["verdict"] for v in got] == ["ok"] * 6, got

@@ -295,6 +295,43 @@ def _edit(stem: str, how: Callable[[int, XnnGraph, bytes], Tuple[int, bytes]]) -
     return raw[:at] + new + raw[at + len(new):]
 
 
+def test_num_dims_is_not_read_and_strict_holds_it_to_the_dims() -> None:
+    """The runtime defines a tensor by its dims vector (XNNCompiler.cpp never reads
+    num_dims): a num_dims that disagrees opens, the dims as the vector holds them;
+    strict mode refuses it."""
+    def how(b: int, g: XnnGraph, r: bytes) -> Tuple[int, bytes]:
+        return b + _field_at(g, g._tensor_table(_conv_weight(g)), "num_dims"), _u32(3)
+    bad = _edit("xnn_q8_per_channel", how)
+    with load_full(bad) as p:
+        _, g = _payload(p)
+        assert len(g.values[_conv_weight(g)].dims) == 4
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(bad, strict=True)
+    assert e.value.code == "length_mismatch" and "tensor_value" in e.value.path, e.value
+
+
+def test_a_fully_connected_node_reading_no_value_still_gives_its_weights() -> None:
+    """Every value_ref may be XNN_NO_ID (no value): a fully-connected node whose input is
+    none reads its weights all the same (found by the gate's campaign: IndexError)."""
+    def how(b: int, g: XnnGraph, r: bytes) -> Tuple[int, bytes]:
+        fc = [t for kind, _, t in g._node_tables()
+              if kind == "XNNFullyConnected" and t.has("input1_id")][0]
+        return b + _field_at(g, fc, "input1_id"), _u32(XNN_NO_ID)
+    with load_full(_edit("xnnpack_fp16", how)) as p:
+        with load_full(os.path.join(ET, "xnnpack_fp16.pte")) as clean:
+            assert sorted(p.state_dict()) == sorted(clean.state_dict())
+
+
+def test_strict_holds_a_constant_entry_to_the_tensors_size() -> None:
+    """The runtime reads a constant's bytes from its named data (or at its offset of the
+    constant data) and never compares the entry's size with the tensor; strict mode
+    refuses an entry smaller than its tensor."""
+    bad = _edit("xnn_q8_per_channel", EDITS["dims past the constant"][0])
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(bad, strict=True)
+    assert e.value.code == "outside_storage" and "constant_data[1]" in e.value.path, e.value
+
+
 def _u32(x: int) -> bytes:
     return x.to_bytes(4, "little")
 
@@ -319,12 +356,11 @@ EDITS: Dict[str, Tuple[Callable[[int, XnnGraph, bytes], Tuple[int, bytes]], str,
         lambda b, g, r: (b + _field_at(g, g._root.tables("xnodes")[2].union("xnode_union")[1],
                                        "filter_id"), _u32(500)),
         "bad_value_id", "xnodes[2].xnode_union<XNNConv2d>.filter_id"),
+    # 9 output channels: the 8 scales no longer cover them (the named data's bytes, 9
+    # filters past the entry's size, are not reached)
     "dims past the constant": (
         lambda b, g, r: (b + g._tensor_table(_conv_weight(g)).vector_span("dims")[0],
-                         _u32(9)), "outside_storage", "constant_data[1]"),
-    "num_dims not the dims": (
-        lambda b, g, r: (b + _field_at(g, g._tensor_table(_conv_weight(g)), "num_dims"),
-                         _u32(3)), "length_mismatch", "tensor_value"),
+                         _u32(9)), "bad_quantization", "quant_params"),
     "unknown datatype": (
         lambda b, g, r: (b + _field_at(g, g._tensor_table(_conv_weight(g)), "datatype"),
                          (99).to_bytes(2, "little")), "bad_scalar_type", "tensor_value"),

@@ -147,8 +147,12 @@ static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error
 
 /* ------------------------------------------------------------- segments */
 
-/* File offset and size of segment `index`, checked inside the segment data. */
-static int segment_at(walk *w, uint32_t index, uint64_t where, uint64_t *start,
+/* File offset and size of segment `index`, checked inside the segment data. The runtime
+ * loads a delegate's, a named datum's or the constant segment whole, but a mutable
+ * tensor's first values alone, bounded by the segment's size and the file: for a mutable
+ * data segment (`cut`), a size past the segment data is cut at its end (strict mode
+ * refuses it). */
+static int segment_at(walk *w, uint32_t index, uint64_t where, int cut, uint64_t *start,
                       uint64_t *size) {
     ctx *c = &w->c;
     tbl t;
@@ -157,19 +161,25 @@ static int segment_at(walk *w, uint32_t index, uint64_t where, uint64_t *start,
     TRY(vec_table(c, &w->segments, index, &t));
     TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_OFFSET], &off));
     TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_SIZE], &n));
-    if (off > w->s->segment_size || n > w->s->segment_size - off)
-        return fail(c, ET_E_BAD_SEGMENT, t.pos);
+    if (off > w->s->segment_size) return fail(c, ET_E_BAD_SEGMENT, t.pos);
+    if (n > w->s->segment_size - off) {
+        if (!cut || c->strict) return fail(c, ET_E_BAD_SEGMENT, t.pos);
+        n = w->s->segment_size - off;
+    }
     *start = w->s->segment_base + off;
     *size = n;
     return FB_OK;
 }
 
-/* Every segment of the file's segments field f lies inside the segment data. */
+/* Strict mode: every segment of the file's segments field f lies inside the segment data.
+ * Otherwise only the segments used are checked, each where it is used (segment_at), as
+ * the runtime loads a segment only when a constant, a delegate or named data needs it. */
 static int check_segments(walk *w, const fb_field *f) {
     uint32_t i;
+    if (!w->c.strict) return FB_OK;
     for (i = 0; i < w->segments.count; i++) {
         uint64_t start, size;
-        TRY(at_field(&w->c, f, i, segment_at(w, i, w->segments.data, &start, &size)));
+        TRY(at_field(&w->c, f, i, segment_at(w, i, w->segments.data, 0, &start, &size)));
     }
     return FB_OK;
 }
@@ -180,9 +190,10 @@ static int named_data(walk *w, const tbl *t, const fb_field *key, const fb_field
     vec k;
     uint32_t index;
     uint64_t start, size;
-    TRY(fld_text(&w->c, t, key, &k));
+    /* looked up by strcmp, and logged when missing (et_c_string) */
+    TRY(et_c_string(&w->c, t, key, &k, 1));
     TRY(fld_u32(&w->c, t, segment, &index));
-    TRY(segment_at(w, index, t->pos, &start, &size));
+    TRY(segment_at(w, index, t->pos, 0, &start, &size));
     if (w->blobs && w->n_blobs >= w->s->n_blobs) return fail(&w->c, FB_E_BAD_ARGUMENT, 0);
     if (w->blobs) {
         et_blob *b = &w->blobs[w->n_blobs];
@@ -251,22 +262,19 @@ int et_tensor_layout(ctx *c, const tbl *t, const fb_field *type_f, const fb_fiel
     return FB_OK;
 }
 
-/* File offset and size of sub-buffer `index` of a segment that starts at `start` and holds
- * `size` bytes, cut at `offsets` (buffer i runs from offsets[i] to offsets[i + 1], the
- * last one to the segment's end). */
+/* File offset of sub-buffer `index` of a segment that starts at `start` and holds `size`
+ * bytes, cut at `offsets`, and the bytes from there to the segment's end: as the runtime
+ * reads a constant or a mutable tensor's first values, at offsets[index], bounded by the
+ * segment alone (the next offset plays no part, nor do offsets no tensor uses). */
 static int subsegment(walk *w, const vec *offsets, uint64_t start, uint64_t size,
                       uint32_t index, uint64_t where, uint64_t *at, uint64_t *n) {
     ctx *c = &w->c;
-    uint64_t off, next;
+    uint64_t off;
     if (index >= offsets->count) return fail(c, FB_E_BAD_STORAGE_INDEX, where);
     off = ld64(c->buf + offsets->data + 8 * (uint64_t)index);
-    next = index + 1 < offsets->count
-               ? ld64(c->buf + offsets->data + 8 * ((uint64_t)index + 1))
-               : size;
-    if (off > next || next > size)
-        return fail(c, ET_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
+    if (off > size) return fail(c, ET_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
     *at = start + off;
-    *n = next - off;
+    *n = size - off;
     return FB_OK;
 }
 
@@ -304,8 +312,9 @@ static int extra_tensor_info(walk *w, const tbl *extra, uint8_t *location, et_re
     if (*location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, FB_E_BAD_INDEX, extra->pos);
     if (*location == ET_TENSOR_DATA_LOCATION_EXTERNAL) {
         if (name.data == 0) return fail(c, FB_E_MISSING_FIELD, extra->pos);   /* its meaning */
-        /* the runtime looks an external tensor up by this name read as a C string */
-        TRY(et_c_string(c, extra, name_f, &name));
+        /* the runtime looks an external tensor up by this name read as a C string, and
+         * this reader by the whole name: one with a NUL inside would resolve otherwise */
+        TRY(et_c_string(c, extra, name_f, &name, 1));
     }
     r->name = name.data;
     r->name_len = name.count;
@@ -370,7 +379,7 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
             TRY(vec_table(c, &w->mutable_segments, (uint32_t)which, &m));
             TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX],
                         &segment));
-            TRY(segment_at(w, segment, m.pos, &start, &size));
+            TRY(segment_at(w, segment, m.pos, 1, &start, &size));
             TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
             TRY(subsegment(w, &offsets, start, size, index, t->pos, &at, &n));
             if (r->nbytes > n) return fail(c, FB_E_OUTSIDE_STORAGE, t->pos);
@@ -436,9 +445,13 @@ static int instruction_args(walk *w, uint8_t type, const tbl *a, uint32_t n_inst
         TRY(index_field(w, a, &et_jump_false_call[ET_JUMP_FALSE_CALL_COND_VALUE_INDEX],
                         w->n_values));
         /* One past the last instruction is the end of the chain: ExecuTorch jumps there
-         * past a branch that ends the chain (torch.cond), and the runtime stops there. */
-        TRY(index_field(w, a, &et_jump_false_call[ET_JUMP_FALSE_CALL_DESTINATION_INSTRUCTION],
-                        (uint64_t)n_instructions + 1));
+         * past a branch that ends the chain (torch.cond). The runtime ends a chain at any
+         * destination past its last instruction (Method::execute runs while the index is
+         * below the count; Method::step refuses one past it): strict mode only. */
+        if (w->c.strict)
+            TRY(index_field(w, a,
+                            &et_jump_false_call[ET_JUMP_FALSE_CALL_DESTINATION_INSTRUCTION],
+                            (uint64_t)n_instructions + 1));
         break;
     default:
         TRY(index_field(w, a, &et_free_call[ET_FREE_CALL_VALUE_INDEX], w->n_values));
@@ -465,8 +478,12 @@ static int chain(walk *w, const vec *chains, uint32_t i) {
     tbl t;
     uint32_t k;
     TRY(vec_table(&w->c, chains, i, &t));
-    TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_INPUTS], 0));
-    TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_OUTPUTS], 0));
+    /* The runtime never reads a chain's inputs and outputs (a method's are its plan's):
+     * they are indices only strict mode holds to the values. */
+    if (w->c.strict) {
+        TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_INPUTS], 0));
+        TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_OUTPUTS], 0));
+    }
     TRY(fld_vec(&w->c, &t, f, &instructions));
     for (k = 0; k < instructions.count; k++)
         TRY_IN_FIELD(&w->c, f, k, instruction(w, &instructions, k));
@@ -486,40 +503,48 @@ static int processed(walk *w, const tbl *ref, uint32_t n_inline) {
         if (index >= n_inline) return fail(c, FB_E_BAD_INDEX, ref->pos);
     } else if (location == ET_DATA_LOCATION_SEGMENT) {
         uint64_t start, size;
-        TRY(segment_at(w, index, ref->pos, &start, &size));
+        TRY(segment_at(w, index, ref->pos, 0, &start, &size));
     } else {
         return fail(c, FB_E_BAD_INDEX, ref->pos);
     }
     return FB_OK;
 }
 
-int et_c_string(ctx *c, const tbl *t, const fb_field *f, vec *s) {
+int et_c_string(ctx *c, const tbl *t, const fb_field *f, vec *s, int refuse) {
+    const uint8_t *nul;
+    vec name;
     TRY(fld_str(c, t, f, s));
-    if (s->count && memchr(c->buf + s->data, 0, s->count))
-        return fail_at(c, f, NO_INDEX, ET_E_NUL_IN_NAME, s->data);
+    nul = s->count ? memchr(c->buf + s->data, 0, s->count) : NULL;
+    if ((refuse || c->strict) && nul) return fail_at(c, f, NO_INDEX, ET_E_NUL_IN_NAME, s->data);
+    /* The runtime logs these names, up to their first NUL, when it cannot find what they
+     * name, and its Python bindings terminate the process on a log line that is not UTF-8
+     * (the fidelity campaign: "Missing operator", "Backend ... is not registered") */
+    name = *s;
+    if (nul) name.count = (uint32_t)(nul - (c->buf + s->data));
+    if (c->verify) TRY(at_field(c, f, NO_INDEX, utf8_text(c, &name)));
     return FB_OK;
 }
 
-static int c_string(ctx *c, const tbl *t, const fb_field *f) {
+static int c_string(ctx *c, const tbl *t, const fb_field *f, int refuse) {
     vec s;
-    return et_c_string(c, t, f, &s);
+    return et_c_string(c, t, f, &s, refuse);
 }
 
 /* Operator i of a plan's `operators`: the runtime looks its kernel up by name and
- * overload, read as C strings. */
+ * overload, read as C strings (a NUL inside ends them: strict mode only). */
 static int operator_names(ctx *c, const vec *operators, uint32_t i) {
     tbl t;
     TRY(vec_table(c, operators, i, &t));
-    TRY(c_string(c, &t, &et_operator[ET_OPERATOR_NAME]));
-    return c_string(c, &t, &et_operator[ET_OPERATOR_OVERLOAD]);
+    TRY(c_string(c, &t, &et_operator[ET_OPERATOR_NAME], 0));
+    return c_string(c, &t, &et_operator[ET_OPERATOR_OVERLOAD], 0);
 }
 
 /* Compile spec i of a delegate's `compile_specs`: the runtime hands its key to the
- * backend as a C string. */
+ * backend as a C string (a NUL inside ends it: strict mode only). */
 static int compile_spec(ctx *c, const vec *specs, uint32_t i) {
     tbl t;
     TRY(vec_table(c, specs, i, &t));
-    return c_string(c, &t, &et_compile_spec[ET_COMPILE_SPEC_KEY]);
+    return c_string(c, &t, &et_compile_spec[ET_COMPILE_SPEC_KEY], 0);
 }
 
 /* Delegate i of a plan's `delegates`. */
@@ -531,7 +556,9 @@ static int delegate(walk *w, const vec *delegates, uint32_t i, uint32_t n_inline
     uint32_t k;
     int present;
     TRY(vec_table(&w->c, delegates, i, &t));
-    TRY(c_string(&w->c, &t, &et_backend_delegate[ET_BACKEND_DELEGATE_ID]));
+    /* a backend id with bytes after a NUL crashed the runtime's load_method (the
+     * gate's campaign, docs/verified.md): refused */
+    TRY(c_string(&w->c, &t, &et_backend_delegate[ET_BACKEND_DELEGATE_ID], 1));
     TRY(fld_vec(&w->c, &t, specs_f, &specs));
     for (k = 0; k < specs.count; k++)
         TRY_IN_FIELD(&w->c, specs_f, k, compile_spec(&w->c, &specs, k));
@@ -597,7 +624,7 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
     uint32_t i;
     int rc;
     TRY(vec_table(c, plans, index, &plan));
-    TRY(c_string(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NAME]));
+    TRY(c_string(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NAME], 0));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
     TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
@@ -634,18 +661,21 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
 
 /* -------------------------------------------------------------- the files */
 
-/* The program's constant segment (cs): its offsets, inside its segment. */
+/* The program's constant segment (cs): its offsets and its segment. The runtime loads
+ * the segment only when the offsets hold more than the placeholder of buffer 0 (no
+ * constants: the segment index is never read). */
 static int constant_segment(walk *w, const tbl *cs) {
     uint32_t index;
     TRY(fld_vec(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS],
                 &w->constant_offsets));
     TRY(fld_u32(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
-    if (w->constant_offsets.count)
-        TRY(segment_at(w, index, cs->pos, &w->constant_start, &w->constant_size));
+    if (w->constant_offsets.count > 1)
+        TRY(segment_at(w, index, cs->pos, 0, &w->constant_start, &w->constant_size));
     return FB_OK;
 }
 
-/* Mutable data segment i: its segment, and its offsets inside it. */
+/* Mutable data segment i: its segment, and (strict mode) its offsets inside it; otherwise
+ * each offset a tensor uses is checked there (subsegment), as the runtime does. */
 static int mutable_segment(walk *w, uint32_t i) {
     ctx *c = &w->c;
     tbl m;
@@ -654,9 +684,9 @@ static int mutable_segment(walk *w, uint32_t i) {
     vec offsets;
     TRY(vec_table(c, &w->mutable_segments, i, &m));
     TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
-    TRY(segment_at(w, index, m.pos, &start, &size));
+    TRY(segment_at(w, index, m.pos, 1, &start, &size));
     TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
-    for (k = 0; k < offsets.count; k++)
+    for (k = 0; c->strict && k < offsets.count; k++)
         if (ld64(c->buf + offsets.data + 8 * (uint64_t)k) > size)
             return fail(c, ET_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
     return FB_OK;
@@ -722,7 +752,7 @@ static int data_entry(walk *w, const vec *named, uint32_t i) {
                                       &ft_tensor_layout[FT_TENSOR_LAYOUT_SIZES],
                                       &ft_tensor_layout[FT_TENSOR_LAYOUT_DIM_ORDER], r)));
         TRY(fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
-        TRY(segment_at(w, index, nd.pos, &r->data, &size));
+        TRY(segment_at(w, index, nd.pos, 0, &r->data, &size));
         if (r->nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, nd.pos);
         TRY(fld_str(c, &nd, &ft_named_data[FT_NAMED_DATA_KEY], &key));
         r->name = key.data;

@@ -137,8 +137,11 @@ int et_tensor_layout(struct ctx *c, const struct tbl *t, const fb_field *type_f,
 
 /* String field f of table t, into *s, which the runtime reads as a C string (a method,
  * backend, operator or external tensor name, looked up by strcmp): fails with
- * ET_E_NUL_IN_NAME, at the field, on a NUL inside it, where the runtime would stop
- * reading and take another name than the file's. */
-int et_c_string(struct ctx *c, const struct tbl *t, const fb_field *f, struct vec *s);
+ * ET_E_NUL_IN_NAME, at the field, on a NUL inside it, where the runtime stops reading,
+ * when `refuse` (a name this reader resolves whole, or one the runtime crashed on) or
+ * in strict mode; and, verifying, with FB_E_BAD_UTF8 on one that is not UTF-8 (the
+ * runtime logs these names, and its Python bindings abort on a log that is not). */
+int et_c_string(struct ctx *c, const struct tbl *t, const fb_field *f, struct vec *s,
+                int refuse);
 
 #endif /* ET_H */

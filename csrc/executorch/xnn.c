@@ -107,10 +107,15 @@ static int constant_entry(walk *w, uint32_t index, uint64_t nbytes, xnn_ref *r) 
     TRY(vec_table(c, &w->constant_data, index, &t));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_OFFSET], &offset));
     TRY(fld_u64(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_SIZE], &size));
-    /* the runtime looks a named key up as a C string (XNNCompiler.cpp) */
-    TRY(et_c_string(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_NAMED_KEY], &key));
-    TRY(check_text(c, &key));
-    if (nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, t.pos);
+    /* the runtime looks a named key up as a C string (XNNCompiler.cpp), this reader by
+     * the whole key */
+    TRY(et_c_string(c, &t, &xn_constant_data_offset[XN_CONSTANT_DATA_OFFSET_NAMED_KEY], &key,
+                    1));
+    /* The runtime reads a tensor's bytes (nbytes) from its entry: of the named data a
+     * key names (checked against the program's named data, by key), or at `offset` of
+     * the constant data, after refusing an entry whose `size` bytes are not all there.
+     * The entry's size need not cover the tensor: strict mode holds it to that. */
+    if (c->strict && nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, t.pos);
     memset(r, 0, sizeof *r);
     if (key.count) {
         r->key = w->base + key.data;
@@ -118,6 +123,8 @@ static int constant_entry(walk *w, uint32_t index, uint64_t nbytes, xnn_ref *r) 
     } else {
         if (offset > w->s->header.constant_size || size > w->s->header.constant_size - offset)
             return fail(c, ET_E_BAD_SEGMENT, t.pos);
+        if (nbytes > w->s->header.constant_size - offset)
+            return fail(c, FB_E_OUTSIDE_STORAGE, t.pos);
         r->data = w->s->header.constant_offset + offset;
     }
     r->size = size;
@@ -286,7 +293,8 @@ static int tensor_value(walk *w, const tbl *t, uint32_t index, xnn_value *scratc
     v->datatype = (int16_t)datatype;
     TRY(fld_u32(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_NUM_DIMS], &num_dims));
     TRY(fld_vec(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], dims));
-    if (num_dims != dims->count) return fail(c, FB_E_LENGTH_MISMATCH, t->pos);
+    /* the runtime defines the tensor by its dims vector alone, num_dims unread */
+    if (c->strict && num_dims != dims->count) return fail(c, FB_E_LENGTH_MISMATCH, t->pos);
     if (!datatype_bits(v->datatype)) return fail(c, FB_E_BAD_SCALAR_TYPE, t->pos);
     TRY(external(w, t));
     TRY(fld_u32(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_CONSTANT_BUFFER_IDX], &buffer));
@@ -409,7 +417,8 @@ static int fully_connected_shapes(walk *w, const tbl *t) {
     return FB_OK;
 }
 
-/* An output clamp XNNPACK accepts: min below max, neither NaN. */
+/* An output clamp XNNPACK accepts: min not above max, neither NaN (a clamp of min ==
+ * max loads and runs; min above max or a NaN fails load_method). */
 static int clamp(walk *w, const tbl *xn) {
     const fb_field *f = &xn_x_node[XN_X_NODE_OUTPUT_MIN_MAX];
     ctx *c = &w->c;
@@ -420,7 +429,7 @@ static int clamp(walk *w, const tbl *xn) {
     if (!present) return FB_OK;
     TRY(fld_f32(c, &mm, &xn_output_min_max[XN_OUTPUT_MIN_MAX_OUTPUT_MIN], &lo));
     TRY(fld_f32(c, &mm, &xn_output_min_max[XN_OUTPUT_MIN_MAX_OUTPUT_MAX], &hi));
-    if (!(lo < hi)) return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, mm.pos);
+    if (!(lo <= hi)) return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, mm.pos);
     return FB_OK;
 }
 
@@ -513,6 +522,9 @@ static int graph(walk *w, const tbl *root) {
     for (i = 0; i < xvalues.count; i++) TRY_IN_FIELD(c, values, i, value(w, &xvalues, i));
     TRY(fld_vec(c, root, nodes, &xnodes));
     for (i = 0; i < xnodes.count; i++) TRY_IN_FIELD(c, nodes, i, node(w, &xnodes, i));
+    /* The runtime takes a graph's inputs and outputs from its values' flags and external
+     * ids (XNNCompiler.cpp) and never reads these lists: strict mode only. */
+    if (!c->strict) return FB_OK;
     TRY(id_list(w, root, &xn_xnn_graph[XN_XNN_GRAPH_INPUT_IDS]));
     return id_list(w, root, &xn_xnn_graph[XN_XNN_GRAPH_OUTPUT_IDS]);
 }

@@ -36,6 +36,7 @@ typedef struct ctx {
     uint64_t len;
     int verify;
     int strict;
+    int utf8;                /* strings read as text must be UTF-8 (check_text) */
     uint64_t max_tables, max_elements;
     uint32_t max_depth;
     fb_counts *counts;       /* the file's counts so far; NULL for on-demand reads */
@@ -74,6 +75,9 @@ static inline void ctx_init(ctx *c, const uint8_t *buf, size_t len, const fb_opt
     c->err = err;
     c->verify = opt ? opt->verify : 0;
     c->strict = opt ? opt->strict : 0;
+    /* FlatBuffers' verifier does not look inside strings: by default, neither does this
+     * one; strict mode asks for it, and so may a format whose readers decode its strings */
+    c->utf8 = c->verify && c->strict;
     c->max_depth = opt && opt->max_depth ? opt->max_depth : 200;
     c->max_tables = opt && opt->max_tables ? opt->max_tables : c->len / 2 + 1024;
     c->max_elements = opt && opt->max_elements ? opt->max_elements : 2 * c->len + 1024;
@@ -218,18 +222,34 @@ static inline int count_elements(ctx *c, uint64_t n, uint64_t where) {
     return FB_OK;
 }
 
-/* Follows the uoffset stored at `at`. */
-static inline int deref(ctx *c, uint64_t at, uint64_t *target) {
+/* Follows the uoffset stored at `at`, inside the buffer. FlatBuffers' verifier refuses an
+ * offset of 0 (to itself) in a field or the root, but follows one in a vector's element
+ * (a table there then starts at the element): `zero_ok` for those, but in strict mode. */
+static inline int follow(ctx *c, uint64_t at, int zero_ok, uint64_t *target) {
     uint64_t t;
+    uint32_t o;
     TRY(need(c, at, 4, 4));
-    t = at + ld32(bytes_at(c, at, 4));
+    o = ld32(bytes_at(c, at, 4));
+    if (o == 0 && (!zero_ok || c->strict)) return fail(c, FB_E_ZERO_OFFSET, at);
+    t = at + o;
     if (t >= c->len) return fail(c, FB_E_OUT_OF_BOUNDS, at);
     *target = t;
     return FB_OK;
 }
 
+/* Follows the uoffset of a field (or the root) stored at `at`. */
+static inline int deref(ctx *c, uint64_t at, uint64_t *target) {
+    return follow(c, at, 0, target);
+}
+
 /* ---------------------------------------------------------------- tables */
 
+/* Opens the table at `pos` by FlatBuffers' verifier's rules: the table aligned and inside
+ * the buffer, its vtable inside the buffer, aligned, of an even size. That verifier reads
+ * neither the vtable's second entry (the table's declared size) nor a vtable's fields past
+ * its own size, so a vtable shorter than its two entries has no fields and a declared size
+ * that does not cover the table is no fault; strict mode holds tables to the builder's
+ * layout (FB_E_BAD_VTABLE). */
 static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     uint32_t soff;
     int64_t vt;
@@ -238,11 +258,11 @@ static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     c->tables++;
     soff = ld32(bytes_at(c, pos, 4));
     vt = (int64_t)pos - (int64_t)as_i32(soff);
-    if (vt < 0 || !in_bounds(c, (uint64_t)vt, 4)) {
+    if (vt < 0 || !in_bounds(c, (uint64_t)vt, 2)) {
         /* Torch writes files over 2 GiB whose soffsets wrapped; modulo 2^32
          * the target is exact, and unambiguous up to 4 GiB. */
         uint64_t wrapped = (pos - soff) & 0xffffffffu;
-        if (!in_bounds(c, wrapped, 4)) return fail(c, FB_E_BAD_VTABLE, pos);
+        if (!in_bounds(c, wrapped, 2)) return fail(c, FB_E_BAD_VTABLE, pos);
         if (c->strict) return fail(c, FB_E_VTABLE_WRAPPED, pos);
         vt = (int64_t)wrapped;
         if (c->counts) c->counts->wrapped_vtables++;
@@ -251,10 +271,11 @@ static inline int tbl_open(ctx *c, uint64_t pos, tbl *t) {
     t->vt = (uint64_t)vt;
     if (c->verify && t->vt % 2 != 0) return fail(c, FB_E_MISALIGNED, t->vt);
     t->vt_size = ld16(bytes_at(c, t->vt, 2));
-    t->size = ld16(bytes_at(c, t->vt + 2, 2));
-    if (t->vt_size < 4 || t->vt_size % 2 != 0 || !in_bounds(c, t->vt, t->vt_size))
+    if (t->vt_size % 2 != 0 || !in_bounds(c, t->vt, t->vt_size))
         return fail(c, FB_E_BAD_VTABLE, t->vt);
-    if (t->size < 4 || !in_bounds(c, pos, t->size)) return fail(c, FB_E_BAD_VTABLE, t->vt);
+    t->size = t->vt_size >= 4 ? ld16(bytes_at(c, t->vt + 2, 2)) : 0;
+    if (c->strict && (t->vt_size < 4 || t->size < 4 || !in_bounds(c, pos, t->size)))
+        return fail(c, FB_E_BAD_VTABLE, t->vt);
     return FB_OK;
 }
 
@@ -264,7 +285,9 @@ static inline int tbl_has(const ctx *c, const tbl *t, unsigned id) {
     return slot + 2 <= t->vt_size && ld16(bytes_at(c, t->vt + slot, 2)) != 0;
 }
 
-/* Position of field `id` holding `size` bytes aligned to `align`, or 0 when absent. */
+/* Position of field `id` holding `size` bytes aligned to `align`, or 0 when absent. As in
+ * FlatBuffers' verifier, the field's bytes must lie inside the buffer; a writer may put
+ * them past the table's declared size (some writers do), which strict mode names. */
 static inline int tbl_field_aligned(ctx *c, const tbl *t, unsigned id, unsigned size,
                                     unsigned align, uint64_t *at) {
     uint64_t slot = 4 + 2 * (uint64_t)id;
@@ -273,7 +296,9 @@ static inline int tbl_field_aligned(ctx *c, const tbl *t, unsigned id, unsigned 
     if (slot + 2 > t->vt_size) return FB_OK;
     off = ld16(bytes_at(c, t->vt + slot, 2));
     if (off == 0) return FB_OK;
-    if (off < 4 || (uint64_t)off + size > t->size) return fail(c, FB_E_BAD_VTABLE, t->vt + slot);
+    if (c->strict && (off < 4 || (uint64_t)off + size > t->size))
+        return fail(c, FB_E_FIELD_OUTSIDE_TABLE, t->vt + slot);
+    if (!in_bounds(c, t->pos + off, size)) return fail(c, FB_E_OUT_OF_BOUNDS, t->vt + slot);
     *at = t->pos + off;
     if (c->verify && align > 1 && *at % align != 0) return fail(c, FB_E_MISALIGNED, *at);
     return FB_OK;
@@ -474,9 +499,9 @@ static inline int utf8_text(ctx *c, const vec *s) {
     return FB_OK;
 }
 
-/* A string the reader decodes as text: when verifying, it must be UTF-8. */
+/* A string the reader decodes as text: UTF-8 when c->utf8 asks for it. */
 static inline int check_text(ctx *c, const vec *s) {
-    return c->verify ? utf8_text(c, s) : FB_OK;
+    return c->utf8 ? utf8_text(c, s) : FB_OK;
 }
 
 static inline int text_at(ctx *c, uint64_t pos, vec *s) {
@@ -497,7 +522,7 @@ static inline int fld_str(ctx *c, const tbl *t, const fb_field *f, vec *s) {
     return FB_OK;
 }
 
-/* A string field read as text: fld_str plus the UTF-8 check when verifying. */
+/* A string field read as text: fld_str plus check_text. */
 static inline int fld_text(ctx *c, const tbl *t, const fb_field *f, vec *s) {
     TRY(fld_str(c, t, f, s));
     return check_text(c, s);
@@ -524,7 +549,7 @@ static inline int fld_table_at(ctx *c, const tbl *t, const fb_field *f, tbl *sub
 /* Element i of a vector of offsets (to tables or strings). */
 static inline int vec_ref(ctx *c, const vec *v, uint32_t i, uint64_t *target) {
     if (i >= v->count) return fail(c, FB_E_BAD_ARGUMENT, v->data);
-    return deref(c, v->data + 4 * (uint64_t)i, target);
+    return follow(c, v->data + 4 * (uint64_t)i, 1, target);
 }
 
 static inline int vec_table(ctx *c, const vec *v, uint32_t i, tbl *t) {
@@ -540,7 +565,7 @@ static inline uint32_t vec_u32(const ctx *c, const vec *v, uint32_t i) {
 /* Verifies the table at `pos` as declaration `decl` of schema `s` and everything it
  * reaches, by the schema's descriptors alone: every field inside its table and aligned,
  * every offset inside the buffer, every `required` field present, strings
- * NUL-terminated (and UTF-8 when verifying),
+ * NUL-terminated (and UTF-8 when c->utf8 asks),
  * vectors inside the buffer, union types known, nesting within c->max_depth, tables and
  * elements within their budgets; errors carry the path of field names (fb_verify.c). */
 int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos);

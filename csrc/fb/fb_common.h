@@ -46,7 +46,10 @@
     X(FB_E_TABLE_BUDGET, "number of tables visited exceeds the table budget")      \
     X(FB_E_ELEMENT_BUDGET, "number of vector elements exceeds the element budget") \
     X(FB_E_BAD_ARGUMENT, "invalid argument passed to the library")                \
-    X(FB_E_BAD_UTF8, "string is not valid UTF-8")
+    X(FB_E_BAD_UTF8, "string is not valid UTF-8")                                  \
+    X(FB_E_ZERO_OFFSET, "offset is zero: it points at itself")                     \
+    X(FB_E_FIELD_OUTSIDE_TABLE, "field lies outside its table's declared size (FlatBuffers' verifier takes it; rejected in strict mode)") \
+    X(FB_E_UNKNOWN_FIELD, "table sets a field its schema does not declare (a newer writer's; rejected in strict mode)")
 
 /* --- cdef begin --- */
 
@@ -58,8 +61,10 @@ typedef struct fb_options {
     uint64_t max_tables;     /* table visits, 0 = auto */
     uint64_t max_elements;   /* vector elements visited, 0 = auto */
     uint32_t max_depth;      /* nesting of values (lists in lists, objects in objects) */
-    int verify;              /* full checks: alignment, NUL, UTF-8, what a format adds */
-    int strict;              /* FlatBuffers' own rules: no wrapped vtable offsets */
+    int verify;              /* full checks: alignment, NUL, what a format adds */
+    int strict;              /* the builder's layout as well: no wrapped vtable offsets,
+                              * fields inside their table's declared size, no fields the
+                              * schema lacks, strings in UTF-8 */
 } fb_options;
 
 typedef struct fb_error {

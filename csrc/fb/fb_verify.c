@@ -125,6 +125,16 @@ static int verify_field(ctx *c, const verifier *v, const tbl *t, const fb_field 
     }
 }
 
+/* Strict mode: no slot past the schema's last field is set. A newer writer's fields are
+ * valid FlatBuffers, and this reader skips them, as the runtime's does. */
+static int no_unknown_fields(ctx *c, const tbl *t, const fb_decl *d) {
+    uint64_t slot = 4 + 2 * (d->count ? (uint64_t)d->fields[d->count - 1].id + 1 : 0);
+    for (; slot + 2 <= t->vt_size; slot += 2)
+        if (ld16(bytes_at(c, t->vt + slot, 2)) != 0)
+            return fail(c, FB_E_UNKNOWN_FIELD, t->vt + slot);
+    return FB_OK;
+}
+
 static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
                         uint32_t depth) {
     const fb_decl *d;
@@ -153,7 +163,7 @@ static int verify_table(ctx *c, const verifier *v, unsigned decl, uint64_t pos,
         if (rc != FB_OK) return rc;
         pop(c);
     }
-    return FB_OK;
+    return c->strict ? no_unknown_fields(c, &t, d) : FB_OK;
 }
 
 int fb_verify_table(ctx *c, const fb_schema *s, unsigned decl, uint64_t pos) {

@@ -48,6 +48,14 @@ const char *ptmf_ivalue_type_name(int type) {
 
 /* ------------------------------------------------------------ the module */
 
+/* A pass over a PTMF file: torch decodes its strings as text (names, types, code), so
+ * every string a verifying pass reads must be UTF-8. */
+static void ptmf_ctx_init(ctx *c, const uint8_t *buf, size_t len, const fb_options *opt,
+                          ptmf_summary *s, fb_error *err) {
+    ctx_init(c, buf, len, opt, &s->visited, err);
+    c->utf8 = c->verify;
+}
+
 static int read_header(ctx *c, uint64_t *root) {
     push(c, "header", NO_INDEX);   /* whole-file rejections are located there */
     if (c->len >= 4 && memcmp(c->buf, "PK\x03\x04", 4) == 0)
@@ -70,7 +78,7 @@ int ptmf_open(const uint8_t *buf, size_t len, const fb_options *opt,
     int32_t sds;
     if (!buf && len) return FB_E_BAD_ARGUMENT;
     memset(s, 0, sizeof *s);
-    ctx_init(&c, buf, len, opt, &s->visited, err);
+    ptmf_ctx_init(&c, buf, len, opt, s, err);
     TRY(read_header(&c, &s->root));
     TRY_IN(&c, "module", NO_INDEX, tbl_open(&c, s->root, &m));
 
@@ -136,7 +144,7 @@ int ptmf_index_storages(const uint8_t *buf, size_t len, const fb_options *opt,
     vec all = {s->storages, s->n_storages};
     uint8_t window[STORAGE_WINDOW];
     uint32_t i;
-    ctx_init(&c, buf, len, opt, &s->visited, err);
+    ptmf_ctx_init(&c, buf, len, opt, s, err);
     if (s->n_storages == 0 || (uint64_t)len / s->n_storages < PREAD_BYTES_PER_STORAGE)
         fd = -1;
     for (i = 0; i < s->n_storages; i++) {
@@ -568,7 +576,7 @@ int ptmf_index_ivalues(const uint8_t *buf, size_t len, const fb_options *opt,
     vec all = {s->ivalues, s->n_ivalues};
     tensor_sink k;
     uint32_t i;
-    ctx_init(&c, buf, len, opt, &s->visited, err);
+    ptmf_ctx_init(&c, buf, len, opt, s, err);
     memset(&k, 0, sizeof k);
     TRY(count_elements(&c, s->n_ivalues, s->ivalues));
     for (i = 0; i < s->n_ivalues; i++) {
@@ -604,7 +612,7 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const fb_options *opt,
     ctx c;
     tensor_sink k;
     uint32_t i;
-    ctx_init(&c, buf, len, opt, &s->visited, err);
+    ptmf_ctx_init(&c, buf, len, opt, s, err);
     memset(&k, 0, sizeof k);
     k.records = tensors;
     k.dims = dims;
@@ -862,12 +870,12 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const fb_options *opt,
     ctx c;
     uint32_t i;
     vec types = {s->object_types, s->n_object_types};
-    ctx_init(&c, buf, len, opt, &s->visited, err);
-    c.verify = 1;
+    ptmf_ctx_init(&c, buf, len, opt, s, err);
+    c.verify = c.utf8 = 1;
 
     TRY(verify_structure(&c, s, ivalues));
     /* What follows reads only what was verified, for what it means. */
-    c.verify = 0;
+    c.verify = c.utf8 = 0;
     if (s->storage_data_size != (int32_t)s->n_storages)
         return fail_at(&c, FIELD(module, MODULE_STORAGE_DATA_SIZE), NO_INDEX,
                        FB_E_LENGTH_MISMATCH, s->root);

@@ -7,8 +7,7 @@ their schema names. Reads are bounds-checked by Python itself, but the layouts t
 assume (an offset field points at a table, a vector fits the buffer) are what the C
 verifier proved for the file before any Table is made over it. Each Table knows its
 path from the root (the C core's form: ``execution_plan[0].values[3].val<Tensor>``), so
-a string that is not UTF-8 (verify=False leaves that check to the read) raises
-FormatError ``bad_utf8`` located like the C core's errors.
+that the formats built on it locate their errors like the C core's.
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from .native import ffi, format_error, lib
+from .native import ffi, lib
 
 __all__ = ["FieldInfo", "Schema", "Table", "Tables", "Where", "decode_text", "enum_names",
            "path_of", "schema_of"]
@@ -48,6 +47,7 @@ class FieldInfo(NamedTuple):
     ref: str             # the table, union or enum it refers to, "" if none
     flags: int = 0       # fb_flag: what the schema's attributes say of it
     elem_size: int = 0   # bytes of a vector element (4 for offsets), of a string byte
+    size: int = 0        # bytes inline in the table (4 for offsets)
 
     @property
     def value_ref(self) -> bool:
@@ -84,7 +84,7 @@ class Schema:
                     fname = ffi.string(f.name).decode()
                     fields[fname] = FieldInfo(fname, f.id, f.kind, fmt, dtype, default,
                                               names[f.ref] if f.ref != 0xFFFF else "",
-                                              f.flags, f.elem_size)
+                                              f.flags, f.elem_size, f.size)
                 self.tables[name] = fields
             elif d.kind == lib.FB_DECL_UNION:
                 members = [d.members[i] for i in range(d.count)]
@@ -128,13 +128,12 @@ def path_of(where: Where) -> str:
     return "".join(out)
 
 
-def decode_text(buf: Any, pos: int, n: int, where: Where) -> str:
-    """The ``n`` bytes at ``pos`` as UTF-8; FormatError ``bad_utf8`` at the first bad
-    byte, located by ``where``."""
-    try:
-        return str(memoryview(buf)[pos:pos + n], "utf-8")
-    except UnicodeDecodeError as e:
-        raise format_error(lib.FB_E_BAD_UTF8, pos + e.start, path_of(where)) from None
+def decode_text(buf: Any, pos: int, n: int) -> str:
+    """The ``n`` bytes at ``pos`` as text: UTF-8, with any byte that is not decoded as a
+    lone surrogate (``surrogateescape``), so that the text encodes back to the file's
+    bytes. FlatBuffers' verifier takes a string's bytes as they are; a format checks
+    the strings its readers decode, and ``verify --strict`` every one."""
+    return str(memoryview(buf)[pos:pos + n], "utf-8", "surrogateescape")
 
 
 class Table:
@@ -154,7 +153,8 @@ class Table:
         vt = pos - _I32.unpack_from(buf, pos)[0]
         self._vt = vt
         self._vt_size = _U16.unpack_from(buf, vt)[0]
-        self._size = _U16.unpack_from(buf, vt + 2)[0]
+        # a vtable shorter than its two entries has no fields (tbl_open)
+        self._size = _U16.unpack_from(buf, vt + 2)[0] if self._vt_size >= 4 else 0
 
     def _at(self, f: FieldInfo) -> int:
         slot = 4 + 2 * f.id
@@ -167,6 +167,16 @@ class Table:
         f = self.fields[name]
         at = self._at(f)
         return f, (at + _U32.unpack_from(self.buf, at)[0]) if at else 0
+
+    def _end(self) -> int:
+        """Where the table's inline bytes end: its declared size, or past it the furthest
+        field (a writer may put one there; FlatBuffers' verifier takes it)."""
+        end = self.pos + self._size
+        for f in self.fields.values():
+            at = self._at(f)
+            if at:
+                end = max(end, at + f.size)
+        return end
 
     def has(self, name: str) -> bool:
         """Whether the field is present in the file."""
@@ -193,12 +203,12 @@ class Table:
         raise TypeError(f"field {name!r} is a table, union or vector of tables or structs")
 
     def string(self, name: str) -> Optional[str]:
-        """A string field as text, None when absent (FormatError if not UTF-8)."""
+        """A string field as text (decode_text), None when absent."""
         _, target = self._ref(name)
         if not target:
             return None
         n = _U32.unpack_from(self.buf, target)[0]
-        return decode_text(self.buf, target + 4, n, self.where + (name,))
+        return decode_text(self.buf, target + 4, n)
 
     def vector(self, name: str) -> np.ndarray:
         """A vector of scalars as a read-only zero-copy array (empty when absent)."""
@@ -229,7 +239,7 @@ class Table:
         return Tables(self.schema, self.buf, target, f.ref, self.where + (name,))
 
     def strings(self, name: str) -> List[str]:
-        """A vector of strings as text."""
+        """A vector of strings as text (decode_text)."""
         _, target = self._ref(name)
         out = []
         if target:
@@ -237,7 +247,7 @@ class Table:
                 at = target + 4 + 4 * i
                 s = at + _U32.unpack_from(self.buf, at)[0]
                 n = _U32.unpack_from(self.buf, s)[0]
-                out.append(decode_text(self.buf, s + 4, n, self.where + (name, i)))
+                out.append(decode_text(self.buf, s + 4, n))
         return out
 
     def union(self, name: str) -> Tuple[str, Optional["Table"]]:
@@ -265,7 +275,7 @@ class Table:
         buf = self.buf
         while stack:
             t, skipped = stack.pop()
-            out.append((t.pos, t.pos + t._size))
+            out.append((t.pos, t._end()))
             out.append((t._vt, t._vt + t._vt_size))
             for name, f in t.fields.items():
                 if f.kind in _INLINE or name in skipped:

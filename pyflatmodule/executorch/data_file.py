@@ -5,16 +5,12 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from ..core.fbread import Where
 from .file import _File
 from .regions import Region, data_file_regions
 
 
 class DataFile(_File):
     """An ExecuTorch data file (``.ptd``): named tensors and blobs in segments."""
-
-    def _name_where(self, r: Any) -> Where:
-        return ("named_data", int(r["value"]), "key")
 
     @property
     def tensors(self) -> Dict[str, np.ndarray]:

@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core.dtypes import numpy_dtype, scalar_type_name
-from ..core.fbread import Schema, Table, Where, decode_text, schema_of
+from ..core.fbread import Schema, Table, decode_text, schema_of
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.records import struct_dtype
@@ -78,14 +78,9 @@ class _File(abc.ABC):
     def _bytes(self, start: int, size: int) -> memoryview:
         return memoryview(self._buf)[start:start + size].toreadonly()
 
-    @abc.abstractmethod
-    def _name_where(self, r: Any) -> Where:
-        """Where a tensor record's name is in the file (for errors): each kind of file
-        keeps its names in its own place."""
-
     def _name(self, r: Any) -> str:
         """A tensor record's name (fully qualified name, or data file key)."""
-        return decode_text(self._buf, int(r["name"]), int(r["name_len"]), self._name_where(r))
+        return decode_text(self._buf, int(r["name"]), int(r["name_len"]))
 
     def _layout(self, r: Any) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
         """A record's dtype name, sizes and dim_order (the default order when absent)."""
@@ -105,9 +100,8 @@ class _File(abc.ABC):
     def named_data(self) -> Dict[str, memoryview]:
         """Named data by key: read-only bytes of the mapping."""
         _, blobs = self._index()
-        return {decode_text(self._buf, int(b["key"]), int(b["key_len"]),
-                            ("named_data", i, "key")):
-                self._bytes(int(b["data"]), int(b["size"])) for i, b in enumerate(blobs)}
+        return {decode_text(self._buf, int(b["key"]), int(b["key_len"])):
+                self._bytes(int(b["data"]), int(b["size"])) for b in blobs}
 
     @property
     def version(self) -> int:

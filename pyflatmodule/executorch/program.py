@@ -8,7 +8,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
-from ..core.fbread import Table, Where, enum_names
+from ..core.fbread import Table, enum_names
 from ..core.names import NamedDict
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
@@ -473,10 +473,6 @@ class Program(_File):
                         ".instr_args<DelegateCall>.args",
                         f"the call passes {n} arguments; its XNNPACK graph reads "
                         f"{graph.arguments} (one per external id)")
-
-    def _name_where(self, r: Any) -> Where:
-        return ("execution_plan", int(r["plan"]), "values", int(r["value"]), "val", "<Tensor>",
-                "extra_tensor_info", "fully_qualified_name")
 
     def _resolve_external(self) -> None:
         records, _ = self._index()

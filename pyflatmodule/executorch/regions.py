@@ -180,6 +180,17 @@ def _buffers(slots: List[Span], used: Dict[int, int], kind: str) -> List[Region]
     return out
 
 
+def _segments(root: Table, summary: Any, size: int) -> List[Tuple[int, int]]:
+    """(file offset, size) of each segment, cut at the file's end: a segment nothing uses,
+    or a mutable data segment, may run past it (strict mode refuses either)."""
+    base = int(summary.segment_base)
+    out = []
+    for t in root.tables("segments"):
+        start = min(base + int(t.scalar("offset")), size)
+        out.append((start, min(int(t.scalar("size")), size - start)))
+    return out
+
+
 def _top(size: int, flatbuffer: Region, segments: List[Tuple[str, Span, List[Region]]]
          ) -> List[Region]:
     """The top level: the flatbuffer, each non-empty segment (segments at one extent
@@ -242,9 +253,7 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
                                                      "mutable_data_segments", "named_data")
                                          for s in _field_spans(root, f)])
     claims.claim((("other", ""),), root.spans())
-    base = int(summary.segment_base)
-    segs = [(base + int(t.scalar("offset")), int(t.scalar("size")))
-            for t in root.tables("segments")]
+    segs = _segments(root, summary, size)
     inside: Dict[int, List[Region]] = {k: [] for k in range(len(segs))}
     used: Dict[int, int] = {}
     for r in records:
@@ -280,9 +289,7 @@ def data_file_regions(root: Table, summary: Any, blobs: np.ndarray, size: int) -
     claims.claim((("data_index", ""),), [s for f in ("segments", "named_data")
                                          for s in _field_spans(root, f)])
     claims.claim((("other", ""),), root.spans())
-    base = int(summary.segment_base)
-    segs = [(base + int(t.scalar("offset")), int(t.scalar("size")))
-            for t in root.tables("segments")]
+    segs = _segments(root, summary, size)
     inside: Dict[int, List[Region]] = {k: [] for k in range(len(segs))}
     _named(root.buf, blobs, inside)
     return _top(size, claims.region(), [(str(k), (s, s + n), _disjoint(inside[k]))
@@ -339,8 +346,8 @@ def _named(buf: Any, blobs: np.ndarray, inside: Dict[int, List[Region]]) -> None
     """Each named data entry into its segment's list (entries of one extent share one
     region, their keys joined by commas)."""
     at: Dict[Tuple[int, int, int], List[str]] = {}
-    for i, b in enumerate(blobs):
-        key = decode_text(buf, int(b["key"]), int(b["key_len"]), ("named_data", i, "key"))
+    for b in blobs:
+        key = decode_text(buf, int(b["key"]), int(b["key_len"]))
         at.setdefault((int(b["segment"]), int(b["data"]), int(b["size"])), []).append(key)
     for (k, s, n), keys in at.items():
         if k in inside and n:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
-from ..core.fbread import Table, enum_names, schema_of
+from ..core.fbread import Table, decode_text, enum_names, schema_of
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 
@@ -322,7 +322,9 @@ class XnnGraph:
             if kind not in _FILTERS:
                 continue
             ids = {name: int(node.plain(name)) for name in ("input1_id", "filter_id", "bias_id")}
-            half = _HALF.get(self._datatype(ids["input1_id"]))
+            # an input of no value (XNN_NO_ID, which every value_ref may be) says nothing
+            half = (None if ids["input1_id"] == XNN_NO_ID
+                    else _HALF.get(self._datatype(ids["input1_id"])))
             flags = int(node.plain("flags"))
             groups = int(node.plain("groups")) if "groups" in node.fields else 1
             for role in ("filter", "bias"):
@@ -448,8 +450,8 @@ class XnnGraph:
         return out
 
     def _key(self, ref: Any) -> str:
-        """The named data key a constant or scale reference names (the core checked it)."""
-        return bytes(self._payload[ref.key:ref.key + ref.key_len]).decode("utf-8")
+        """The named data key a constant or scale reference names (decode_text)."""
+        return decode_text(self._payload, int(ref.key), int(ref.key_len))
 
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
         """The named data key of each constant and of each constant's scales kept in

@@ -656,19 +656,28 @@ def _child(step: str, name: str, result: str) -> None:
     np.savez(result + ".npz", **arrays.arrays)
 
 
-def _run(step: str, name: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def run_child(script: str, step: str, arg: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``script --child STEP ARG OUT`` in a child process (ExecuTorch may crash): the JSON
+    it wrote to OUT.json and the arrays of OUT.npz (none when it wrote none), or
+    ``{"error": ...}`` with the child's exit status and last line."""
     import numpy as np
     with tempfile.TemporaryDirectory() as d:
         pre = os.path.join(d, "out")
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", step, name,
+        p = subprocess.run([sys.executable, os.path.abspath(script), "--child", step, arg,
                             pre], capture_output=True, text=True, timeout=TIMEOUT)
         if p.returncode != 0:
             lines = (p.stderr or "").strip().splitlines()
             return {"error": f"exit {p.returncode}: {lines[-1] if lines else ''}"}, {}
         with open(pre + ".json", encoding="utf-8") as f:
             res = json.load(f)
+        if not os.path.exists(pre + ".npz"):
+            return res, {}
         with np.load(pre + ".npz") as z:
             return res, {k: z[k] for k in z.files}
+
+
+def _run(step: str, name: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    return run_child(__file__, step, name)
 
 
 def make(name: str) -> None:

@@ -10,6 +10,15 @@ verification level (``Minimal``, ``InternalConsistency``): ``load_program``, the
 the shapes and dtypes the method declares. A mutated ``.ptd`` is the data file of
 ``external.pte``, at both ends (``load(pte, data=[ptd])``, ``data_path=``).
 
+With ``--fidelity`` every mutant pyflatmodule refuses goes to the runtime too, the other
+way round: a mutant the runtime loads and runs cleanly at both levels (``ok``: every
+method loads and runs on zero inputs) while pyflatmodule refuses it is a refusal
+stricter than the runtime, counted by the rule (the FormatError's code) and the field
+mutated, and written to ``--out``. Seeds whose unmutated file the runtime does not run
+cleanly (a kernel or backend this build lacks) cannot show one: they are left out, said
+at the start. ``--wild`` takes the programs others wrote (``tests/data/wild``, held out:
+nobody here designed them) as seeds.
+
 Each child ends ``ok`` (every stage passed), ``refused`` (the runtime raised a Python
 exception: it rejected the file), ``oom`` (a MemoryError: an allocation, sized by the
 file, past the child's 4 GiB address-space limit), ``crash`` (a signal) or ``hang``
@@ -29,11 +38,13 @@ Needs executorch (and torch); opt-in, not collected by pytest (not named test_*)
     python tests/fuzz/gate.py --count 200
     python tests/fuzz/gate.py --count 100000 --time-limit 1500 --jobs 2 --seed 1
     python tests/fuzz/gate.py --replay 17 --seed 1      # one mutant, its verdicts printed
+    python tests/fuzz/gate.py --fidelity --wild --count 20000 --jobs 2 --seed 3
 
 Prints the counts: mutants, refused by pyflatmodule, accepted, and of the accepted,
 per level, runtime ok / refused / oom / crash / hang (and the stage each reached);
 then each class of leak (seed file, table.field mutated, level, stage, verdict) with
-its count and an example. Exit status 1 when a leak was found.
+its count and an example; with ``--fidelity``, each rule that refused mutants the runtime
+ran cleanly, with the fields mutated. Exit status 1 when a leak was found.
 """
 from __future__ import annotations
 
@@ -65,6 +76,7 @@ except ImportError:
     sys.path.insert(1, ROOT)
 
 ET_DATA = os.path.join(TESTS, "data", "et")
+WILD_DATA = os.path.join(TESTS, "data", "wild")
 EXTERNAL_PTE = os.path.join(ET_DATA, "external.pte")
 EXTERNAL_PTD = os.path.join(ET_DATA, "external.ptd")
 LEVELS = ("Minimal", "InternalConsistency")
@@ -249,17 +261,23 @@ def describe(m: Mutation) -> str:
 # ------------------------------------------------------------------ seeds
 
 class Seed:
-    """One seed file, its layout and what it is loaded with."""
+    """One seed file (a name in tests/data/et, or a path), its layout and what it is
+    loaded with."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        with open(os.path.join(ET_DATA, name), "rb") as f:
+        with open(name if os.sep in name else os.path.join(ET_DATA, name), "rb") as f:
             self.data = f.read()
         self.layout = Layout(self.data)
         self.is_data = name.endswith(".ptd")
 
 
-def seed_files() -> List[str]:
+def seed_files(wild: bool = False) -> List[str]:
+    """The ExecuTorch files of tests/data/et, or (``wild``) the programs of
+    tests/data/wild, by path."""
+    if wild:
+        return sorted(os.path.join(WILD_DATA, f) for f in os.listdir(WILD_DATA)
+                      if f.endswith(".pte"))
     return sorted(f for f in os.listdir(ET_DATA) if f.endswith((".pte", ".ptd")))
 
 
@@ -328,14 +346,23 @@ def _child(pte: Any, ptd: Optional[str], level: str, stage_fd: int) -> None:
     program = Runtime.get().load_program(pte, verification=getattr(Verification, level),
                                          data_path=ptd)
     methods = {}
-    for name in sorted(program.method_names):
+    refused = []
+    for k, name in enumerate(sorted(program.method_names)):
         stage("load_method")
-        methods[name] = program.load_method(name)
+        try:
+            methods[name] = program.load_method(name)
+        except Exception:  # noqa: BLE001 - noted; the other methods are loaded still
+            traceback.print_exc(limit=1)
+            refused.append(k)
+            stage(f"refused:{k}")
     for name, method in methods.items():
         stage("execute")
         inputs = _inputs(method.metadata)
         if inputs is not None:
             method.execute(inputs)
+    if refused:
+        stage("load_method")
+        raise RuntimeError(f"load_method refused methods {refused} (by sorted name)")
     stage("done")
 
 
@@ -343,7 +370,8 @@ def run_runtime(pte: Any, ptd: Optional[str], level: str, timeout: float,
                 scratch: str) -> Dict[str, Any]:
     """Hand a program to the runtime in a forked child (``CHILD_MEMORY`` more address
     space at most): {"verdict", "stage", "signal", "exit", "stderr"} (the last 12
-    lines of the child's output)."""
+    lines of the child's output), "refused_methods" (the methods whose ``load_method``
+    failed, by their place in sorted order: the child loads and runs the others)."""
     from sweep import limit_address_space
     log = os.path.join(scratch, f"stderr-{os.getpid()}")
     r, w = os.pipe()
@@ -392,8 +420,11 @@ def run_runtime(pte: Any, ptd: Optional[str], level: str, timeout: float,
         os.unlink(log)
     except OSError:
         tail = []
+    refused = [int(st.split(":")[1]) for st in stages if st.startswith("refused:")]
+    stages = [st for st in stages if not st.startswith("refused:")]
     last = stages[-1] if stages else "fork"
-    out: Dict[str, Any] = {"stage": last, "signal": None, "exit": None, "stderr": tail}
+    out: Dict[str, Any] = {"stage": last, "signal": None, "exit": None, "stderr": tail,
+                           "refused_methods": refused}
     if status is None:
         out["verdict"] = "hang"
     elif os.WIFSIGNALED(status):
@@ -416,18 +447,24 @@ def mutant(seeds: List[Seed], seed: int, index: int) -> Tuple[Seed, bytes, List[
 
 
 def judge(seeds: List[Seed], seed: int, index: int, timeout: float,
-          scratch: str) -> Dict[str, Any]:
-    """Mutant ``index``: pyflatmodule's verdict, and when it accepts, the runtime's at
-    each level."""
+          scratch: str, fidelity: bool = False) -> Dict[str, Any]:
+    """Mutant ``index``: pyflatmodule's verdict, and when it accepts (or, ``fidelity``,
+    refuses), the runtime's at each level."""
     s, buf, muts = mutant(seeds, seed, index)
-    res: Dict[str, Any] = {"index": index, "file": s.name,
+    res: Dict[str, Any] = {"index": index, "file": os.path.basename(s.name),
                            "mutations": [describe(m) for m in muts]}
     if buf == s.data:              # no mutation, or each one wrote the value it found
         res["pfm"], res["pfm_detail"] = "unchanged", ""
         return res
     res["pfm"], res["pfm_detail"] = pfm_verdict(s, buf)
-    if res["pfm"] != "accepted":
+    if res["pfm"] != "accepted" and not (fidelity and res["pfm"] == "refused"):
         return res
+    res["runtime"] = runtime_verdicts(s, buf, timeout, scratch)
+    return res
+
+
+def runtime_verdicts(s: Seed, buf: bytes, timeout: float, scratch: str) -> Dict[str, Any]:
+    """The runtime's verdict on ``buf`` (a mutant of ``s``, or its bytes) at each level."""
     ptd: Optional[str]
     if s.is_data:
         ptd = os.path.join(scratch, f"mutant-{os.getpid()}.ptd")
@@ -436,17 +473,15 @@ def judge(seeds: List[Seed], seed: int, index: int, timeout: float,
         pte: Any = EXTERNAL_PTE
     else:
         pte, ptd = buf, (EXTERNAL_PTD if s.name == "external.pte" else None)
-    res["runtime"] = {level: run_runtime(pte, ptd, level, timeout, scratch)
-                      for level in LEVELS}
-    return res
+    return {level: run_runtime(pte, ptd, level, timeout, scratch) for level in LEVELS}
 
 
 def _worker(conn: Any, seeds: List[Seed], seed: int, indices: range, timeout: float,
-            scratch: str, until: float) -> None:
+            scratch: str, until: float, fidelity: bool) -> None:
     for i in indices:
         if time.time() > until:
             break
-        conn.send(judge(seeds, seed, i, timeout, scratch))
+        conn.send(judge(seeds, seed, i, timeout, scratch, fidelity))
     conn.send(None)
 
 
@@ -458,6 +493,10 @@ class Campaign:
     def __init__(self, seeds: List[Seed], seed: int, out: str) -> None:
         self.seeds, self.seed, self.out = seeds, seed, out
         self.counts: Counter[str] = collections.Counter()
+        #: (rule, "ok" / "refused" / "leak": the runtime's verdict) -> refused mutants
+        self.refusals: Counter[Tuple[str, str]] = collections.Counter()
+        #: rule -> the refused mutants the runtime ran cleanly at both levels
+        self.stricter: Dict[str, List[Dict[str, Any]]] = {}
         #: (level, verdict, stage) -> count
         self.runtime: Counter[Tuple[str, str, str]] = collections.Counter()
         self.classes: Dict[Tuple[str, ...], List[Dict[str, Any]]] = {}
@@ -469,6 +508,9 @@ class Campaign:
         if res["pfm"] == "finding":
             self.pfm_findings.append(res)
             self.save(res, "pfm")
+        if res["pfm"] == "refused" and "runtime" in res:
+            self._refused(res)
+            return
         for level, r in res.get("runtime", {}).items():
             self.runtime[(level, r["verdict"], r["stage"] if r["verdict"] != "ok" else "")] += 1
         leaks = {lv: r for lv, r in res.get("runtime", {}).items()
@@ -480,11 +522,47 @@ class Campaign:
                        lv, r["stage"], r["verdict"])
                 self.classes.setdefault(key, []).append(res)
 
+    def _refused(self, res: Dict[str, Any]) -> None:
+        """A mutant pyflatmodule refused and the runtime was asked about (--fidelity)."""
+        rule = res["pfm_detail"]
+        verdicts = [r["verdict"] for r in res["runtime"].values()]
+        if any(v in LEAKS for v in verdicts):
+            outcome = "leak"
+        elif all(v == "ok" for v in verdicts):
+            outcome = "ok"
+            self.stricter.setdefault(rule, []).append(res)
+            self.save(res, "stricter")
+        else:
+            outcome = "refused"
+        self.refusals[(rule, outcome)] += 1
+
+    def fidelity_report(self) -> List[str]:
+        """The refusals by rule: how many, what the runtime did with them, and those it
+        ran cleanly with the fields mutated."""
+        rules = sorted({r for r, _ in self.refusals}, key=lambda r: -sum(
+            n for (rr, _), n in self.refusals.items() if rr == r))
+        stricter = sum(len(v) for v in self.stricter.values())
+        lines = [f"refused by pyflatmodule and asked of the runtime: "
+                 f"{sum(self.refusals.values())}; the runtime ran {stricter} of them "
+                 f"cleanly at both levels",
+                 "  rule | refused | the runtime: refused it / leaked on it / ran it "
+                 "cleanly (fields mutated)"]
+        for rule in rules:
+            by = {v: n for (r, v), n in self.refusals.items() if r == rule}
+            fields = collections.Counter(
+                ", ".join(m.split(" @")[0] for m in res["mutations"])
+                for res in self.stricter.get(rule, []))
+            lines.append(f"  {rule} | {sum(by.values())} | {by.get('refused', 0)} / "
+                         f"{by.get('leak', 0)} / {by.get('ok', 0)}" +
+                         (f" ({'; '.join(f'{k} x{n}' for k, n in fields.most_common(6))})"
+                          if fields else ""))
+        return lines
+
     def save(self, res: Dict[str, Any], what: str) -> None:
         os.makedirs(self.out, exist_ok=True)
         s, buf, _ = mutant(self.seeds, self.seed, res["index"])
-        ext = os.path.splitext(s.name)[1]
-        name = f"{what}-{self.seed}-{res['index']}-{os.path.splitext(s.name)[0]}{ext}"
+        stem, ext = os.path.splitext(os.path.basename(s.name))
+        name = f"{what}-{self.seed}-{res['index']}-{stem}{ext}"
         with open(os.path.join(self.out, name), "wb") as f:
             f.write(buf)
         with open(os.path.join(self.out, "findings.jsonl"), "a") as f:
@@ -516,17 +594,39 @@ class Campaign:
         for res in self.pfm_findings[:10]:
             lines.append(f"  pyflatmodule finding #{res['index']} {res['file']} "
                          f"{res['mutations']}: {res['pfm_detail'][:300]}")
+        if self.refusals:
+            lines += self.fidelity_report()
         return "\n".join(lines)
 
 
+def runnable(seeds: List[Seed], timeout: float) -> List[Seed]:
+    """The seeds the runtime loads and runs cleanly at both levels, unmutated (the others
+    are said, with the runtime's verdict)."""
+    scratch = tempfile.mkdtemp(prefix="pfm-gate-")
+    out = []
+    for s in seeds:
+        verdicts = runtime_verdicts(s, s.data, timeout, scratch)
+        r = verdicts["InternalConsistency"]
+        if all(v["verdict"] == "ok" for v in verdicts.values()):
+            out.append(s)
+        else:
+            print(f"left out: {os.path.basename(s.name)} (unmutated, the runtime says "
+                  f"{r['verdict']} at {r['stage']}: {(r['stderr'] or [''])[-1][:200]})")
+    return out
+
+
 def campaign(count: int, seed: int, jobs: int, out: str, timeout: float,
-             time_limit: float, files: Sequence[str]) -> Campaign:
+             time_limit: float, files: Sequence[str], fidelity: bool = False) -> Campaign:
     """Judge mutants 0..count-1 in ``jobs`` worker processes (worker j takes every
     jobs-th index from j), within ``time_limit`` seconds. A worker that dies (a crash
     in pyflatmodule itself) has its current mutant recorded and is restarted after it."""
     import executorch.runtime  # noqa: F401 - imported once, before the forks
     import torch  # noqa: F401
     seeds = [Seed(n) for n in files]
+    if fidelity:
+        seeds = runnable(seeds, timeout)
+        if not seeds:
+            raise SystemExit("no seed runs cleanly on this runtime")
     camp = Campaign(seeds, seed, out)
     scratch = tempfile.mkdtemp(prefix="pfm-gate-")
     until = time.time() + time_limit
@@ -537,7 +637,7 @@ def campaign(count: int, seed: int, jobs: int, out: str, timeout: float,
         parent, child = ctx.Pipe(duplex=False)
         p = ctx.Process(target=_worker, daemon=True,
                         args=(child, seeds, seed, range(first, count, jobs), timeout,
-                              scratch, until))
+                              scratch, until, fidelity))
         p.start()
         child.close()
         procs[slot] = (p, parent, first)
@@ -588,18 +688,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--time-limit", type=float, default=float("inf"),
                     help="stop making mutants after this many seconds")
     ap.add_argument("--files", nargs="*", help="seed files (default: every .pte and .ptd)")
+    ap.add_argument("--wild", action="store_true",
+                    help="seeds: the programs of tests/data/wild (others wrote them)")
+    ap.add_argument("--fidelity", action="store_true",
+                    help="also hand the mutants pyflatmodule refuses to the runtime, and "
+                         "count those it runs cleanly, by rule")
     ap.add_argument("--replay", type=int, help="judge this one mutant and print it")
     args = ap.parse_args(argv)
-    files = args.files or seed_files()
+    files = args.files or seed_files(args.wild)
     if args.replay is not None:
         import executorch.runtime  # noqa: F401
         seeds = [Seed(n) for n in files]
+        if args.fidelity:
+            seeds = runnable(seeds, args.timeout)
         print(json.dumps(judge(seeds, args.seed, args.replay, args.timeout,
-                               tempfile.mkdtemp(prefix="pfm-gate-")), indent=1))
+                               tempfile.mkdtemp(prefix="pfm-gate-"), args.fidelity), indent=1))
         return 0
     t0 = time.time()
     camp = campaign(args.count, args.seed, max(1, args.jobs), args.out, args.timeout,
-                    args.time_limit, files)
+                    args.time_limit, files, args.fidelity)
     print(camp.report(time.time() - t0))
     if camp.classes or camp.pfm_findings:
         print(f"inputs and findings.jsonl in {args.out}")

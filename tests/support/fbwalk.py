@@ -24,8 +24,13 @@ def slot(data: bytes, table: int, field: int) -> int:
 
 
 def field(data: bytes, table: int, field_id: int) -> int:
-    """Position of field ``field_id`` of the table at ``table`` (0 when absent)."""
-    off = struct.unpack_from("<H", data, slot(data, table, field_id))[0]
+    """Position of field ``field_id`` of the table at ``table`` (0 when absent: its slot
+    zero, or past the end of the vtable)."""
+    at = slot(data, table, field_id)
+    vtable = at - 4 - 2 * field_id
+    if at + 2 > vtable + struct.unpack_from("<H", data, vtable)[0]:
+        return 0
+    off = struct.unpack_from("<H", data, at)[0]
     return table + off if off else 0
 
 
