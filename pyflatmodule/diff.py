@@ -21,7 +21,7 @@ import numpy as np
 from .core.dtypes import QuantizedTensor, dtype_name
 from .executorch import BundledProgram, DataFile, ETDump, Program
 from .export import blocks, quantization_arrays, quantization_params
-from .files import load
+from .files import FORMATS, Format, load
 from .ptmf import Module
 
 __all__ = ["Change", "Diff", "TensorDiff", "diff", "compare_arrays"]
@@ -225,12 +225,8 @@ def _match(ta: Dict[str, Tensor], tb: Dict[str, Tensor]) -> List[TensorDiff]:
 
 # ------------------------------------------------------------------ entry point
 
-_FORMATS = {Module: "PTMF model", Program: "ExecuTorch program", DataFile: "ExecuTorch data file"}
-_ARTICLE = {"PTMF model": "a", "ExecuTorch program": "an", "ExecuTorch data file": "an"}
-
-
-def _kind(f: Opened) -> str:
-    return next(name for cls, name in _FORMATS.items() if isinstance(f, cls))
+def _format(f: Opened) -> Format:
+    return next(fmt for fmt in FORMATS if isinstance(f, fmt.cls))
 
 
 #: What diff takes already opened.
@@ -257,7 +253,8 @@ def diff(a: Any, b: Any, **load_options: Any) -> Diff:
     """
     fa, fb = (_compared(x if isinstance(x, _OPENED) else load(x, **load_options))
               for x in (a, b))
-    if _kind(fa) != _kind(fb):
-        raise ValueError(f"A is {_ARTICLE[_kind(fa)]} {_kind(fa)} and B {_ARTICLE[_kind(fb)]} "
-                         f"{_kind(fb)}: diff compares two files of one format")
-    return Diff(_kind(fa), _structure(fa, fb), _match(_tensors(fa), _tensors(fb)))
+    a_format, b_format = _format(fa), _format(fb)
+    if a_format is not b_format:
+        raise ValueError(f"A is {a_format.description} and B {b_format.description}: diff "
+                         "compares two files of one format")
+    return Diff(a_format.title, _structure(fa, fb), _match(_tensors(fa), _tensors(fb)))

@@ -8,44 +8,80 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 from .core.native import format_error, lib
 from .core.options import Options
 from .core.source import Openable, OpenedPath, SourceLike, open_file
 from .errors import FormatError
 from .executorch import (
-                          BundledProgram,
-                          DataFile,
-                          ETDump,
-                          Program,
-                          open_bundled,
-                          open_etdump,
-                          open_executorch,
+    BundledProgram,
+    DataFile,
+    ETDump,
+    Program,
+    open_bundled,
+    open_etdump,
+    open_executorch,
 )
 from .ptmf import Module, VerifyReport, open_module, verify_module
 
-__all__ = ["file_format", "load", "load_bundled", "load_data", "load_etdump", "load_module",
-           "load_program", "verify"]
-
-#: What each identifier names: at bytes 4..8, or at 8..12 for the size-prefixed formats.
-FORMATS = {b"PTMF": "ptmf", b"ET12": "pte", b"FT01": "ptd", b"BP08": "bpte", b"ED00": "etdump"}
-#: Identifiers of size-prefixed flatbuffers (a u32 size first, so the identifier at 8..12).
-SIZE_PREFIXED = (b"ED00",)
-#: Each format in words, by the name FORMATS gives it.
-DESCRIPTIONS = {"ptmf": "a PyTorch Mobile model (PTMF: .ptl, .ff)",
-                "pte": "an ExecuTorch program (ET12: .pte)",
-                "ptd": "an ExecuTorch data file (FT01: .ptd)",
-                "bpte": "an ExecuTorch bundled program (BP08: .bpte)",
-                "etdump": "an ExecuTorch ETDump profile (ED00: .etdump, .etdp)"}
-#: The class each format's files open as.
-CLASSES: Dict[str, type] = {"ptmf": Module, "pte": Program, "ptd": DataFile,
-                            "bpte": BundledProgram, "etdump": ETDump}
-#: A zip archive's first bytes (TorchScript's older .ptl), which the PTMF loader names.
-_ZIP = b"PK\x03\x04"
+__all__ = ["FORMATS", "Format", "file_format", "load", "load_bundled", "load_data",
+           "load_etdump", "load_module", "load_program", "verify"]
 
 File = Union[Module, Program, DataFile, BundledProgram, ETDump]
 F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump)
+
+
+class Extras(NamedTuple):
+    """What a load gives beside the source and the options, for the formats that take it."""
+
+    data: Sequence[Any]                  #: a program's data files
+    debug_buffer: Optional[SourceLike]   #: an ETDump's debug buffer
+
+
+class Format(NamedTuple):
+    """One format read here: the whole of what :func:`load` knows of it."""
+
+    name: str             #: what :func:`file_format` says: ``"pte"``, ...
+    identifier: bytes     #: the flatbuffer's file identifier
+    at: int               #: where it is: bytes 4..8, or 8..12 after a size prefix
+    description: str      #: the format in words, with its identifier and suffixes
+    title: str            #: a file of it in two or three words
+    cls: type             #: what its files open as
+    open: Callable[[Openable, Options, Extras], File]
+    takes: FrozenSet[str] = frozenset()   #: the :class:`Extras` it accepts
+
+
+#: Every format, in the order their identifiers are tried.
+FORMATS: Tuple[Format, ...] = (
+    Format("ptmf", b"PTMF", 4, "a PyTorch Mobile model (PTMF: .ptl, .ff)", "PTMF model",
+           Module, lambda s, o, x: open_module(s, o)),
+    Format("pte", b"ET12", 4, "an ExecuTorch program (ET12: .pte)", "ExecuTorch program",
+           Program, lambda s, o, x: open_executorch(s, o, x.data), frozenset({"data"})),
+    Format("ptd", b"FT01", 4, "an ExecuTorch data file (FT01: .ptd)", "ExecuTorch data file",
+           DataFile, lambda s, o, x: open_executorch(s, o, x.data), frozenset({"data"})),
+    Format("bpte", b"BP08", 4, "an ExecuTorch bundled program (BP08: .bpte)",
+           "ExecuTorch bundled program", BundledProgram, lambda s, o, x: open_bundled(s, o)),
+    Format("etdump", b"ED00", 8, "an ExecuTorch ETDump profile (ED00: .etdump, .etdp)",
+           "ExecuTorch ETDump", ETDump, lambda s, o, x: open_etdump(s, o, x.debug_buffer),
+           frozenset({"debug_buffer"})),
+)
+#: Each format by its name.
+BY_NAME: Dict[str, Format] = {f.name: f for f in FORMATS}
+#: A zip archive's first bytes (TorchScript's older .ptl), which the PTMF loader names.
+_ZIP = b"PK\x03\x04"
 #: Bytes read to tell the formats apart.
 HEAD = 12
 
@@ -86,18 +122,16 @@ def _identify(source: SourceLike) -> Tuple[bytes, Openable]:
     return bytes(data[:HEAD]), bytes(data)
 
 
-def _format_of(head: bytes) -> Optional[str]:
-    """The format the first bytes name, None when they name none."""
-    if len(head) >= 8 and head[4:8] in FORMATS and head[4:8] not in SIZE_PREFIXED:
-        return FORMATS[head[4:8]]
-    return FORMATS[head[8:12]] if len(head) >= 12 and head[8:12] in SIZE_PREFIXED else None
+def format_of(head: bytes) -> Optional[Format]:
+    """The format a file's first 12 bytes name, None when they name none."""
+    return next((f for f in FORMATS if head[f.at:f.at + 4] == f.identifier), None)
 
 
 def _none_of_them(head: bytes) -> FormatError:
     """The error for a file of no format read here."""
-    idents = [i.decode() for i in FORMATS if i not in SIZE_PREFIXED]
+    idents = [f.identifier.decode() for f in FORMATS if f.at == 4]
     known = ", ".join(idents[:-1]) + " or " + idents[-1]
-    prefixed = " or ".join(i.decode() for i in SIZE_PREFIXED)
+    prefixed = " or ".join(f.identifier.decode() for f in FORMATS if f.at == 8)
     if len(head) < 8:
         return format_error(lib.FB_E_TOO_SMALL, 0, "header",
                             f"{len(head)} bytes are too few to hold a file identifier "
@@ -111,7 +145,8 @@ def file_format(path: str) -> str:
     """``"ptmf"``, ``"pte"``, ``"ptd"``, ``"bpte"`` or ``"etdump"`` by the file's
     identifier, ``"unknown"`` for any other file (reads 12 bytes; OSError if the path
     cannot be read)."""
-    return _format_of(_head(path)) or "unknown"
+    f = format_of(_head(path))
+    return "unknown" if f is None else f.name
 
 
 def _check_data(data: Any) -> Sequence[Any]:
@@ -121,10 +156,9 @@ def _check_data(data: Any) -> Sequence[Any]:
     return list(data)
 
 
-#: load()'s options when none is given (most loads), made once; and those options in
-#: the order of Options' fields.
+#: load()'s options when none is given (most loads), made once, and as keywords.
 _DEFAULT = Options()
-_DEFAULT_GIVEN = tuple(getattr(_DEFAULT, f.name) for f in dataclasses.fields(Options))
+_DEFAULT_GIVEN = {f.name: getattr(_DEFAULT, f.name) for f in dataclasses.fields(Options)}
 
 
 def load(source: SourceLike, *, data: Sequence[Any] = (),
@@ -164,47 +198,47 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
             ``debug_buffer`` for a non-ETDump.
     """
     data = _check_data(data)
-    given = (verify, copy, strict, advise, populate, max_depth, max_tables, max_elements)
-    options = _DEFAULT if given == _DEFAULT_GIVEN else Options(*given)
+    given: Dict[str, Any] = dict(verify=verify, copy=copy, strict=strict, advise=advise,
+                                 populate=populate, max_depth=max_depth,
+                                 max_tables=max_tables, max_elements=max_elements)
+    options = _DEFAULT if given == _DEFAULT_GIVEN else Options(**given)
     head, opened = _identify(source)
     try:
-        return _open(head, opened, options, data, debug_buffer)
+        return _open(head, opened, options, Extras(data, debug_buffer))
     finally:
         if isinstance(opened, OpenedPath):
             opened.close()
 
 
-def _open(head: bytes, source: Openable, options: Options, data: Sequence[Any],
-          debug_buffer: Optional[SourceLike]) -> File:
+#: What each of :class:`Extras` is for, in the ValueError of a format that does not take it.
+_EXTRA_USE = {"data": "data= is for ExecuTorch programs (.pte)",
+              "debug_buffer": "debug_buffer= is for ExecuTorch ETDumps (.etdump)"}
+
+
+def _open(head: bytes, source: Openable, options: Options, extras: Extras) -> File:
     """:func:`load` of a source whose first bytes are ``head``."""
-    kind = _format_of(head)
-    if data and kind in ("ptmf", "bpte", "etdump"):
-        raise ValueError(f"data= is for ExecuTorch programs (.pte); this is "
-                         f"{DESCRIPTIONS[kind]}")
-    if debug_buffer is not None and kind not in (None, "etdump"):
-        raise ValueError(f"debug_buffer= is for ExecuTorch ETDumps (.etdump); this is "
-                         f"{DESCRIPTIONS[kind]}")
-    if kind in ("pte", "ptd"):
-        return open_executorch(source, options, data)
-    if kind == "bpte":
-        return open_bundled(source, options)
-    if kind == "etdump":
-        return open_etdump(source, options, debug_buffer)
-    if kind is None and (hasattr(source, "read") or isinstance(
-            source, (OpenedPath, bytes, bytearray, memoryview, mmap.mmap))) \
-            and not head.startswith(_ZIP):
-        raise _none_of_them(head)
-    return open_module(source, options)   # PTMF, or what the PTMF loader names
+    fmt = format_of(head)
+    if fmt is None:
+        if (hasattr(source, "read") or isinstance(
+                source, (OpenedPath, bytes, bytearray, memoryview, mmap.mmap))) \
+                and not head.startswith(_ZIP):
+            raise _none_of_them(head)
+        fmt = BY_NAME["ptmf"]   # a path or a zip archive: the PTMF loader names the fault
+    elif extras.data and "data" not in fmt.takes:
+        raise ValueError(f"{_EXTRA_USE['data']}; this is {fmt.description}")
+    elif extras.debug_buffer is not None and "debug_buffer" not in fmt.takes:
+        raise ValueError(f"{_EXTRA_USE['debug_buffer']}; this is {fmt.description}")
+    return fmt.open(source, options, extras)
 
 
 def _load_as(cls: Type[F], source: SourceLike, options: Dict[str, Any]) -> F:
     f = load(source, **options)
     if not isinstance(f, cls):
-        kind = next(k for k, c in CLASSES.items() if isinstance(f, c))
-        want = next(k for k, c in CLASSES.items() if c is cls)
+        got = next(fmt for fmt in FORMATS if isinstance(f, fmt.cls))
+        want = next(fmt for fmt in FORMATS if fmt.cls is cls)
         f.close()
         raise format_error(lib.FB_E_BAD_IDENTIFIER, 4, "header",
-                           f"this is {DESCRIPTIONS[kind]}, not {DESCRIPTIONS[want]}")
+                           f"this is {got.description}, not {want.description}")
     return f
 
 
@@ -255,9 +289,9 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (),
                       max_tables=max_tables, max_elements=max_elements)
     head, opened = _identify(source)
     try:
-        if _format_of(head) == "ptmf" and not data and debug_buffer is None:
+        if format_of(head) is BY_NAME["ptmf"] and not data and debug_buffer is None:
             return verify_module(opened, options)
-        with _open(head, opened, options, data, debug_buffer) as f:
+        with _open(head, opened, options, Extras(data, debug_buffer)) as f:
             return f.info()
     finally:
         if isinstance(opened, OpenedPath):

@@ -51,7 +51,8 @@ def test_load_and_the_typed_loader_agree_on_each_format(cls: type) -> None:
     at = IDENTIFIER_AT.get(cls, 4)
     with open(path, "rb") as f:
         ident = f.read(12)[at:at + 4]
-    assert pfm.files.FORMATS[ident] == pfm.files.file_format(path)
+    fmt = pfm.files.BY_NAME[pfm.files.file_format(path)]
+    assert (fmt.identifier, fmt.at, fmt.cls) == (ident, at, cls)
     with pfm.load(path) as f:
         assert type(f) is cls
     with LOADERS[cls](path) as f:
@@ -62,7 +63,7 @@ def test_load_and_the_typed_loader_agree_on_each_format(cls: type) -> None:
         with pytest.raises(pfm.FormatError) as e:
             loader(path)
         assert e.value.code == "bad_identifier" and e.value.offset == 4
-        assert pfm.files.DESCRIPTIONS[pfm.files.file_format(path)] in e.value.reason
+        assert fmt.description in e.value.reason
 
 
 def test_an_unknown_identifier_names_the_ones_read_here() -> None:

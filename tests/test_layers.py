@@ -48,8 +48,11 @@ INNER: Dict[str, List[str]] = {
              "__init__"],
     "ptmf": ["jit_source", "setstate", "type_names", "index", "tensors", "values",
              "functions", "decoder", "state_dict", "module", "__init__"],
-    "executorch": ["xnnpack", "memory", "regions", "file", "data_file", "program", "loader",
-                   "bundled", "etdump", "profile", "__init__"],
+    # backends/: the delegate readers' door (base), each backend's reader, their registry
+    "executorch": ["backends.base", "backends.xnnpack", "backends",
+                   "memory", "regions",
+                   "file", "data_file", "program", "loader", "bundled", "etdump", "profile",
+                   "__init__"],
 }
 CLIENTS = ("cli", "export", "interop", "diff")
 #: What a client may import from below the clients: the face and the wings' packages,
@@ -59,15 +62,21 @@ CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.
 CSRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc")
 #: The C folders under csrc/ and what each one's .c and .h files may include, as the
 #: sources write it, relative to csrc/ (fnmatch patterns; ``{stem}`` is the including
-#: file's name without its extension). System headers (``<...>``) are open to every folder.
-#: A new format adds its row: its folder, the generic layer and its own generated headers.
+#: file's name without its extension, ``{folder}`` the folder it is in one level down).
+#: System headers (``<...>``) are open to every folder. A new format adds its row: its
+#: folder, the generic layer and its own generated headers.
 C_INCLUDES: Dict[str, List[str]] = {
     "fb": ["fb/*.h"],
     # the generated descriptors: the descriptor types, and a generated file its own header
     "gen": ["fb/fb_schema.h", "gen/{stem}.h"],
     "ptmf": ["fb/*.h", "ptmf/*.h", "gen/mobile_bytecode.h"],
-    # ExecuTorch's program and data file, and XNNPACK, one of its delegates
-    "executorch": ["fb/*.h", "executorch/*.h", "gen/executorch_*.h", "gen/xnnpack.h"],
+    # ExecuTorch's program, data file, bundled program and ETDump
+    "executorch": ["fb/*.h", "executorch/*.h", "gen/executorch_*.h"],
+    # a delegate's payloads, beside the program: each backend's folder, its generated
+    # headers, and ExecuTorch's (the program that holds them), never the other way
+    # (and the payload header the backends share, backends/payload_header.h)
+    "backends": ["fb/*.h", "executorch/*.h", "backends/*.h", "backends/{folder}/*.h",
+                 "gen/{folder}.h"],
 }
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"([^"]*)"|<([^>]*)>)', re.M)
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
@@ -127,10 +136,11 @@ def _private(name: str) -> bool:
 
 
 def _inner(dotted: str) -> Optional[Tuple[str, str]]:
-    """(package, module inside it) for a module inside one of INNER's packages."""
+    """(package, module inside it: dotted below the package, a subpackage by its own
+    name) for a module inside one of INNER's packages."""
     parts = dotted.split(".")
     if parts[0] in INNER:
-        return parts[0], parts[1] if len(parts) > 1 else "__init__"
+        return parts[0], ".".join(parts[1:]) or "__init__"
     return None
 
 
@@ -312,7 +322,8 @@ def _include_errors(rel: str, source: str) -> Iterator[str]:
         yield f"csrc/{rel}: not in a folder of C_INCLUDES in tests/test_layers.py"
         return
     stem = os.path.splitext(os.path.basename(rel))[0]
-    patterns = [p.replace("{stem}", stem) for p in allowed]
+    inner = rel.split("/")[1] if rel.count("/") >= 2 else ""
+    patterns = [p.replace("{stem}", stem).replace("{folder}", inner) for p in allowed]
     # Comments are blanked, lines kept, so that a commented-out include is none.
     code = _BLOCK_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), source)
     for match in _INCLUDE.finditer(code):
@@ -350,7 +361,10 @@ def test_the_c_checks_catch_what_they_forbid() -> None:
     assert not check("ptmf/ptmf.c", '#include "fb/fb.h"\n#include "gen/mobile_bytecode.h"\n')
     assert check("ptmf/ptmf.c", '#include "executorch/et.h"\n')
     assert check("ptmf/ptmf_walk.c", '#include "gen/xnnpack.h"\n')
-    assert not check("executorch/xnn.c", '#include "gen/xnnpack.h"\n#include "fb/fb.h"\n')
+    assert not check("backends/xnnpack/xnn.c",
+                     '#include "gen/xnnpack.h"\n#include "backends/xnnpack/xnn.h"\n')
+    assert check("executorch/et.c", '#include "backends/xnnpack/xnn.h"\n')
+    assert check("executorch/et.c", '#include "gen/xnnpack.h"\n')
     assert not check("executorch/et.c", '#include "gen/executorch_program.h"\n')
     assert check("executorch/et.c", '#include "ptmf/ptmf.h"\n')
     assert check("executorch/et.h", '#include "gen/mobile_bytecode.h"\n')

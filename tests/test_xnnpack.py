@@ -32,7 +32,7 @@ import pytest
 import pyflatmodule as pfm
 from pyflatmodule import QuantizedTensor
 from pyflatmodule.executorch import Program
-from pyflatmodule.executorch.xnnpack import XNN_NO_ID, XnnGraph
+from pyflatmodule.executorch.backends.xnnpack import XNN_NO_ID, XnnGraph
 
 from support.checked import load_full
 

@@ -12,6 +12,7 @@ from .common import (
                      Context,
                      Json,
                      human,
+                     plural,
                      refuse_input_as_output,
                      refuse_special_output,
                      write_error,
@@ -46,8 +47,7 @@ def _print(ctx: Context, doc: Json) -> None:
     st = ctx.style
     buffers = doc["buffer_sizes"][1:]
     ctx.print(f"{st('method', 'magenta')} {st(doc['method'], 'bold')}: "
-              f"{len(doc['tensors'])} planned tensors in {len(buffers)} buffer"
-              f"{'' if len(buffers) == 1 else 's'} "
+              f"{len(doc['tensors'])} planned tensors in {plural(len(buffers), 'buffer')} "
               f"({', '.join(human(b) for b in buffers) or 'none'}), peak alive "
               f"{human(doc['peak'])}, {doc['instructions']} instructions")
     for t in sorted(doc["tensors"], key=lambda t: (t["mem_id"], t["offset"], t["value"])):

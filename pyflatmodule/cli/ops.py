@@ -6,7 +6,7 @@ import json
 from typing import List, Optional, Sequence, Set, Tuple
 
 from ..files import file_format
-from .common import EXIT_OK, Context, Json, no_methods_note
+from .common import EXIT_OK, Context, Json, no_methods_note, plural
 from .formats import open_file
 
 HELP = "operators the model needs (as torch.jit.export_opnames)"
@@ -68,7 +68,7 @@ def run(ctx: Context) -> int:
         elif found == [] and delegated and not ctx.json:
             ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") +
                           f"{path}: calls no kernel operator; its delegates run "
-                          f"{len(delegated)} kind{'' if len(delegated) == 1 else 's'} of node "
+                          f"{plural(len(delegated), 'kind')} of node "
                           f"(--delegates lists them)\n")
     ordered = sorted(names)
     if ctx.json:

@@ -7,7 +7,7 @@ import argparse
 from contextlib import ExitStack
 from typing import List, Optional, Tuple
 
-from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
+from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, plural
 from .formats import open_file
 
 HELP = "an ExecuTorch profile (ETDump): each instruction's count, mean, min and max time"
@@ -66,7 +66,7 @@ def _print(ctx: Context, doc: Json) -> None:
     for b in doc["blocks"]:
         method = f", method {st(b['method'], 'bold')}" if b["method"] else ""
         ctx.print(f"{st('run', 'magenta')} {st(str(b['name']), 'bold')}{method}: "
-                  f"{b['runs']:,} run{'' if b['runs'] == 1 else 's'}"
+                  f"{plural(b['runs'], 'run')}"
                   + (f", bundled input {b['bundled_input_index']}"
                      if b["bundled_input_index"] >= 0 else ""))
         rows = _rows(b)

@@ -11,7 +11,7 @@ import io
 import mmap
 import os
 import stat
-from typing import Any, BinaryIO, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Optional, Sequence, Tuple, TypeVar, Union
 
 from .native import format_error, lib
 from .options import ADVICE, Options
@@ -21,7 +21,8 @@ SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.m
 #: What an opener takes: a SourceLike, or a path the front door already opened.
 Openable = Union[SourceLike, "OpenedPath"]
 
-__all__ = ["Openable", "OpenedPath", "Source", "SourceLike", "apply_advice", "open_source"]
+__all__ = ["Holder", "Openable", "OpenedPath", "Source", "SourceLike", "apply_advice",
+           "open_source"]
 
 
 class Source:
@@ -109,6 +110,31 @@ def open_file(name: str) -> Tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, st
+
+
+class Holder:
+    """What every opened file is: it holds its mapping (``_source``) until :meth:`close`,
+    and is a context manager that closes it."""
+
+    _source: Optional[Source]
+
+    def close(self) -> None:
+        """Drop this object's hold on the mapping; arrays taken earlier stay valid."""
+        self._source = None
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._source is None
+
+    def __enter__(self: H) -> H:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+H = TypeVar("H", bound=Holder)
 
 
 class OpenedPath:

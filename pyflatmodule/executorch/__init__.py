@@ -8,10 +8,11 @@ operators, delegates, segments, constant and planned tensor extents, dim_order),
 64-bit segment offsets. Everything here then reads the verified bytes lazily: values
 decode when asked for; constant tensors are read-only numpy views of the mapping with
 the strides their ``dim_order`` gives; delegate payloads and named data are read-only
-``memoryview``s of it. XNNPACK delegates' payloads are checked too when a program opens
-(csrc/executorch/xnn.c, csrc/schemas/xnnpack.fbs) and read through ``Delegate.graph``
-(:mod:`pyflatmodule.executorch.xnnpack`); ``Program.state_dict()`` includes their
-constants in torch's layout (``Program.delegate_layouts()`` says how XNNPACK keeps
+``memoryview``s of it. A delegate whose backend has a reader
+(:mod:`pyflatmodule.executorch.backends`: XNNPACK's, :mod:`~.backends.xnnpack`, with
+csrc/backends/xnnpack/) has its payload checked too and read through ``Delegate.graph``;
+``Program.state_dict()`` includes the graphs' constants in torch's layout
+(``Program.delegate_layouts()`` says how the backend keeps
 them). ``Program.regions()`` and ``DataFile.regions()`` say where the file's bytes go
 (:mod:`pyflatmodule.executorch.regions`). Bundled programs (``.bpte``), a program with
 its test cases, open as a :class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`).
@@ -19,6 +20,10 @@ ETDump profiles (``.etdump``), what the runtime records of its runs, open as an
 :class:`ETDump` (:mod:`pyflatmodule.executorch.etdump`); :func:`timings` sums up their
 timings per instruction (:mod:`pyflatmodule.executorch.profile`).
 """
+import sys
+
+from .backends import BACKENDS, Backend, DelegateGraph, backend_of, xnnpack
+from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
 from .etdump import (
@@ -34,28 +39,32 @@ from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
 from .profile import BlockProfile, InstructionProfile, Timing, timings
 from .program import (
-                      Chain,
-                      Delegate,
-                      DelegateCall,
-                      Frame,
-                      FreeCall,
-                      Instruction,
-                      JumpFalseCall,
-                      KernelCall,
-                      Method,
-                      MoveCall,
-                      Operator,
-                      Program,
-                      TensorSpec,
-                      ValueMeta,
+                     Chain,
+                     Delegate,
+                     DelegateCall,
+                     Frame,
+                     FreeCall,
+                     Instruction,
+                     JumpFalseCall,
+                     KernelCall,
+                     Method,
+                     MoveCall,
+                     Operator,
+                     Program,
+                     TensorSpec,
+                     ValueMeta,
 )
 from .regions import ExtendedHeader, Region
-from .xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 
-__all__ = ["AllocationEvent", "BlockProfile", "BundledProgram", "Chain", "DataFile", "DebugEvent",
-           "DebugTensor", "Delegate", "DelegateCall", "ETDump", "ExtendedHeader", "Frame",
-           "FreeCall", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
-           "MemoryPlan", "Method", "MoveCall", "Operator", "PlannedTensor", "ProfileEvent",
-           "Program", "Quantization", "Region", "RunData", "TensorSpec", "TestCase", "Timing",
-           "ValueMeta", "XnnGraph", "XnnNode", "XnnValue", "open_bundled", "open_etdump",
+# ``pyflatmodule.executorch.xnnpack``, where XNNPACK's reader lived before backends/ held
+# every backend's: the same module under its former name.
+sys.modules[__name__ + ".xnnpack"] = xnnpack
+
+__all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledProgram", "Chain",
+           "DataFile", "DebugEvent", "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph",
+           "ETDump", "ExtendedHeader", "Frame", "FreeCall", "Instruction", "InstructionProfile",
+           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
+           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "Region", "RunData",
+           "TensorSpec", "TestCase", "Timing", "ValueMeta",
+           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "open_bundled", "open_etdump",
            "open_executorch", "timings"]

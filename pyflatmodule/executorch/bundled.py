@@ -22,7 +22,7 @@ import numpy as np
 from ..core.fbread import Table, schema_of
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
-from ..core.source import Openable, Source, apply_advice, open_source
+from ..core.source import Holder, Openable, Source, apply_advice, open_source
 from ..errors import FormatError
 from .file import dim_order_view
 from .loader import open_opened
@@ -57,7 +57,7 @@ def _value(value: Table) -> TestValue:
     return float(table.scalar("double_val"))
 
 
-class BundledProgram:
+class BundledProgram(Holder):
     """An ExecuTorch bundled program (``.bpte``): :attr:`program` and its
     :attr:`test_suites`."""
 
@@ -137,18 +137,7 @@ class BundledProgram:
         """Drop this object's hold on the mapping and its program's; arrays taken earlier
         stay valid."""
         self._program.close()
-        self._source = None
-
-    @property
-    def closed(self) -> bool:
-        """True once ``close()`` was called."""
-        return self._source is None
-
-    def __enter__(self) -> "BundledProgram":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().close()
 
     def __repr__(self) -> str:
         if self._source is None:

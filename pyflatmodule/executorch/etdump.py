@@ -25,7 +25,7 @@ from ..core.dtypes import numpy_dtype
 from ..core.fbread import Table, Tables, enum_names, schema_of
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
-from ..core.source import Openable, Source, SourceLike, open_source
+from ..core.source import Holder, Openable, Source, SourceLike, open_source
 
 __all__ = ["AllocationEvent", "DebugEvent", "DebugTensor", "DebugValue", "ETDump", "Event",
            "Events", "ProfileEvent", "RunData", "open_etdump"]
@@ -304,7 +304,7 @@ class RunData:
         return f"<RunData {self.name!r}: {n} event{'s' * (n != 1)}>"
 
 
-class ETDump:
+class ETDump(Holder):
     """An ExecuTorch ETDump: its :attr:`runs`, and the debug buffer given with it."""
 
     def __init__(self, source: Source, summary: Any, debug: Optional[Source]) -> None:
@@ -367,19 +367,8 @@ class ETDump:
 
     def close(self) -> None:
         """Drop this object's hold on the mappings; arrays taken earlier stay valid."""
-        self._source = None
+        super().close()
         self._debug = None
-
-    @property
-    def closed(self) -> bool:
-        """True once ``close()`` was called."""
-        return self._source is None
-
-    def __enter__(self) -> "ETDump":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         if self._source is None:

@@ -12,7 +12,7 @@ from ..core.fbread import Schema, Table, decode_text, schema_of
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.records import struct_dtype
-from ..core.source import Source, file_identity
+from ..core.source import Holder, Source, file_identity
 
 #: The C index's records: one per tensor, one per named data entry.
 RECORD = struct_dtype("et_record")
@@ -35,7 +35,7 @@ def dim_order_view(buf: Any, scalar_type: int, sizes: Sequence[int], order: Sequ
     return out
 
 
-class _File(abc.ABC):
+class _File(Holder, abc.ABC):
     """What a program and a data file share: the mapping, the index, named data."""
 
     def __init__(self, source: Source, summary: Any, options: Options) -> None:
@@ -113,10 +113,6 @@ class _File(abc.ABC):
         """Bytes in the file."""
         return len(self._source) if self._source is not None else 0
 
-    def close(self) -> None:
-        """Drop this object's hold on the mapping; arrays taken earlier stay valid."""
-        self._source = None
-
     def check(self) -> Optional[str]:
         """None while the file on disk is the one that was opened; otherwise what
         changed (replaced, truncated, modified). Cheap: one ``stat``. Sources not opened
@@ -140,13 +136,3 @@ class _File(abc.ABC):
             return f"<{kind} (closed)>"
         return f"<{kind} {self._source.name}: {self._describe()}>"
 
-    @property
-    def closed(self) -> bool:
-        """True once ``close()`` was called."""
-        return self._source is None
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

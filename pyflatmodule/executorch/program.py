@@ -14,14 +14,11 @@ from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Source
 from ..errors import FormatError
+from .backends import Backend, DelegateGraph, Payload, backend_of
 from .data_file import DataFile
 from .file import _File
 from .memory import MemoryPlan, make_plan
 from .regions import ExtendedHeader, Region, program_regions
-from .xnnpack import XnnGraph, is_legacy
-
-#: The id of XNNPACK's backend, whose payloads Delegate.graph reads.
-XNNPACK_ID = "XnnpackBackend"
 
 __all__ = ["Chain", "Delegate", "DelegateCall", "Frame", "FreeCall", "Instruction",
            "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator", "Program",
@@ -184,19 +181,23 @@ class Chain(_Ports):
 
 
 class Delegate:
-    """A backend delegate: its id, compile specs and processed payload (zero-copy); for
-    XNNPACK (``XnnpackBackend``) also the graph the payload holds (:attr:`graph`)."""
+    """A backend delegate: its id, compile specs and processed payload (zero-copy); for a
+    backend whose payloads are read (:mod:`pyflatmodule.executorch.backends`) also the
+    graph the payload holds (:attr:`graph`)."""
 
-    __slots__ = ("_table", "_program", "_where")
+    __slots__ = ("_table", "_program", "_where", "name")
 
-    def __init__(self, table: Table, program: "Program", where: str) -> None:
+    def __init__(self, table: Table, program: "Program", where: str, name: str) -> None:
         self._table = table
         self._program = program
         self._where = where
+        #: ``"<method>.delegates[<index>]"``: what names it, and its constants
+        #: (:meth:`Program.delegate_constants`), in this package's answers
+        self.name = name
 
     @property
     def id(self) -> str:
-        """The backend's id, e.g. ``"XnnpackBackend"``."""
+        """The backend's id, as its partitioner named it."""
         return self._table.string("id") or ""
 
     @property
@@ -224,18 +225,18 @@ class Delegate:
         return self._program._delegate_span(int(ref.scalar("location")), int(ref.scalar("index")))
 
     @property
-    def graph(self) -> Optional[XnnGraph]:
-        """The XNNPACK graph of an ``XnnpackBackend`` delegate (None for other backends
-        and for XNNPACK's older ``XN00`` payloads, read as opaque bytes): nodes, values
-        with datatypes, dims and quantization, and constants as zero-copy arrays over the
-        program's named data or the payload. The payload is
-        checked in full (header, structure by csrc/schemas/xnnpack.fbs, ids, constant
-        references and extents, quantization; named data keys when data files are
-        given) when the program is opened: a malformed one makes ``load`` raise
-        FormatError."""
-        if self.id != XNNPACK_ID or is_legacy(self.data):
-            return None   # another backend, or XNNPACK's older XN00 payloads: opaque
-        return self._program._xnn_graph(self._where, self._span())
+    def graph(self) -> Optional[DelegateGraph]:
+        """The graph the payload holds, read by its backend's reader
+        (:data:`pyflatmodule.executorch.backends.BACKENDS`; an XNNPACK delegate gives an
+        :class:`~pyflatmodule.executorch.XnnGraph`); None for a backend without a reader
+        and for a payload its reader leaves opaque: nodes, values with datatypes, dims
+        and quantization, and constants as zero-copy arrays over the program's named data
+        or the payload. The payload is checked in full by its reader when the program's
+        methods are checked: a malformed one raises FormatError."""
+        backend = backend_of(self.id)
+        if backend is None:
+            return None
+        return self._program._graph(self._where, self._span(), backend)
 
     def __repr__(self) -> str:
         return f"<Delegate {self.id} ({self.location}, {len(self.data)} bytes)>"
@@ -305,7 +306,8 @@ class Method(_Ports):
     @property
     def delegates(self) -> List[Delegate]:
         """The backend delegates, by delegate_index."""
-        return [Delegate(t, self._program, f"execution_plan[{self.index}].delegates[{i}]")
+        return [Delegate(t, self._program, f"execution_plan[{self.index}].delegates[{i}]",
+                         f"{self.name}.delegates[{i}]")
                 for i, t in enumerate(self._table.tables("delegates"))]
 
     def _meta(self, i: int) -> ValueMeta:
@@ -405,7 +407,7 @@ class Program(_File):
         #: the data files given to ``load``, searched in order for external tensors
         self.data_files = list(data)
         self._external: Dict[str, np.ndarray] = {}
-        self._graphs: Dict[str, XnnGraph] = {}
+        self._graphs: Dict[str, Optional[DelegateGraph]] = {}
         self._named: Optional[Dict[str, memoryview]] = None
         # The data files' tensors and named data, taken now: they hold the mappings, so
         # the program keeps working when a data file given to it is closed.
@@ -426,7 +428,7 @@ class Program(_File):
         """Check every execution plan in full, once, before the first read of any method,
         value, instruction, delegate or tensor (as the runtime's ``load_method`` checks
         a method after ``load_program``): ``verify="full"`` did it at open. The C index's
-        checks first, then each XNNPACK payload and the calls of it."""
+        checks first, then each payload a backend's reader reads and the calls of it."""
         if self._plans_ok:
             return
         with self._plans_lock:   # one thread checks; the others wait for its verdict
@@ -440,10 +442,9 @@ class Program(_File):
                                          err), err)
             self._checking = True
             try:
-                if s.n_delegates:   # XNNPACK payloads are checked when opened
+                if s.n_delegates:   # payloads are checked when their graphs are read
                     for i, t in enumerate(self._root.tables("execution_plan")):
-                        m = Method(t, self, i)
-                        self._check_delegate_calls(m, [d.graph for d in m.delegates])
+                        self._check_delegate_calls(Method(t, self, i))
             finally:
                 self._checking = False
             self._plans_ok = True
@@ -453,10 +454,12 @@ class Program(_File):
         return super()._index()
 
     @staticmethod
-    def _check_delegate_calls(method: "Method", graphs: List[Optional[XnnGraph]]) -> None:
-        """Each call of an XNNPACK delegate passes as many arguments as its graph's
-        external values need: the runtime's XNNExecutor reads argument ``external_id``
-        of each graph input and output, unchecked."""
+    def _check_delegate_calls(method: "Method") -> None:
+        """Each call of a delegate passes as many arguments as its graph reads
+        (:attr:`DelegateGraph.arguments`: XNNPACK's executor reads argument
+        ``external_id`` of each graph input and output, unchecked)."""
+        delegates = method.delegates
+        graphs = [d.graph for d in delegates]
         if not any(g is not None for g in graphs):
             return
         for c, chain in enumerate(method._table.tables("chains")):
@@ -464,14 +467,17 @@ class Program(_File):
                 member, call = t.union("instr_args")
                 if member != "DelegateCall" or call is None:
                     continue
-                graph = graphs[int(call.scalar("delegate_index"))]
+                k = int(call.scalar("delegate_index"))
+                graph = graphs[k]
                 at, n = call.vector_span("args")
                 if graph is not None and n < graph.arguments:
+                    backend = backend_of(delegates[k].id)
+                    assert backend is not None   # it read the graph
                     raise format_error(
                         lib.ET_E_BAD_EXTERNAL, at - 4 if at else call.pos,
                         f"execution_plan[{method.index}].chains[{c}].instructions[{i}]"
                         ".instr_args<DelegateCall>.args",
-                        f"the call passes {n} arguments; its XNNPACK graph reads "
+                        f"the call passes {n} arguments; its {backend.name} graph reads "
                         f"{graph.arguments} (one per external id)")
 
     def _resolve_external(self) -> None:
@@ -541,13 +547,14 @@ class Program(_File):
         seg: Table = self._root.tables("segments")[index]
         return int(self._summary.segment_base) + int(seg.scalar("offset")), int(seg.scalar("size"))
 
-    def _xnn_graph(self, where: str, span: Tuple[int, int]) -> XnnGraph:
-        graph = self._graphs.get(where)
-        if graph is None:
-            graph = self._graphs[where] = XnnGraph(self._bytes(*span), self._named_bytes,
-                                                   where, span[0], bool(self.data_files),
-                                                   self._options)
-        return graph
+    def _graph(self, where: str, span: Tuple[int, int], backend: Backend
+               ) -> Optional[DelegateGraph]:
+        """The graph of the delegate at ``where`` by its backend's reader, read once."""
+        if where not in self._graphs:
+            self._graphs[where] = backend.read(Payload(
+                self._bytes(*span), self._named_bytes, where, span[0],
+                bool(self.data_files), self._options))
+        return self._graphs[where]
 
     def _named_bytes(self, key: str) -> Optional[memoryview]:
         """Named data `key` from the program, else from the data files given."""
@@ -555,50 +562,37 @@ class Program(_File):
             self._named = {**self._data_named, **self.named_data}
         return self._named.get(key)
 
-    def _delegate_graphs(self) -> List[Tuple[str, XnnGraph]]:
-        """(``"<method>.delegates[<i>]"``, graph) of every XNNPACK delegate."""
+    def _delegate_graphs(self) -> List[Tuple[str, DelegateGraph]]:
+        """(``"<method>.delegates[<i>]"``, graph) of every delegate whose graph is read."""
         out = []
         for m in self.methods.values():
-            for i, d in enumerate(m.delegates):
+            for d in m.delegates:
                 graph = d.graph
                 if graph is not None:
-                    out.append((f"{m.name}.delegates[{i}]", graph))
+                    out.append((d.name, graph))
         return out
 
     def delegate_constants(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
-        """Every constant of every XNNPACK delegate's graph, by
+        """Every constant of every delegate's graph (:attr:`Delegate.graph`), by
         ``"<method>.delegates[<i>].values[<id>]"``: the method's name, the delegate's
         index in it and the constant's value id in the graph (the payload gives no
         module names; these stay the same across exports of one model). Read-only, in
-        torch's layout (:meth:`XnnGraph.torch_constant`: conv weights ``OIHW``,
-        depthwise ``[C, 1, H, W]``), strided views of the file; quantized ones
+        torch's layout (each graph's ``torch_constants``; XNNPACK's: conv weights
+        ``OIHW``, depthwise ``[C, 1, H, W]``), strided views of the file; quantized ones
         QuantizedTensor. :meth:`delegate_layouts` says what was permuted."""
-        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
-        for where, graph in self._delegate_graphs():
-            layouts = graph.torch_layouts()
-            for vid, array in graph.constants().items():
-                layout = layouts.get(vid)
-                out[f"{where}.values[{vid}]"] = array if layout is None else layout.apply(array)
-        return out
+        return {f"{where}.values[{vid}]": array for where, graph in self._delegate_graphs()
+                for vid, array in graph.torch_constants().items()}
 
     def delegate_layouts(self) -> Dict[str, Dict[str, Any]]:
-        """For each constant of :meth:`delegate_constants`, by the same name, how XNNPACK
-        stores it, as JSON data: ``layout`` and ``shape`` as stored, and for the filters
-        and biases of conv and fully-connected nodes ``node``, ``role``, ``torch_layout``,
-        ``permutation`` (torch's tensor is the stored one ``.transpose(permutation)``) and
-        ``notes`` where the values may not be the module's (see :class:`TorchLayout`);
-        other constants ``"layout": "as stored"``."""
-        out: Dict[str, Dict[str, Any]] = {}
-        for where, graph in self._delegate_graphs():
-            layouts = graph.torch_layouts()
-            values = graph.values
-            for vid in graph.constants():
-                dims = values[vid].dims
-                layout = layouts.get(vid)
-                out[f"{where}.values[{vid}]"] = (
-                    {"layout": "as stored", "shape": list(dims)} if layout is None
-                    else layout.describe(dims))
-        return out
+        """For each constant of :meth:`delegate_constants`, by the same name, how its
+        backend stores it, as JSON data (each graph's ``constant_layouts``; XNNPACK's:
+        ``layout`` and ``shape`` as stored, and for the filters and biases of conv and
+        fully-connected nodes ``node``, ``role``, ``torch_layout``, ``permutation``
+        (torch's tensor is the stored one ``.transpose(permutation)``) and ``notes``
+        where the values may not be the module's, see :class:`TorchLayout`; other
+        constants ``"layout": "as stored"``)."""
+        return {f"{where}.values[{vid}]": layout for where, graph in self._delegate_graphs()
+                for vid, layout in graph.constant_layouts().items()}
 
     def constants(self) -> List[Tuple[int, int, np.ndarray]]:
         """Every constant tensor as (plan index, value index, array), in file order."""
@@ -609,7 +603,7 @@ class Program(_File):
     def state_dict(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
         """Every tensor whose name the files hold, by that name: the data files' tensors
         by key; constants, mutable buffers' initial values and resolved external tensors
-        by fully qualified name; then the XNNPACK delegates' constants by
+        by fully qualified name; then the delegates' constants by
         ``"<method>.delegates[<i>].values[<id>]"`` (see :meth:`delegate_constants`)."""
         out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
         records, _ = self._index()
@@ -640,7 +634,7 @@ class Program(_File):
     def missing_data(self) -> List[str]:
         """What the program names but neither it nor a data file given to ``load`` holds,
         sorted: the fully qualified names of external tensors and the keys of named data
-        its XNNPACK delegates read (weights written to a ``.ptd``). Empty when everything
+        its delegates read (weights written to a ``.ptd``). Empty when everything
         resolved; pass the data files that hold the rest with ``load(..., data=[...])``."""
         records, _ = self._index()
         keys = {self._name(r) for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]}

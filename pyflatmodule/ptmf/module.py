@@ -23,7 +23,7 @@ from ..core.dtypes import QuantizedTensor
 from ..core.names import NamedDict, NamedList, not_picklable
 from ..core.native import format_error, lib
 from ..core.options import Options
-from ..core.source import Openable, check_same_file, file_identity, open_source
+from ..core.source import Holder, Openable, check_same_file, file_identity, open_source
 from .decoder import Decoder
 from .functions import Function, Methods
 from .index import DICT, ENUM, FUNCTION, LIST, OBJECT, TENSOR, TUPLE, UNION_NAMES, Image, ObjectType
@@ -200,7 +200,7 @@ class TensorRecords(NamedList[TensorRecord]):
         return f"{item.dtype}{list(item.shape)}"
 
 
-class Module:
+class Module(Holder):
     """An open PTMF file. Every array and proxy it hands out keeps the file's memory
     alive by itself; ``close()`` only drops the module's own hold."""
 
@@ -238,12 +238,6 @@ class Module:
     def closed(self) -> bool:
         """True once ``close()`` was called."""
         return self._file is None
-
-    def __enter__(self) -> "Module":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     @property
     def _load_args(self) -> Dict[str, Any]:

@@ -592,38 +592,41 @@ def _xnn_write(name: str) -> Dict[str, Any]:
     return {"writer": how, "weights": state, "dequantize": dequantize, "folded": folded}
 
 
+def _payloads(path: str, backend: str) -> List[Tuple[str, bytes]]:
+    """(method, payload) of each delegate of ``backend`` in the program, as
+    ``deserialize_pte_binary`` restores them."""
+    from executorch.exir._serialize import _program as P
+    with open(path, "rb") as f:
+        pte = P.deserialize_pte_binary(f.read())
+    return [(plan.name, bytes(pte.program.backend_delegate_data[d.processed.index].data))
+            for plan in pte.program.execution_plan for d in plan.delegates if d.id == backend]
+
+
 def _oracle_xnnpack(path: str) -> Dict[str, Any]:
     """Per XNNPACK delegate: ExecuTorch's header reader, and its flatc's JSON of the graph."""
     from executorch.backends.xnnpack.serialization import xnnpack_graph_serialize as X
     from executorch.exir._serialize import _flatbuffer
-    from executorch.exir._serialize import _program as P
-    with open(path, "rb") as f:
-        pte = P.deserialize_pte_binary(f.read())
     schema = os.path.join(os.path.dirname(X.__file__), "schema.fbs")
     out = []
-    for plan in pte.program.execution_plan:
-        for d in plan.delegates:
-            if d.id != "XnnpackBackend":
-                continue
-            data = bytes(pte.program.backend_delegate_data[d.processed.index].data)
-            h = X.XNNHeader.from_bytes(data[:X.XNNHeader.EXPECTED_LENGTH])
-            assert h.is_valid()
-            fb = data[h.flatbuffer_offset:h.flatbuffer_offset + h.flatbuffer_size]
-            with tempfile.TemporaryDirectory() as tmp:
-                with open(os.path.join(tmp, "graph.bin"), "wb") as f:
-                    f.write(fb)
-                _flatbuffer._flatc_decompile(tmp, schema, os.path.join(tmp, "graph.bin"),
-                                             ["--raw-binary"])
-                with open(os.path.join(tmp, "graph.json"), encoding="utf-8") as f:
-                    # flatc writes infinities (a clamp's unset bound) as bare inf
-                    graph = json.loads(re.sub(r'(?<![\w"])(-?)inf(?![\w"])', r"\1Infinity",
-                                              f.read()))
-            out.append({"plan": plan.name, "payload_size": len(data),
-                        "header": {"flatbuffer_offset": h.flatbuffer_offset,
-                                   "flatbuffer_size": h.flatbuffer_size,
-                                   "constant_data_offset": h.constant_data_offset,
-                                   "constant_data_size": h.constant_data_size},
-                        "graph": graph})
+    for plan, data in _payloads(path, "XnnpackBackend"):
+        h = X.XNNHeader.from_bytes(data[:X.XNNHeader.EXPECTED_LENGTH])
+        assert h.is_valid()
+        fb = data[h.flatbuffer_offset:h.flatbuffer_offset + h.flatbuffer_size]
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "graph.bin"), "wb") as f:
+                f.write(fb)
+            _flatbuffer._flatc_decompile(tmp, schema, os.path.join(tmp, "graph.bin"),
+                                         ["--raw-binary"])
+            with open(os.path.join(tmp, "graph.json"), encoding="utf-8") as f:
+                # flatc writes infinities (a clamp's unset bound) as bare inf
+                graph = json.loads(re.sub(r'(?<![\w"])(-?)inf(?![\w"])', r"\1Infinity",
+                                          f.read()))
+        out.append({"plan": plan, "payload_size": len(data),
+                    "header": {"flatbuffer_offset": h.flatbuffer_offset,
+                               "flatbuffer_size": h.flatbuffer_size,
+                               "constant_data_offset": h.constant_data_offset,
+                               "constant_data_size": h.constant_data_size},
+                    "graph": graph})
     return {"delegates": out}
 
 

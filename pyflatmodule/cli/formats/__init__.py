@@ -9,7 +9,7 @@ from typing import Dict, Sequence, Type
 
 from ...errors import FormatError
 from ...executorch import Region
-from ...files import file_format, load
+from ...files import BY_NAME, file_format, load
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing
 from .etdump import ExecuTorchETDump
@@ -18,18 +18,17 @@ from .ptmf import PtmfModel
 
 __all__ = ["FileFormat", "Listing", "Region", "format_of", "open_file"]
 
-#: The adapter of each format :func:`pyflatmodule.files.file_format` names.
-ADAPTERS: Dict[str, Type[FileFormat]] = {"ptmf": PtmfModel, "pte": ExecuTorchProgram,
-                                         "ptd": ExecuTorchDataFile, "bpte": ExecuTorchBundled,
-                                         "etdump": ExecuTorchETDump}
-#: The adapter of each class ``load`` returns.
-_BY_CLASS = {adapter.opens: adapter for adapter in ADAPTERS.values()}
+#: The adapter of each class ``load`` returns (of each format of
+#: :data:`pyflatmodule.files.FORMATS`).
+_BY_CLASS: Dict[type, Type[FileFormat]] = {adapter.opens: adapter for adapter in (
+    PtmfModel, ExecuTorchProgram, ExecuTorchDataFile, ExecuTorchBundled, ExecuTorchETDump)}
 
 
 def format_of(path: str) -> Type[FileFormat]:
     """The adapter for the file at ``path``, by its identifier; any file of no known
     format is read as PTMF, whose loader says what is wrong with it."""
-    return ADAPTERS.get(file_format(path), PtmfModel)
+    fmt = BY_NAME.get(file_format(path))
+    return PtmfModel if fmt is None else _BY_CLASS[fmt.cls]
 
 
 def open_file(path: str, data: Sequence[str] = ()) -> FileFormat:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...core.dtypes import QuantizedTensor, dtype_name
 from ...executorch import Region
+from ...files import FORMATS, Format
 from ..common import Context, Json, Style
 
 Tensor = Union[np.ndarray, QuantizedTensor]
@@ -31,6 +32,12 @@ class FileFormat(abc.ABC):
 
     #: The class of the files it presents (what ``load`` returns for its format).
     opens: ClassVar[type]
+
+    @classmethod
+    def file_format(cls) -> Format:
+        """The format it presents: :data:`pyflatmodule.files.FORMATS`' entry for
+        :attr:`opens`."""
+        return next(f for f in FORMATS if f.cls is cls.opens)
 
     def __init__(self, path: str, file: Any) -> None:
         self.path = path
@@ -60,9 +67,9 @@ class FileFormat(abc.ABC):
         ``data``: the data files of a program's external tensors (other formats ignore
         them, so that one ``--data`` serves a folder of programs)."""
 
-    @staticmethod
+    @classmethod
     @abc.abstractmethod
-    def verify_line(result: Json) -> str:
+    def verify_line(cls, result: Json) -> str:
         """The parenthesis of ``verify``'s OK line, from what :meth:`verify` reported."""
 
     # ------------------------------------------------------------ tree

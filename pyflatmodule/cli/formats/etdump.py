@@ -8,15 +8,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...executorch import BlockProfile, ETDump, InstructionProfile, RunData, Timing, timings
 from ...files import load
-from ..common import CliError, Context, Json, Style
+from ..common import CliError, Context, Json, Style, plural
 from .base import FileFormat, Listing, Tensor
 
 __all__ = ["ExecuTorchETDump"]
 
-
-def _n(count: int, noun: str) -> str:
-    """``1 run``, ``3 runs``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _event(e: Any) -> Json:
@@ -89,12 +85,12 @@ class ExecuTorchETDump(FileFormat):
         st = ctx.style
         ctx.print(f"{st(s['file'], 'bold')}: ExecuTorch ETDump, {s['size']:,} bytes, "
                   f"version {s['version']}")
-        ctx.print(f"  runs: {s['runs']}, {_n(s['events'], 'event')} "
+        ctx.print(f"  runs: {s['runs']}, {plural(s['events'], 'event')} "
                   f"({s['profile_events']:,} profile, {s['allocation_events']:,} allocation, "
-                  f"{s['debug_events']:,} debug; {_n(s['debug_tensors'], 'debug tensor')})")
+                  f"{s['debug_events']:,} debug; {plural(s['debug_tensors'], 'debug tensor')})")
         for r in s["run_data"]:
             kinds = ", ".join(f"{n:,} {k}" for k, n in r["by_kind"].items()) or "none"
-            ctx.print(f"    {st(str(r['name']), 'bold')}: {_n(r['events'], 'event')} ({kinds})"
+            ctx.print(f"    {st(str(r['name']), 'bold')}: {plural(r['events'], 'event')} ({kinds})"
                       + (f", allocators {', '.join(map(str, r['allocators']))}"
                          if r["allocators"] else ""))
 
@@ -105,10 +101,10 @@ class ExecuTorchETDump(FileFormat):
         return {"format": "etdump", "size": info["size"], "runs": info["runs"],
                 "events": info["events"]}
 
-    @staticmethod
-    def verify_line(result: Json) -> str:
-        return (f"{result['size']:,} bytes, ExecuTorch ETDump, {_n(result['runs'], 'run')}, "
-                f"{_n(result['events'], 'event')}")
+    @classmethod
+    def verify_line(cls, result: Json) -> str:
+        return (f"{result['size']:,} bytes, ExecuTorch ETDump, {plural(result['runs'], 'run')}, "
+                f"{plural(result['events'], 'event')}")
 
     def tree(self, max_depth: Optional[int]) -> Json:
         """The runs, each with its events."""
@@ -138,7 +134,7 @@ class ExecuTorchETDump(FileFormat):
         if kind == "etdump":
             line = f"ETDump, version {node['version']}"
         elif kind == "run":
-            line = f"{st('run', 'cyan')} {node['run_name']!r}, {_n(node['events'], 'event')}"
+            line = f"{st('run', 'cyan')} {node['run_name']!r}, {plural(node['events'], 'event')}"
         elif kind == "profile":
             line = (f"{st('profile', 'yellow')} {node['event_name']} (instruction "
                     f"{node['instruction_id']}), {node['duration']:,} ticks")

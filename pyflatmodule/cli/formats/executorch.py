@@ -9,9 +9,12 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Un
 import numpy as np
 
 from ...executorch import (
+    Backend,
     BundledProgram,
     DataFile,
+    Delegate,
     DelegateCall,
+    DelegateGraph,
     Frame,
     FreeCall,
     JumpFalseCall,
@@ -24,19 +27,14 @@ from ...executorch import (
     TensorSpec,
     TestCase,
     ValueMeta,
-    XnnGraph,
-    XnnValue,
+    backend_of,
 )
 from ...files import load
-from ..common import CliError, Context, Json, Style, human
+from ..common import CliError, Context, Json, Style, human, plural
 from .base import FileFormat, Listing, Tensor
 
 __all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
 
-
-def _n(count: int, noun: str) -> str:
-    """``1 segment``, ``3 segments``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 # ------------------------------------------------------------------ values
@@ -76,8 +74,8 @@ def _value_node(m: Method, i: int) -> Json:
 
 # ------------------------------------------------------------------ dis
 
-def _xnn_value_text(v: XnnValue) -> str:
-    """An XNNPACK value in a few words: datatype, dims, constant, quantization."""
+def _graph_value_text(v: Any) -> str:
+    """A delegate graph's value in a few words: datatype, dims, constant, quantization."""
     words = [f"{v.datatype}{list(v.dims)}"]
     if v.constant:
         words.append("const")
@@ -86,21 +84,34 @@ def _xnn_value_text(v: XnnValue) -> str:
     return " ".join(words)
 
 
-def _xnn_graph(g: XnnGraph) -> Json:
-    """An XNNPACK delegate's graph: its nodes in execution order, each value once."""
+def _graph_doc(g: DelegateGraph, backend: Backend) -> Json:
+    """A delegate's graph: its backend, its nodes in execution order, each value once."""
     values = g.values
     nodes = [{"kind": n.kind, "inputs": list(n.inputs), "outputs": list(n.outputs)}
              for n in g.nodes]
-    used = dict.fromkeys(i for n in g.nodes for i in n.inputs + n.outputs)
-    return {"version": g.version, "inputs": g.input_ids, "outputs": g.output_ids,
-            "nodes": nodes, "values": [_xnn_value(values[i]) for i in used]}
+    used = dict.fromkeys(i for n in g.nodes for i in (*n.inputs, *n.outputs))
+    return {"backend": backend.name, "version": g.version, "inputs": list(g.input_ids),
+            "outputs": list(g.output_ids), "nodes": nodes,
+            "values": [_graph_value(values[i]) for i in used]}
 
 
-def _xnn_value(v: XnnValue) -> Json:
+def _graph_value(v: Any) -> Json:
     q = v.quantization
     return {"id": v.id, "datatype": v.datatype, "dims": list(v.dims),
             "constant": bool(v.constant), "quantization": None if q is None else q.kind,
-            "text": _xnn_value_text(v)}
+            "text": _graph_value_text(v)}
+
+
+def _graphs(m: Method) -> List[Tuple[int, DelegateGraph, Backend]]:
+    """(index, graph, backend) of each of a method's delegates whose graph is read."""
+    out = []
+    for i, d in enumerate(m.delegates):
+        graph = d.graph
+        if graph is not None:
+            backend = backend_of(d.id)
+            assert backend is not None   # its reader gave the graph
+            out.append((i, graph, backend))
+    return out
 
 
 def _meta_text(metas: Sequence[Json]) -> str:
@@ -121,9 +132,11 @@ def _frame(f: Frame) -> Json:
 
 def disassemble(m: Method) -> Json:
     """A method's instruction chains with operator names and value kinds, jump targets,
-    stack traces when the file has them, and each XNNPACK delegate's graph."""
+    stack traces when the file has them, and each delegate's graph (where its backend's
+    payloads are read)."""
     operators = [str(o) for o in m.operators]
     delegates = m.delegates
+    graphs = {i: _graph_doc(g, backend) for i, g, backend in _graphs(m)}
     chains = []
     for k, c in enumerate(m.chains):
         code = []
@@ -134,11 +147,9 @@ def disassemble(m: Method) -> Json:
             if isinstance(ins, KernelCall):
                 entry["target"] = operators[ins.op_index]
             elif isinstance(ins, DelegateCall):
-                d = delegates[ins.delegate_index]
-                entry["target"] = d.id
-                graph = d.graph
-                if graph is not None:
-                    entry["graph"] = _xnn_graph(graph)
+                entry["target"] = delegates[ins.delegate_index].id
+                if ins.delegate_index in graphs:
+                    entry["graph"] = graphs[ins.delegate_index]
             if isinstance(ins, JumpFalseCall):
                 used = [ins.cond_value_index]
                 entry["jump_to"] = ins.destination_instruction
@@ -164,12 +175,13 @@ def _registers(ids: Sequence[int], mark: str = "%") -> str:
 
 def _print_graph(ctx: Context, g: Json) -> None:
     st = ctx.style
-    ctx.print(st(f"             XNNPACK graph: {_n(len(g['nodes']), 'node')}, inputs "
+    ctx.print(st(f"             {g['backend']} graph: {plural(len(g['nodes']), 'node')}, inputs "
                  f"({_registers(g['inputs'], 'v')}) -> ({_registers(g['outputs'], 'v')})",
                  "dim"))
     for n in g["nodes"]:
-        ctx.print(f"               {st(n['kind'], 'cyan')}({_registers(n['inputs'], 'v')}) -> "
-                  f"{_registers(n['outputs'], 'v')}")
+        outputs = f" -> {_registers(n['outputs'], 'v')}" if n["outputs"] else ""
+        ctx.print(f"               {st(n['kind'], 'cyan')}({_registers(n['inputs'], 'v')})"
+                  + outputs)
     for v in g["values"]:
         ctx.print(st(f"               v{v['id']}: {v['text']}", "dim"))
 
@@ -180,9 +192,9 @@ def print_dis(ctx: Context, d: Json) -> None:
     n = sum(len(c["instructions"]) for c in d["chains"])
     ctx.print(f"{st('method', 'magenta')} {st(d['name'], 'bold')}"
               f"({_registers(d['inputs'])}) -> ({_registers(d['outputs'])})")
-    ctx.print(st(f"  # {_n(len(d['chains']), 'chain')}, {_n(n, 'instruction')}, "
-                 f"{_n(len(d['operators']), 'operator')}, "
-                 f"{_n(len(d['delegates']), 'delegate')}", "dim"))
+    ctx.print(st(f"  # {plural(len(d['chains']), 'chain')}, {plural(n, 'instruction')}, "
+                 f"{plural(len(d['operators']), 'operator')}, "
+                 f"{plural(len(d['delegates']), 'delegate')}", "dim"))
     for c in d["chains"]:
         ctx.print(f"  chain {c['index']}:")
         for ins in c["instructions"]:
@@ -207,8 +219,6 @@ class _ExecuTorchFile(FileFormat):
     """What a program and a data file show alike."""
 
     file: Union[Program, DataFile]
-    #: what ``info`` calls the file
-    title = ""
     #: the ``kind`` of the tree's root
     root_kind = ""
 
@@ -217,10 +227,10 @@ class _ExecuTorchFile(FileFormat):
 
     @classmethod
     def print_info(cls, ctx: Context, s: Json) -> None:
-        ctx.print(f"{ctx.style(s['file'], 'bold')}: {cls.title}, {s['size']:,} bytes, "
-                  f"version {s['version']}")
+        ctx.print(f"{ctx.style(s['file'], 'bold')}: {cls.file_format().title}, "
+                  f"{s['size']:,} bytes, version {s['version']}")
         ctx.print(f"  flatbuffer: {s['flatbuffer_size']:,} bytes   segment data: "
-                  f"{s['segment_data_size']:,} bytes in {_n(s['segments'], 'segment')}")
+                  f"{s['segment_data_size']:,} bytes in {plural(s['segments'], 'segment')}")
         cls._print_contents(ctx, s)
 
     @staticmethod
@@ -255,13 +265,13 @@ class _ExecuTorchFile(FileFormat):
             chains = [{"name": f"chains[{k}]", "path": f"{name}.chains[{k}]", "kind": "chain",
                        "instructions": len(c.instructions)} for k, c in enumerate(m.chains)]
             delegates = []
+            graphs = {k: (g, backend) for k, g, backend in _graphs(m)}
             for k, d in enumerate(m.delegates):
-                path = f"{name}.delegates[{k}]"
+                path = d.name
                 node: Json = {"name": f"delegates[{k}]", "path": path, "kind": "delegate",
                               "id": d.id, "location": d.location, "bytes": len(d.data)}
-                graph = d.graph
-                if graph is not None:
-                    parts = self._graph_nodes(path, graph, tensors)
+                if k in graphs:
+                    parts = self._graph_nodes(path, *graphs[k], tensors)
                     weights.update(w["path"] for w in parts[1:])
                     weights.update(w[k] for w in parts[1:]
                                    for k in ("named_data", "scales_named_data") if w[k])
@@ -292,11 +302,11 @@ class _ExecuTorchFile(FileFormat):
         return {"kind": "tensor", "dtype": self.dtype_name(t), "shape": list(t.shape),
                 "bytes": self.nbytes(t)}
 
-    def _graph_nodes(self, path: str, graph: XnnGraph, tensors: Dict[str, Tensor]
-                     ) -> List[Json]:
-        """An XNNPACK delegate's graph in brief, then its weights (as ``state_dict()``
-        has them, in torch's layout), each with the named data keys that hold it and its
-        scales."""
+    def _graph_nodes(self, path: str, graph: DelegateGraph, backend: Backend,
+                     tensors: Dict[str, Tensor]) -> List[Json]:
+        """A delegate's graph in brief (kind ``<backend key>_graph``), then its weights
+        (as ``state_dict()`` has them, in torch's layout), each with the named data keys
+        that hold it and its scales."""
         nodes = graph.nodes
         keys = graph.named_data_keys()
         weights = []
@@ -307,8 +317,8 @@ class _ExecuTorchFile(FileFormat):
                                 **self._tensor_facts(t),
                                 "named_data": keys.get((vid, "constant")),
                                 "scales_named_data": keys.get((vid, "scales"))})
-        summary = {"name": "graph", "path": f"{path}.graph", "kind": "xnnpack_graph",
-                   "nodes": len(nodes),
+        summary = {"name": "graph", "path": f"{path}.graph", "kind": f"{backend.key}_graph",
+                   "backend": backend.name, "nodes": len(nodes),
                    "node_kinds": dict(sorted(Counter(n.kind for n in nodes).items())),
                    "values": len(graph.values), "inputs": graph.input_ids,
                    "outputs": graph.output_ids, "constants": len(weights),
@@ -374,15 +384,16 @@ def _tree_line(st: Style, node: Json) -> str:
                 f"{node['bytes']:,} bytes)")
     if kind == "named_data":
         return st(f"named data, {node['bytes']:,} bytes", "dim")
-    if kind == "xnnpack_graph":
+    if kind.endswith("_graph"):
         kinds = ", ".join(f"{n} {k}" for k, n in node["node_kinds"].items())
-        return (f"{st('XNNPACK graph', 'cyan')}: {_n(node['nodes'], 'node')} ({kinds}), "
-                f"{_n(node['values'], 'value')}, inputs {node['inputs']} -> outputs "
-                f"{node['outputs']}" + (f", {_n(node['constants'], 'weight')} "
+        return (f"{st(node['backend'] + ' graph', 'cyan')}: {plural(node['nodes'], 'node')} "
+                f"({kinds}), "
+                f"{plural(node['values'], 'value')}, inputs {node['inputs']} -> outputs "
+                f"{node['outputs']}" + (f", {plural(node['constants'], 'weight')} "
                                         f"({node['constant_bytes']:,} bytes)"
                                         if node["constants"] else ""))
     if kind == "test_suite":
-        return f"{st('test suite', 'cyan')}, {_n(len(node['test_cases']), 'test case')}"
+        return f"{st('test suite', 'cyan')}, {plural(len(node['test_cases']), 'test case')}"
     if kind == "Tensor" or kind == "tensor":
         where = node.get("stored", "constant")
         text = st(f"tensor {node['dtype']}{node['shape']}", "green")
@@ -407,7 +418,6 @@ class ExecuTorchProgram(_ExecuTorchFile):
 
     opens: ClassVar[type] = Program
     file: Program
-    title = "ExecuTorch program"
     root_kind = "program"
 
     @staticmethod
@@ -423,13 +433,13 @@ class ExecuTorchProgram(_ExecuTorchFile):
                                                 if missing else "all resolved"))
         ctx.print(f"  methods: {len(s['methods'])}")
         for m in s["methods"]:
-            ctx.print(f"    {st(m['name'], 'bold')}: {_n(m['values'], 'value')}, "
-                      f"{_n(m['instructions'], 'instruction')}")
+            ctx.print(f"    {st(m['name'], 'bold')}: {plural(m['values'], 'value')}, "
+                      f"{plural(m['instructions'], 'instruction')}")
             ctx.print(f"      inputs: {_meta_text(m['input_meta']) or 'none'}   "
                       f"outputs: {_meta_text(m['output_meta']) or 'none'}")
             planned = sum(m["non_const_buffer_sizes"])
-            ctx.print(f"      {_n(len(m['operators']), 'operator')}, "
-                      f"{_n(len(m['delegates']), 'delegate')}"
+            ctx.print(f"      {plural(len(m['operators']), 'operator')}, "
+                      f"{plural(len(m['delegates']), 'delegate')}"
                       f"{' (' + ', '.join(m['delegates']) + ')' if m['delegates'] else ''}, "
                       f"{human(planned)} memory-planned")
 
@@ -439,10 +449,10 @@ class ExecuTorchProgram(_ExecuTorchFile):
                 "values": sum(m["values"] for m in info["methods"]),
                 "tensors": info["constant_tensors"], "named_data": info["named_data"]}
 
-    @staticmethod
-    def verify_line(result: Json) -> str:
-        return (f"{result['size']:,} bytes, ExecuTorch program, "
-                f"{_n(result['methods'], 'method')}, {result['values']:,} values, "
+    @classmethod
+    def verify_line(cls, result: Json) -> str:
+        return (f"{result['size']:,} bytes, {cls.file_format().title}, "
+                f"{plural(result['methods'], 'method')}, {result['values']:,} values, "
                 f"{result['tensors']:,} constant tensors")
 
     def _plans(self) -> List[Tuple[str, Method]]:
@@ -472,18 +482,16 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def delegate_operators(self) -> List[str]:
         found: Set[str] = set()
         for m in self.file.methods.values():
-            for d in m.delegates:
-                graph = d.graph
-                if graph is not None:
-                    found.update(f"{d.id}::{n.kind}" for n in graph.nodes)
+            for _, graph, backend in _graphs(m):
+                found.update(f"{backend.id}::{n.kind}" for n in graph.nodes)
         return sorted(found)
 
     def tensors(self) -> Dict[str, Tensor]:
-        """Its named tensors, XNNPACK delegates' constants included."""
+        """Its named tensors, delegates' constants included."""
         return self.file.named_tensors()
 
     def stored_layouts(self) -> Dict[str, Json]:
-        """XNNPACK's layout of each delegate constant (Program.delegate_layouts)."""
+        """The backend's layout of each delegate constant (Program.delegate_layouts)."""
         return dict(self.file.delegate_layouts())
 
     def missing_data(self) -> List[str]:
@@ -506,17 +514,16 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def profiled_program(self) -> Optional[Any]:
         return self.file
 
+    def _delegates(self) -> Dict[str, Delegate]:
+        """Every delegate by its name (``<method>.delegates[<i>]``)."""
+        return {d.name: d for m in self.file.methods.values() for d in m.delegates}
+
     def _delegate(self, name: str) -> Optional[memoryview]:
-        if name.endswith("]") and ".delegates[" in name:
-            method, _, index = name[:-1].rpartition(".delegates[")
-            m = self.file.methods.get(method)
-            if m is not None and index.isdigit() and int(index) < len(m.delegates):
-                return m.delegates[int(index)].data
-        return None
+        d = self._delegates().get(name)
+        return None if d is None else d.data
 
     def _delegate_names(self) -> List[str]:
-        return [f"{name}.delegates[{k}]" for name, m in self.file.methods.items()
-                for k in range(len(m.delegates))]
+        return list(self._delegates())
 
 
 class ExecuTorchDataFile(_ExecuTorchFile):
@@ -524,7 +531,6 @@ class ExecuTorchDataFile(_ExecuTorchFile):
 
     opens = DataFile
     file: DataFile
-    title = "ExecuTorch data file"
     root_kind = "data_file"
 
     @staticmethod
@@ -539,9 +545,9 @@ class ExecuTorchDataFile(_ExecuTorchFile):
         return {"format": "ptd", "size": info["size"], "tensors": info["tensors"],
                 "named_data": info["named_data"]}
 
-    @staticmethod
-    def verify_line(result: Json) -> str:
-        return (f"{result['size']:,} bytes, ExecuTorch data file, {result['tensors']:,} "
+    @classmethod
+    def verify_line(cls, result: Json) -> str:
+        return (f"{result['size']:,} bytes, {cls.file_format().title}, {result['tensors']:,} "
                 f"tensors, {result['named_data']:,} named data")
 
     def _tree_tensors(self) -> Dict[str, Tensor]:
@@ -574,7 +580,6 @@ class ExecuTorchBundled(ExecuTorchProgram):
     program as :class:`ExecuTorchProgram` shows it, and its test suites."""
 
     opens = BundledProgram
-    title = "ExecuTorch bundled program"
     root_kind = "bundled_program"
 
     def __init__(self, path: str, file: BundledProgram) -> None:
@@ -606,11 +611,11 @@ class ExecuTorchBundled(ExecuTorchProgram):
 
     @classmethod
     def print_info(cls, ctx: Context, s: Json) -> None:
-        ctx.print(f"{ctx.style(s['file'], 'bold')}: {cls.title}, {s['size']:,} bytes, "
-                  f"version {s['version']}")
-        ctx.print(f"  test suites: {s['test_suites']} ({_n(s['test_cases'], 'test case')})")
+        ctx.print(f"{ctx.style(s['file'], 'bold')}: {cls.file_format().title}, "
+                  f"{s['size']:,} bytes, version {s['version']}")
+        ctx.print(f"  test suites: {s['test_suites']} ({plural(s['test_cases'], 'test case')})")
         for name, cases in s["methods_tested"].items():
-            ctx.print(f"    {ctx.style(name, 'bold')}: {_n(len(cases), 'test case')}")
+            ctx.print(f"    {ctx.style(name, 'bold')}: {plural(len(cases), 'test case')}")
         start = s["program_offset"]
         ExecuTorchProgram.print_info(ctx, {**s["program"], "file": f"  embedded program "
                                            f"(bytes {start:,}..{start + s['program_size']:,})"})
@@ -623,11 +628,9 @@ class ExecuTorchBundled(ExecuTorchProgram):
             return {**cls._verify_fields(f.program.info()), "format": "bpte",
                     "size": info["size"], "test_cases": info["test_cases"]}
 
-    @staticmethod
-    def verify_line(result: Json) -> str:
-        return (ExecuTorchProgram.verify_line(result).replace("ExecuTorch program",
-                                                              "ExecuTorch bundled program")
-                + f", {_n(result['test_cases'], 'test case')}")
+    @classmethod
+    def verify_line(cls, result: Json) -> str:
+        return super().verify_line(result) + f", {plural(result['test_cases'], 'test case')}"
 
     def tree(self, max_depth: Optional[int]) -> Json:
         """The embedded program's structure, then one node per test suite."""

@@ -371,8 +371,8 @@ class PtmfModel(FileFormat):
         assert isinstance(report, VerifyReport)   # what verify gives for a PTMF file
         return {"format": "ptmf", **report._asdict()}
 
-    @staticmethod
-    def verify_line(result: Json) -> str:
+    @classmethod
+    def verify_line(cls, result: Json) -> str:
         return (f"{result['size']:,} bytes, {result['ivalues']:,} ivalues, "
                 f"{result['tensors']:,} tensors, {result['storages']:,} storages")
 

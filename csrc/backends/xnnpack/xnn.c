@@ -14,14 +14,15 @@
  * padded to whole bytes. Per-channel scales written to constant data are float32,
  * per-channel-group scales bfloat16.
  */
-#include "executorch/xnn.h"
+#include "backends/xnnpack/xnn.h"
 
 #include "executorch/et.h"
 
 #include "fb/fb.h"
 
+FB_STATUS_BLOCK(xnn_statuses, XNN);
+
 #define XH_MAGIC 0x30304858u   /* "XH00" */
-#define XH_LENGTH 30u
 #define XNN_NO_ID 0xffffffffu
 /* XNNPACK's value and node flags (xnnpack.h) that the checks below read. */
 #define XNN_VALUE_FLAG_EXTERNAL_INPUT 0x1u
@@ -63,7 +64,7 @@ static unsigned datatype_bits(int type) {
 
 /* ---------------------------------------------------------------- header */
 
-int xnn_read_header(const uint8_t *buf, size_t size, xnn_header *h, fb_error *err) {
+int xnn_read_header(const uint8_t *buf, size_t size, payload_header *h, fb_error *err) {
     ctx c;
     uint64_t len = (uint64_t)size;
     ctx_init(&c, buf, size, NULL, NULL, err);
@@ -75,24 +76,7 @@ int xnn_read_header(const uint8_t *buf, size_t size, xnn_header *h, fb_error *er
         h->constant_offset = len;
         return FB_OK;
     }
-    push(&c, "header", NO_INDEX);
-    if (len < XH_LENGTH) return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 0);
-    h->length = ld16(buf + 8);
-    if (h->length < XH_LENGTH || h->length > len) return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 8);
-    h->flatbuffer_offset = ld32(buf + 10);
-    h->flatbuffer_size = ld32(buf + 14);
-    h->constant_offset = ld32(buf + 18);
-    h->constant_size = ld64(buf + 22);
-    /* 32-bit fields summed in 64 bits cannot overflow; the 64-bit size is compared
-     * against what is left, never added */
-    if (h->flatbuffer_offset < h->length || h->flatbuffer_size < 8
-        || h->flatbuffer_offset + h->flatbuffer_size > len)
-        return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 10);
-    if (h->constant_offset < h->flatbuffer_offset + h->flatbuffer_size
-        || h->constant_offset > len || h->constant_size > len - h->constant_offset)
-        return fail(&c, ET_E_BAD_PAYLOAD_HEADER, 18);
-    h->identifier = ld32(buf + h->flatbuffer_offset + 4);
-    return FB_OK;
+    return payload_header_read(&c, buf, len, XNN_E_BAD_PAYLOAD_HEADER, h);
 }
 
 /* ---------------------------------------------------------------- meaning */
@@ -263,12 +247,12 @@ static int external(walk *w, const tbl *t) {
     TRY(fld_u32(c, t, flags_f, &flags));
     if (flags & ~(XNN_VALUE_FLAG_EXTERNAL_INPUT | XNN_VALUE_FLAG_EXTERNAL_OUTPUT)) {
         TRY(field_at(c, t, flags_f, &at));
-        return fail_at(c, flags_f, NO_INDEX, ET_E_BAD_EXTERNAL, at);
+        return fail_at(c, flags_f, NO_INDEX, XNN_E_BAD_EXTERNAL, at);
     }
     if (id == XNN_NO_ID && !flags) return FB_OK;
     TRY(field_at(c, t, id_f, &at));
     if (id >= w->num_externs || (w->externs[id / 8] & (1u << (id % 8))))
-        return fail_at(c, id_f, NO_INDEX, ET_E_BAD_EXTERNAL, at);
+        return fail_at(c, id_f, NO_INDEX, XNN_E_BAD_EXTERNAL, at);
     w->externs[id / 8] |= (uint8_t)(1u << (id % 8));
     if (flags && id >= w->n_args) w->n_args = id + 1;
     return FB_OK;
@@ -283,9 +267,9 @@ static int tensor_value(walk *w, const tbl *t, uint32_t index, xnn_value *scratc
     uint32_t id, num_dims, buffer;
     xnn_value *v;
     TRY(fld_u32(c, t, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_ID_OUT], &id));
-    if (id >= w->s->n_values) return fail(c, ET_E_BAD_VALUE_ID, t->pos);
+    if (id >= w->s->n_values) return fail(c, XNN_E_BAD_VALUE_ID, t->pos);
     v = w->values ? &w->values[id] : scratch;
-    if (w->values && v->tensor) return fail(c, ET_E_BAD_VALUE_ID, t->pos);   /* twice */
+    if (w->values && v->tensor) return fail(c, XNN_E_BAD_VALUE_ID, t->pos);   /* twice */
     memset(v, 0, sizeof *v);
     v->tensor = w->base + t->pos;
     v->xvalue = index;
@@ -377,13 +361,13 @@ static int node_refs(walk *w, const fb_member *m, const tbl *t, int writes) {
         TRY(fld_u32(c, t, f, &id));
         if (id == XNN_NO_ID) continue;
         TRY(tbl_field(c, t, f->id, 4, &at));
-        if (id >= w->s->n_values) return fail_at(c, f, NO_INDEX, ET_E_BAD_VALUE_ID, at ? at : t->pos);
+        if (id >= w->s->n_values) return fail_at(c, f, NO_INDEX, XNN_E_BAD_VALUE_ID, at ? at : t->pos);
         if (!w->values) continue;
         v = &w->values[id];
         TRY(value_flags(w, id, &flags));
         known = v->constant.index || (flags & XNN_VALUE_FLAG_EXTERNAL_INPUT);
         if (writes ? known || v->writers : !known && !v->writers)
-            return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, at ? at : t->pos);
+            return fail_at(c, f, NO_INDEX, XNN_E_BAD_NODE, at ? at : t->pos);
         if (writes) v->writers = 1;
     }
     return FB_OK;
@@ -410,10 +394,10 @@ static int fully_connected_shapes(walk *w, const tbl *t) {
     if (filter == XNN_NO_ID || bias == XNN_NO_ID) return FB_OK;
     TRY(tbl_open(c, w->values[filter].tensor - w->base, &ft));
     TRY(fld_vec(c, &ft, &xn_xnn_tensor_value[XN_XNN_TENSOR_VALUE_DIMS], &dims));
-    if (!dims.count) return fail(c, ET_E_BAD_NODE, t->pos);
+    if (!dims.count) return fail(c, XNN_E_BAD_NODE, t->pos);
     TRY(value_numel(w, bias, &have));
     if (have != vec_u32(c, &dims, (flags & XNN_FLAG_TRANSPOSE_WEIGHTS) ? dims.count - 1 : 0))
-        return fail(c, ET_E_BAD_NODE, t->pos);
+        return fail(c, XNN_E_BAD_NODE, t->pos);
     return FB_OK;
 }
 
@@ -429,7 +413,7 @@ static int clamp(walk *w, const tbl *xn) {
     if (!present) return FB_OK;
     TRY(fld_f32(c, &mm, &xn_output_min_max[XN_OUTPUT_MIN_MAX_OUTPUT_MIN], &lo));
     TRY(fld_f32(c, &mm, &xn_output_min_max[XN_OUTPUT_MIN_MAX_OUTPUT_MAX], &hi));
-    if (!(lo <= hi)) return fail_at(c, f, NO_INDEX, ET_E_BAD_NODE, mm.pos);
+    if (!(lo <= hi)) return fail_at(c, f, NO_INDEX, XNN_E_BAD_NODE, mm.pos);
     return FB_OK;
 }
 
@@ -457,15 +441,15 @@ static int conv_shapes(walk *w, const tbl *t) {
     TRY(fld_u32(c, t, &xn__xnn_node_conv[XN__XNN_NODE_CONV_BIAS_ID], &bias));
     if (filter == XNN_NO_ID || !w->values[filter].tensor)
         return fail_at(c, &xn__xnn_node_conv[XN__XNN_NODE_CONV_FILTER_ID], NO_INDEX,
-                       ET_E_BAD_VALUE_ID, t->pos);
+                       XNN_E_BAD_VALUE_ID, t->pos);
     TRY(value_numel(w, filter, &have));
-    if (have != want || want == UINT64_MAX) return fail(c, ET_E_BAD_NODE, t->pos);
+    if (have != want || want == UINT64_MAX) return fail(c, XNN_E_BAD_NODE, t->pos);
     if (bias != XNN_NO_ID) {
         if (!w->values[bias].tensor)
             return fail_at(c, &xn__xnn_node_conv[XN__XNN_NODE_CONV_BIAS_ID], NO_INDEX,
-                           ET_E_BAD_VALUE_ID, t->pos);
+                           XNN_E_BAD_VALUE_ID, t->pos);
         TRY(value_numel(w, bias, &have));
-        if (have != channels) return fail(c, ET_E_BAD_NODE, t->pos);
+        if (have != channels) return fail(c, XNN_E_BAD_NODE, t->pos);
     }
     return FB_OK;
 }
@@ -497,7 +481,7 @@ static int id_list(walk *w, const tbl *root, const fb_field *f) {
     TRY(fld_vec(&w->c, root, f, &ids));
     for (i = 0; i < ids.count; i++)
         if (vec_u32(&w->c, &ids, i) >= w->s->n_values)
-            return fail_at(&w->c, f, i, ET_E_BAD_VALUE_ID, ids.data + 4 * (uint64_t)i);
+            return fail_at(&w->c, f, i, XNN_E_BAD_VALUE_ID, ids.data + 4 * (uint64_t)i);
     return FB_OK;
 }
 
@@ -513,7 +497,7 @@ static int graph(walk *w, const tbl *root) {
         uint64_t at;
         TRY(field_at(c, root, &xn_xnn_graph[XN_XNN_GRAPH_NUM_EXTERNS], &at));
         return fail_at(c, &xn_xnn_graph[XN_XNN_GRAPH_NUM_EXTERNS], NO_INDEX,
-                       ET_E_BAD_EXTERNAL, at);
+                       XNN_E_BAD_EXTERNAL, at);
     }
     memset(w->externs, 0, sizeof w->externs);
     w->n_args = 0;
@@ -581,7 +565,7 @@ int xnn_index(const uint8_t *buf, size_t len, const xnn_summary *s, xnn_value *v
     tbl root;
     fb_options opt;
     int rc;
-    const xnn_header *h = &s->header;
+    const payload_header *h = &s->header;
     fb_default_options(&opt);
     opt.verify = 0;
     if (h->flatbuffer_offset > len || h->flatbuffer_size > len - h->flatbuffer_offset

@@ -8,24 +8,14 @@
 #ifndef XNN_H
 #define XNN_H
 
+#include "backends/payload_header.h"
+#include "backends/xnnpack/xnn_status.h"
 #include "executorch/et_status.h"
 #include "fb/fb_common.h"
 #include "gen/xnnpack.h"
 
 /* --- cdef begin --- */
 
-/* An XNNPACK payload's header: 4 zero bytes, magic "XH00", u16 length (30), u32 flatbuffer
- * offset, u32 flatbuffer size, u32 constant data offset, u64 constant data size,
- * little-endian. Positions are byte offsets in the payload. */
-typedef struct xnn_header {
-    uint32_t length;            /* header bytes; 0: none, the payload is all flatbuffer */
-    uint32_t identifier;        /* the flatbuffer's: XN_FILE_IDENTIFIER, or
-                                   XNN_LEGACY_IDENTIFIER in XNNPACK's older payloads */
-    uint64_t flatbuffer_offset; /* the flatbuffer is [offset, offset + size) */
-    uint64_t flatbuffer_size;
-    uint64_t constant_offset;   /* inline constant data: [offset, offset + size) */
-    uint64_t constant_size;
-} xnn_header;
 
 /* "XN00": the flatbuffer identifier of the older payloads (constants inside the
  * flatbuffer), which the reader leaves opaque. */
@@ -33,11 +23,11 @@ typedef struct xnn_header {
 
 /* Reads the header of the payload buf[0, len) and checks that the flatbuffer and the
  * constant data it gives lie inside; not the flatbuffer's identifier (xnn_open does). */
-int xnn_read_header(const uint8_t *buf, size_t len, xnn_header *h, fb_error *err);
+int xnn_read_header(const uint8_t *buf, size_t len, payload_header *h, fb_error *err);
 
 /* What xnn_open finds; positions are byte offsets in the payload. */
 typedef struct xnn_summary {
-    xnn_header header;
+    payload_header header;
     uint64_t root;              /* the XNNGraph table */
     uint32_t n_values;          /* xvalues; ids run 0 .. n_values - 1 */
     uint32_t n_args;            /* delegate call arguments the runtime reads: one past the

@@ -5,8 +5,8 @@ A program lowered to XNNPACK keeps its work in the delegate's payload: a header
 csrc/schemas/xnnpack.fbs) and inline constant data; the weights themselves are in the
 program's named data, keyed by the SHA-256 of their bytes (or, for per-channel scales,
 ``"scale_"`` and that hash). :attr:`pyflatmodule.executorch.Delegate.graph` gives an
-:class:`XnnGraph`; the C core (csrc/xnn.c) checks the payload when the program is opened:
-header, structure, value ids (in range, each once), the ids every node names, every
+:class:`XnnGraph`; the C core (csrc/backends/xnnpack/xnn.c) checks the payload when it is
+read: header, structure, value ids (in range, each once), the ids every node names, every
 constant reference and extent, and the quantization parameters.
 
 :meth:`XnnGraph.constants` gives constants in XNNPACK's layout, not the module's: conv
@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
-from ..core.dtypes import QuantizedTensor, numpy_dtype
-from ..core.fbread import Table, decode_text, enum_names, schema_of
-from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
-from ..core.options import Options
+from ...core.dtypes import QuantizedTensor, numpy_dtype
+from ...core.fbread import Table, decode_text, enum_names, schema_of
+from ...core.native import c_buffer, check, ffi, lib, new_error
+from ...core.options import Options
+from .base import Backend, Payload, Resolver, named_bytes, payload_bytes
 
-__all__ = ["DATATYPES", "Quantization", "TorchLayout", "XnnGraph", "XnnNode", "XnnValue",
-           "XNN_NO_ID", "is_legacy"]
+__all__ = ["BACKEND", "DATATYPES", "Quantization", "TorchLayout", "XnnGraph", "XnnNode",
+           "XnnValue", "XNN_NO_ID", "is_legacy"]
 
 #: An id field's value for "no value" (an absent bias, an unused input).
 XNN_NO_ID = 0xFFFFFFFF
@@ -62,7 +63,7 @@ def is_legacy(payload: memoryview) -> bool:
     """Whether an XNNPACK payload is in the older ``XN00`` format (its constants inside
     the flatbuffer), which this reader leaves opaque: its flatbuffer, bare or behind the
     ``XH00`` header the C core reads, has identifier ``XN00``."""
-    header = ffi.new("xnn_header *")
+    header = ffi.new("payload_header *")
     status = lib.xnn_read_header(c_buffer(payload), len(payload), header, new_error())
     return bool(status == lib.FB_OK and header.identifier == lib.XNN_LEGACY_IDENTIFIER)
 
@@ -200,10 +201,6 @@ class TorchLayout(NamedTuple):
             out["copied"] = True
         out["notes"] = list(self.notes)
         return out
-
-
-#: Bytes a named data key resolves to, or None when no file given holds it.
-Resolver = Callable[[str], Optional[memoryview]]
 
 
 class XnnGraph:
@@ -356,6 +353,27 @@ class XnnGraph:
         self._layouts = out
         return out
 
+    def torch_constants(self) -> Dict[int, Union[np.ndarray, QuantizedTensor]]:
+        """Every constant by value id in torch's layout (:meth:`torch_constant`)."""
+        layouts = self.torch_layouts()
+        return {vid: array if layouts.get(vid) is None else layouts[vid].apply(array)
+                for vid, array in self.constants().items()}
+
+    def constant_layouts(self) -> Dict[int, Dict[str, Any]]:
+        """How XNNPACK stores each constant of :meth:`constants`, by value id, as JSON
+        data: ``layout`` and ``shape`` as stored, and for the filters and biases of conv
+        and fully-connected nodes what :meth:`TorchLayout.describe` gives; other
+        constants ``"layout": "as stored"``."""
+        layouts = self.torch_layouts()
+        values = self.values
+        out: Dict[int, Dict[str, Any]] = {}
+        for vid in self.constants():
+            dims = values[vid].dims
+            layout = layouts.get(vid)
+            out[vid] = ({"layout": "as stored", "shape": list(dims)} if layout is None
+                        else layout.describe(dims))
+        return out
+
     def torch_constant(self, i: int) -> Union[np.ndarray, QuantizedTensor, None]:
         """Value ``i``'s constant in torch's layout (:meth:`torch_layouts`): a read-only
         strided view of :meth:`constant` (a grouped transposed conv's filter, which no
@@ -428,24 +446,15 @@ class XnnGraph:
                     continue
                 if ref.key:
                     key = self._key(ref)
-                    data = self._resolve(key)
-                    where = f"{self._where}xvalues[{int(r.xvalue)}]"
-                    at = self._offset + int(ref.key)
-                    if data is None and not require_all:
+                    raw = named_bytes(self._resolve, key, int(ref.nbytes), require_all,
+                                      self._offset + int(ref.key),
+                                      f"{self._where}xvalues[{int(r.xvalue)}]",
+                                      f"XNNPACK {what} of value {i}")
+                    if raw is None:
                         self.missing[i] = key
                         continue
-                    if data is None:
-                        raise format_error(lib.ET_E_MISSING_DATA, at, where,
-                                           f"XNNPACK {what} of value {i}: named data {key!r} "
-                                           "is in none of the files")
-                    if len(data) < ref.nbytes:
-                        raise format_error(lib.FB_E_OUTSIDE_STORAGE, at, where,
-                                           f"XNNPACK {what} of value {i} needs {ref.nbytes} "
-                                           f"bytes, named data {key!r} holds {len(data)}")
-                    raw = np.frombuffer(data, np.uint8, int(ref.nbytes))
                 else:
-                    raw = np.frombuffer(self._payload, np.uint8, int(ref.nbytes), int(ref.data))
-                raw.flags.writeable = False
+                    raw = payload_bytes(self._payload, int(ref.data), int(ref.nbytes))
                 out[i, what] = raw
         return out
 
@@ -518,3 +527,16 @@ def _quantized(array: np.ndarray, dims: Tuple[int, ...], datatype: str,
     return QuantizedTensor(array, dims, datatype, "per_channel_group_symmetric", values,
                            scales=q.scales, zero_points=zero_points, axis=q.channel_dim,
                            group_size=q.group_size)
+
+
+def _read(payload: Payload) -> Optional[XnnGraph]:
+    """An ``XnnpackBackend`` delegate's graph; None for the older ``XN00`` payloads, read
+    as opaque bytes."""
+    if is_legacy(payload.data):
+        return None
+    return XnnGraph(payload.data, payload.resolve, payload.where, payload.offset,
+                    payload.require_all, payload.options)
+
+
+#: XNNPACK's entry in the backend registry.
+BACKEND = Backend("XnnpackBackend", "XNNPACK", "xnnpack", _read)

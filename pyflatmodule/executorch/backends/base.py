@@ -1,0 +1,126 @@
+"""What a backend's reader is and gives: the door every delegate payload goes through.
+
+A program never names a backend. It looks a delegate's id up in
+:data:`pyflatmodule.executorch.backends.BACKENDS` and, when a reader is registered, hands
+it the payload (:class:`Payload`); the reader checks it and returns the graph the payload
+holds (:class:`DelegateGraph`), or None for a payload it leaves opaque (an older version
+of its format)."""
+from __future__ import annotations
+
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+import numpy as np
+
+from ...core.dtypes import QuantizedTensor
+from ...core.native import format_error, lib
+from ...core.options import Options
+
+__all__ = ["Backend", "DelegateGraph", "Payload", "Resolver", "named_bytes", "payload_bytes"]
+
+#: Bytes a named data key resolves to, or None when no file given holds it.
+Resolver = Callable[[str], Optional[memoryview]]
+Tensor = Union[np.ndarray, QuantizedTensor]
+
+
+class Payload(NamedTuple):
+    """One delegate's processed payload, as a backend's reader receives it."""
+
+    data: memoryview          #: the payload's bytes (read-only, zero-copy)
+    resolve: Resolver         #: named data by key: the program's, then the data files'
+    where: str                #: the delegate's field path, for errors
+    offset: int               #: where the payload starts in the file, for errors
+    require_all: bool         #: named data must resolve (data files were given)
+    options: Options          #: the program's options (budgets, ``strict``)
+
+
+class DelegateGraph(Protocol):
+    """What every backend's graph gives the program and the commands."""
+
+    @property
+    def version(self) -> str:
+        """The version the payload's writer put in."""
+
+    @property
+    def input_ids(self) -> Sequence[int]:
+        """Value ids of the graph's inputs."""
+
+    @property
+    def output_ids(self) -> Sequence[int]:
+        """Value ids of the graph's outputs."""
+
+    @property
+    def nodes(self) -> Sequence[Any]:
+        """The nodes in execution order, each with ``kind``, ``inputs`` and ``outputs``."""
+
+    @property
+    def values(self) -> Sequence[Any]:
+        """The values by id, each with ``id``, ``datatype``, ``dims``, ``constant`` and
+        ``quantization``."""
+
+    @property
+    def arguments(self) -> int:
+        """Arguments a delegate call of the graph must pass at least (0: no bound)."""
+
+    @property
+    def missing(self) -> Mapping[int, str]:
+        """Value id -> the named data key no file given holds (loaded without data files)."""
+
+    def constants(self) -> Mapping[int, Tensor]:
+        """Every constant by value id, as the backend stores it."""
+
+    def torch_constants(self) -> Mapping[int, Tensor]:
+        """Every constant by value id, in torch's layout where the backend's differs."""
+
+    def constant_layouts(self) -> Mapping[int, Dict[str, Any]]:
+        """How the backend stores each constant of :meth:`constants`, as JSON data."""
+
+    def named_data_keys(self) -> Dict[Tuple[int, str], str]:
+        """The named data key of each constant (and scales) kept in named data."""
+
+
+class Backend(NamedTuple):
+    """A backend whose payloads are read: its id in a program, its name in words, its key
+    (JSON kinds, ``<key>_graph``) and its reader."""
+
+    id: str
+    name: str
+    key: str
+    read: Callable[[Payload], Optional[DelegateGraph]]
+
+
+def named_bytes(resolve: Resolver, key: str, nbytes: int, require_all: bool, at: int,
+                where: str, what: str) -> Optional[np.ndarray]:
+    """The first ``nbytes`` bytes of named data ``key`` as a read-only array of bytes, for
+    ``what`` (errors name it: ``"XNNPACK constant of value 3"``; ``at`` and ``where``
+    locate the key). None when no file given holds the key and no data files were given
+    (the graph lists it missing); FormatError ``missing_data`` when data files were given
+    and none holds it, ``outside_storage`` when it holds fewer bytes."""
+    data = resolve(key)
+    if data is None:
+        if not require_all:
+            return None
+        raise format_error(lib.ET_E_MISSING_DATA, at, where,
+                           f"{what}: named data {key!r} is in none of the files")
+    if len(data) < nbytes:
+        raise format_error(lib.FB_E_OUTSIDE_STORAGE, at, where,
+                           f"{what} needs {nbytes} bytes, named data {key!r} holds "
+                           f"{len(data)}")
+    return payload_bytes(data, 0, nbytes)
+
+
+def payload_bytes(data: memoryview, offset: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` bytes of ``data`` from ``offset`` as a read-only zero-copy array."""
+    raw = np.frombuffer(data, np.uint8, nbytes, offset)
+    raw.flags.writeable = False
+    return raw
