@@ -49,7 +49,7 @@ INNER: Dict[str, List[str]] = {
     "ptmf": ["jit_source", "setstate", "type_names", "index", "tensors", "values",
              "functions", "decoder", "state_dict", "module", "__init__"],
     # backends/: the delegate readers' door (base), each backend's reader, their registry
-    "executorch": ["backends.base", "backends.xnnpack", "backends",
+    "executorch": ["backends.base", "backends.xnnpack", "backends.vulkan", "backends",
                    "memory", "regions",
                    "file", "data_file", "program", "loader", "bundled", "etdump", "profile",
                    "__init__"],
@@ -74,7 +74,7 @@ C_INCLUDES: Dict[str, List[str]] = {
     "executorch": ["fb/*.h", "executorch/*.h", "gen/executorch_*.h"],
     # a delegate's payloads, beside the program: each backend's folder, its generated
     # headers, and ExecuTorch's (the program that holds them), never the other way
-    # (and the payload header the backends share, backends/payload_header.h)
+    # (and the payload header XNNPACK and Vulkan share, backends/payload_header.h)
     "backends": ["fb/*.h", "executorch/*.h", "backends/*.h", "backends/{folder}/*.h",
                  "gen/{folder}.h"],
 }

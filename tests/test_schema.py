@@ -415,15 +415,15 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
         offsets = got["constant_segment"]["offsets"] + [len(seg)]
         assert [seg[a:b] for a, b in zip(offsets, offsets[1:])] == \
             [arrays[k] for k in restored["constant_buffer"]]
-    xnnpack = any(d["id"] == "XnnpackBackend" for e in got["execution_plan"]
-                  for d in e["delegates"])
+    delegated = any(d["id"] in ("XnnpackBackend", "VulkanBackend")
+                    for e in got["execution_plan"] for d in e["delegates"])
     for key, segment_index in got["named_data"]:
         assert segments[segment_index] == arrays[restored["named_data"][key]]
-        if xnnpack:   # XNNPACK keys the data it stores by the SHA-256 of its bytes
-            # ("scale_" before it for per-channel scales)
+        if delegated:   # XNNPACK and Vulkan key the data they store by its SHA-256
+            # (XNNPACK puts "scale_" before it for per-channel scales)
             assert hashlib.sha256(segments[segment_index]).hexdigest() == \
                 (key[len("scale_"):] if key.startswith("scale_") else key)
-    assert bool(got["named_data"]) == xnnpack   # no other file here has named data
+    assert bool(got["named_data"]) == delegated   # no other file here has named data
     # every constant tensor's bytes are one of the module's own weights, of its shape, or
     # a number of the graph's code (0-d: the 1.0 of `y - 1.0`); a memory-planned tensor's
     # data_buffer_idx picks its initial values among the mutable data instead

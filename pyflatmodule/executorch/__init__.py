@@ -23,6 +23,7 @@ timings per instruction (:mod:`pyflatmodule.executorch.profile`).
 import sys
 
 from .backends import BACKENDS, Backend, DelegateGraph, backend_of, xnnpack
+from .backends.vulkan import VkNode, VkValue, VulkanGraph
 from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 from .bundled import BundledProgram, TestCase, open_bundled
 from .data_file import DataFile
@@ -65,6 +66,6 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "ETDump", "ExtendedHeader", "Frame", "FreeCall", "Instruction", "InstructionProfile",
            "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
            "PlannedTensor", "ProfileEvent", "Program", "Quantization", "Region", "RunData",
-           "TensorSpec", "TestCase", "Timing", "ValueMeta",
+           "TensorSpec", "TestCase", "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph",
            "XnnGraph", "XnnNode", "XnnValue", "backend_of", "open_bundled", "open_etdump",
            "open_executorch", "timings"]

@@ -23,6 +23,9 @@ the payload (``XNNHeader.from_bytes``, and the flatbuffer decoded by ExecuTorch'
 with ExecuTorch's schema.fbs, as JSON), and for the quantized ones ``weights`` are the
 converted module's (the int8 weights torch quantized, with their scales) plus
 ``dequantize``: each quantized weight's parameters as the graph's dequantize node has them.
+``vulkan`` is the sample network lowered to Vulkan; its oracle adds ``vulkan``: per Vulkan
+delegate, ExecuTorch's header reader (``VulkanDelegateHeader.from_bytes``) and its reading
+of the graph (``flatbuffer_to_vk_graph``), as JSON.
 """
 import json
 import linecache
@@ -198,7 +201,7 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
             "external": mlp, "xnnpack_q8": lambda: quantized(False),
             "xnnpack_q8_channel": lambda: quantized(True), "xnnpack_fp16": fp16,
             "xnnpack_inline": mlp, "inline_constants": mlp, "cond_stacktrace": cond,
-            "mutable_init": cache, "xnnpack_specs": mlp}
+            "mutable_init": cache, "xnnpack_specs": mlp, "vulkan": sample}
 
 
 def _config(name: str) -> Tuple[Any, str]:
@@ -240,6 +243,10 @@ def _write(name: str) -> Dict[str, Any]:
             how += (" with delegation_spec DelegationSpec('XnnpackBackend', [CompileSpec("
                     "'dqlinear_partitioner', b''), CompileSpec('origin', b'tests')])")
         edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
+    elif name == "vulkan":
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+        edge = to_edge_transform_and_lower(exported, partitioner=[VulkanPartitioner()])
+        how = "to_edge_transform_and_lower(partitioner=[VulkanPartitioner()])"
     else:
         edge = to_edge(exported)
         how = "to_edge(...)"
@@ -317,7 +324,7 @@ def _plan(plan: Any) -> Dict[str, Any]:
         entry: Dict[str, Any] = {"kind": _kind(v.val)}
         if entry["kind"] == "Tensor":
             entry.update(_tensor(v.val))
-        elif entry["kind"] in ("Int", "Bool", "Double"):
+        elif entry["kind"] in ("Int", "Bool", "Double", "String"):
             entry["value"] = getattr(v.val, entry["kind"].lower() + "_val")
         elif entry["kind"] in ("IntList", "TensorList", "BoolList", "OptionalTensorList"):
             entry["items"] = list(v.val.items)
@@ -630,6 +637,23 @@ def _oracle_xnnpack(path: str) -> Dict[str, Any]:
     return {"delegates": out}
 
 
+def _oracle_vulkan(path: str) -> Dict[str, Any]:
+    """Per Vulkan delegate: ExecuTorch's header reader and its reading of the graph
+    (``flatbuffer_to_vk_graph``: its flatc with its schema.fbs), as JSON."""
+    import dataclasses
+
+    from executorch.backends.vulkan.serialization import vulkan_graph_serialize as V
+    from executorch.exir._serialize._dataclass import _DataclassEncoder
+    out = []
+    for plan, data in _payloads(path, "VulkanBackend"):
+        h = V.VulkanDelegateHeader.from_bytes(data[:V.VulkanDelegateHeader.EXPECTED_LENGTH])
+        assert h.is_valid()
+        graph = V.flatbuffer_to_vk_graph(V.extract_vk_flatbuffer(data))
+        out.append({"plan": plan, "payload_size": len(data), "header": dataclasses.asdict(h),
+                    "graph": json.loads(json.dumps(graph, cls=_DataclassEncoder))})
+    return {"delegates": out}
+
+
 # --------------------------------------------------------------------------- driver
 
 def _child(step: str, name: str, result: str) -> None:
@@ -652,6 +676,8 @@ def _child(step: str, name: str, result: str) -> None:
         res = _oracle_ptd(os.path.join(OUT, name + ".ptd"))
     elif step == "xnnpack":
         res = _oracle_xnnpack(os.path.join(OUT, name + ".pte"))
+    elif step == "vulkan":
+        res = _oracle_vulkan(os.path.join(OUT, name + ".pte"))
     else:
         res = _runtime(os.path.join(OUT, name + ".pte"))
     with open(result + ".json", "w", encoding="utf-8") as f:
@@ -691,10 +717,10 @@ def make(name: str) -> None:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
     oracle: Dict[str, Any] = {"writer": written.pop("writer")}
     for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()) + (
-            ("xnnpack",) if name in XNN_NAMES else ()):
+            ("xnnpack",) if name in XNN_NAMES else ()) + (("vulkan",) if name == "vulkan" else ()):
         res, more = _run(step, name)
-        if step == "xnnpack" and "error" in res:
-            raise SystemExit(f"{name}: reading its XNNPACK payloads failed: {res['error']}")
+        if step in ("xnnpack", "vulkan") and "error" in res:
+            raise SystemExit(f"{name}: reading its {step} payloads failed: {res['error']}")
         oracle["data_file" if step == "ptd" else step] = res
         arrays.update(more)
     pte = oracle.pop("pte")
@@ -718,7 +744,7 @@ def main(argv: List[str]) -> int:
     names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
              "channels_last", "xnnpack", "external", "xnnpack_q8", "xnnpack_q8_channel",
              "xnnpack_fp16", "xnnpack_inline", "inline_constants", "cond_stacktrace",
-             "mutable_init", "xnnpack_changed", "xnnpack_specs"] + XNN_NAMES
+             "mutable_init", "xnnpack_changed", "xnnpack_specs", "vulkan"] + XNN_NAMES
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)

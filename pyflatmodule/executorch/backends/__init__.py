@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from . import xnnpack
+from . import vulkan, xnnpack
 from .base import Backend, DelegateGraph, Payload, Resolver
 
 __all__ = ["BACKENDS", "Backend", "DelegateGraph", "Payload", "Resolver", "backend_of",
-           "xnnpack"]
+           "vulkan", "xnnpack"]
 
 #: Every backend whose payloads are read, by the id a program's delegates give.
-BACKENDS: Dict[str, Backend] = {b.id: b for b in (xnnpack.BACKEND,)}
+BACKENDS: Dict[str, Backend] = {b.id: b for b in (xnnpack.BACKEND, vulkan.BACKEND)}
 
 
 def backend_of(delegate_id: str) -> Optional[Backend]:
