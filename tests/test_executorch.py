@@ -29,9 +29,18 @@ ET = os.path.join(HERE, "data", "et")
 PROGRAMS = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".pte"))
 DATA_FILES = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".ptd"))
 #: Programs others wrote (tests/data/wild/SOURCES.json), with ExecuTorch's answers beside
-#: them (make_wild_data.py): read by exir like ours, named "wild/<stem>"
-WILD_PROGRAMS = sorted("wild/" + f[:-4] for f in os.listdir(os.path.join(HERE, "data", "wild"))
-                       if f.endswith(".pte"))
+#: them (make_wild_data.py): those exir reads (not the one that is no program at all),
+#: read by exir like ours, named "wild/<stem>"
+WILD = os.path.join(HERE, "data", "wild")
+
+
+def _exir_reads(stem: str) -> bool:
+    with open(os.path.join(WILD, stem + ".oracle.json"), encoding="utf-8") as f:
+        return "exir_error" not in json.load(f)
+
+
+WILD_PROGRAMS = sorted("wild/" + f[:-4] for f in os.listdir(WILD)
+                       if f.endswith(".pte") and _exir_reads(f[:-4]))
 EXIR_READ = PROGRAMS + WILD_PROGRAMS
 
 
@@ -53,7 +62,7 @@ def _weight(arrays: Any, w: Dict[str, Any]) -> np.ndarray:
 
 
 def _open(stem: str) -> Any:
-    data = [os.path.join(ET, stem + ".ptd")] if stem in DATA_FILES else []
+    data = [_base(stem) + ".ptd"] if os.path.exists(_base(stem) + ".ptd") else []
     return pfm.load(_base(stem) + ".pte", data=data)
 
 

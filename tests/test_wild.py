@@ -1,7 +1,8 @@
 """Files others wrote: every one ExecuTorch 1.5.1's runtime loads opens here.
 
-tests/data/wild/ holds programs, a bundled program and an ETDump copied byte for byte from
-public repositories (``SOURCES.json``: repository, path, commit, license, SHA-256), with
+tests/data/wild/ holds programs (one with a data file, one that is no program at all), a
+bundled program and an ETDump copied byte for byte from public repositories
+(``SOURCES.json``: repository, path, commit, license, SHA-256; LICENSES/), with
 ExecuTorch's answers beside each (tests/data/make_wild_data.py): exir's reading, and the
 runtime's ``load_program`` and ``load_method`` at both verification levels.
 test_executorch.py and test_etdump.py compare every value with exir's reading; here, the
@@ -29,8 +30,11 @@ WILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild")
 with open(os.path.join(WILD, "SOURCES.json"), encoding="utf-8") as _f:
     SOURCES: List[Dict[str, str]] = json.load(_f)["files"]
 PROGRAMS = [s["file"] for s in SOURCES if s["file"].endswith((".pte", ".bpte"))]
+#: Each program's data files (.ptd), by its name
+DATA = {s["file"]: [os.path.join(WILD, d) for d in s.get("data", [])] for s in SOURCES}
 #: ExecuTorch's ScalarType numbers (its schema's enum) of the dtypes these files use
-DTYPES = {0: "uint8", 1: "int8", 3: "int32", 4: "int64", 6: "float32", 27: "uint16"}
+DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
+          6: "float32", 7: "float64", 11: "bool", 15: "bfloat16", 27: "uint16"}
 #: Program's field ids (executorch_program.fbs) and DataSegment's
 PROGRAM_SEGMENTS = 4
 SEGMENT_FIELDS = (("offset", 0), ("size", 1))
@@ -47,9 +51,21 @@ def _program(f: Any) -> pfm.Program:
     return f.program if isinstance(f, pfm.BundledProgram) else f
 
 
+def _no_program(name: str) -> bool:
+    """Neither exir nor the runtime reads it: a file that is no program at all."""
+    oracle = _oracle(name)
+    return "exir_error" in oracle and not any(
+        r.get("load_program") == "ok" for r in oracle["runtime"].values())
+
+
+#: The programs something of ExecuTorch reads
+READ = [n for n in PROGRAMS if not _no_program(n)]
+
+
 def test_the_files_are_the_bytes_their_sources_name() -> None:
     listed = {s["file"] for s in SOURCES}
-    here = {n for n in os.listdir(WILD) if not n.endswith((".oracle.json", ".oracle.npz"))}
+    here = {n for n in os.listdir(WILD) if not n.endswith((".oracle.json", ".oracle.npz"))
+            and os.path.isfile(os.path.join(WILD, n))}
     assert here - {"SOURCES.json"} == listed
     for s in SOURCES:
         with open(os.path.join(WILD, s["file"]), "rb") as f:
@@ -67,8 +83,13 @@ def test_every_program_the_runtime_loads_opens_with_its_methods(name: str) -> No
     if not loaded:
         # ExecuTorch 1.5.1's runtime is built without the deprecated inline constant
         # buffer: InvalidProgram (0x23). exir reads it (test_executorch.py): it opens.
+        # And a file that is no program at all (exir cannot read it either) is refused.
         assert all(r["load_program"].endswith("error: 0x:23") for r in runtime.values())
-    with load_full(os.path.join(WILD, name)) as f:
+        if _no_program(name):
+            with pytest.raises(pfm.FormatError):
+                pfm.load(os.path.join(WILD, name))
+            return
+    with load_full(os.path.join(WILD, name), data=DATA[name]) as f:
         p = _program(f)
         for r in loaded:
             assert sorted(p.methods) == r["method_names"]
@@ -104,7 +125,7 @@ def _fields_past_their_table(data: bytes) -> List[Tuple[str, int]]:
     return out
 
 
-@pytest.mark.parametrize("name", [n for n in PROGRAMS if n.endswith(".pte")])
+@pytest.mark.parametrize("name", [n for n in READ if n.endswith(".pte")])
 def test_a_field_past_its_tables_declared_size_opens_and_strict_names_it(name: str) -> None:
     """Some of ExecuTorch's writers put a DataSegment's uint64 size at offset 4 of a
     table whose vtable declares 8 bytes: FlatBuffers' C++ verifier (the runtime's) bounds
@@ -127,7 +148,7 @@ def test_a_field_past_its_tables_declared_size_opens_and_strict_names_it(name: s
 def test_some_wild_programs_have_fields_past_their_tables() -> None:
     """The quirk above is in the files, not only in the tests' reading of them."""
     quirky = []
-    for name in PROGRAMS:
+    for name in READ:
         if name.endswith(".pte"):
             with open(os.path.join(WILD, name), "rb") as f:
                 if _fields_past_their_table(f.read()):
@@ -138,5 +159,8 @@ def test_some_wild_programs_have_fields_past_their_tables() -> None:
 @pytest.mark.parametrize("name", [s["file"] for s in SOURCES])
 def test_the_command_line_verifies_each(name: str) -> None:
     run = run_cli("verify", os.path.join(WILD, name))
+    if name in PROGRAMS and _no_program(name):
+        assert run.returncode == 1 and ": INVALID [" in run.stdout, run.stdout + run.stderr
+        return
     assert run.returncode == 0, run.stdout + run.stderr
     assert ": OK (" in run.stdout

@@ -2,6 +2,7 @@
 """ExecuTorch's answers for the files in tests/data/wild/: programs others wrote.
 
     python tests/data/make_wild_data.py            # needs executorch 1.5.1 and torch 2.13
+    python tests/data/make_wild_data.py --only a.pte,b.pte    # just those
 
 The files themselves are copied from public repositories, as their owners committed them
 (wild/SOURCES.json names each one's repository, path, commit and license); nothing here
@@ -13,7 +14,8 @@ may crash on a file it was not built for):
   flatbuffer reader and ``deserialize_pte_binary`` (as make_et_data.py writes them; the
   constant buffers' bytes in the npz);
 - ``runtime``: per verification level (``Minimal``, ``InternalConsistency``) the
-  runtime's ``load_program`` (``"ok"`` or its error), its method names, and per method
+  runtime's ``load_program`` (``"ok"`` or its error; given the data file SOURCES.json
+  names for the program, if any), its method names, and per method
   ``load_method``'s answer (``"ok"`` or the error, e.g. a kernel or backend this build
   lacks) and the method's input and output metadata (``null`` for one that is not a
   tensor); ``{"error": ...}`` if the runtime's child failed.
@@ -59,14 +61,25 @@ def _exir(path: str, result: str) -> None:
     np.savez(result + ".npz", **arrays.arrays)
 
 
+def _data_files(path: str) -> List[str]:
+    """The data files (.ptd) SOURCES.json gives for the program at ``path``."""
+    with open(os.path.join(WILD, "SOURCES.json"), encoding="utf-8") as f:
+        entry = {s["file"]: s for s in json.load(f)["files"]}[os.path.basename(path)]
+    return [os.path.join(WILD, d) for d in entry.get("data", [])]
+
+
 def _runtime(path: str, result: str) -> None:
     from executorch.runtime import Runtime, Verification
-    data = _program_bytes(path)
+    data_files = _data_files(path)
+    # the runtime takes a data file beside a program given by its path only
+    data: Any = path if data_files else _program_bytes(path)
+    more = {"data_path": data_files[0]} if data_files else {}
     out: Dict[str, Any] = {}
     for level in LEVELS:
         entry: Dict[str, Any] = {}
         try:
-            program = Runtime.get().load_program(data, verification=getattr(Verification, level))
+            program = Runtime.get().load_program(data, verification=getattr(Verification, level),
+                                                 **more)
         except Exception as e:  # noqa: BLE001 - the runtime's refusal is the answer
             out[level] = {"load_program": f"{type(e).__name__}: {e}"}
             continue
@@ -142,6 +155,9 @@ def main(argv: List[str]) -> int:
         return 0
     with open(os.path.join(WILD, "SOURCES.json"), encoding="utf-8") as f:
         sources = json.load(f)["files"]
+    if argv[1:2] == ["--only"]:
+        only = argv[2].split(",")
+        sources = [s for s in sources if s["file"] in only]
     for entry in sources:
         if entry["file"].endswith((".pte", ".bpte")):
             make(entry["file"])
