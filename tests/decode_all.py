@@ -183,10 +183,14 @@ def decode_program(p: pfm.Program) -> None:
             repr(d)
             graph = d.graph
             if graph is not None:
-                _ = graph.header, graph.version, graph.input_ids, graph.output_ids
-                _ = graph.nodes, graph.values, graph.missing
+                _ = graph.version, graph.input_ids, graph.output_ids
+                _ = graph.nodes, graph.values, graph.missing, graph.constant_layouts()
+                # what one backend's graph gives beside the common protocol
+                for extra in ("header", "files", "inputs", "outputs", "metadata", "spec"):
+                    _ = getattr(graph, extra, None)
                 for t in graph.constants().values():
                     touch(t)
+                repr(graph)
 
 
 def decode_data_file(d: pfm.DataFile) -> None:

@@ -45,11 +45,12 @@ RANK: Dict[str, Tuple[int, int]] = {name: (layer, k) for layer, (_, names) in en
 #: is the compiled C layer).
 INNER: Dict[str, List[str]] = {
     "core": ["_c", "names", "native", "options", "records", "source", "dtypes", "fbread",
-             "__init__"],
+             "protobuf", "__init__"],
     "ptmf": ["jit_source", "setstate", "type_names", "index", "tensors", "values",
              "functions", "decoder", "state_dict", "module", "__init__"],
     # backends/: the delegate readers' door (base), each backend's reader, their registry
-    "executorch": ["backends.base", "backends.xnnpack", "backends.vulkan", "backends",
+    "executorch": ["backends.base", "backends.xnnpack", "backends.vulkan",
+                   "backends.coreml", "backends",
                    "memory", "regions",
                    "file", "data_file", "program", "loader", "bundled", "etdump", "profile",
                    "__init__"],

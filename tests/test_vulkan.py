@@ -22,6 +22,7 @@ import pyflatmodule as pfm
 from pyflatmodule.executorch import VulkanGraph
 
 from support.checked import load_full
+from support.delegates import graphs
 from support.fbwalk import deref, element, field, root
 
 ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
@@ -37,13 +38,7 @@ DATATYPES = {0: "bool", 1: "uint8", 2: "int8", 3: "int32", 4: "float16", 5: "flo
 
 
 def _graphs(p: pfm.Program) -> List[VulkanGraph]:
-    out = []
-    for m in p.methods.values():
-        for d in m.delegates:
-            assert d.id == "VulkanBackend"
-            assert isinstance(d.graph, VulkanGraph)
-            out.append(d.graph)
-    return out
+    return graphs(p, "VulkanBackend", VulkanGraph)
 
 
 def test_the_file_holds_vulkan_delegates() -> None:

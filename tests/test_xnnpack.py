@@ -35,6 +35,7 @@ from pyflatmodule.executorch import Program
 from pyflatmodule.executorch.backends.xnnpack import XNN_NO_ID, XnnGraph
 
 from support.checked import load_full
+from support.delegates import graphs
 
 ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 STEMS = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel", "xnn_attention",
@@ -61,14 +62,7 @@ def _load(stem: str) -> Program:
 
 
 def _graphs(p: Program) -> List[XnnGraph]:
-    out = []
-    for m in p.methods.values():
-        for d in m.delegates:
-            assert d.id == "XnnpackBackend"
-            g = d.graph
-            assert g is not None
-            out.append(g)
-    return out
+    return graphs(p, "XnnpackBackend", XnnGraph)
 
 
 # ------------------------------------------------------------ the graph, as ExecuTorch reads it

@@ -23,6 +23,7 @@ timings per instruction (:mod:`pyflatmodule.executorch.profile`).
 import sys
 
 from .backends import BACKENDS, Backend, DelegateGraph, backend_of, xnnpack
+from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
 from .backends.vulkan import VkNode, VkValue, VulkanGraph
 from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 from .bundled import BundledProgram, TestCase, open_bundled
@@ -62,10 +63,11 @@ from .regions import ExtendedHeader, Region
 sys.modules[__name__ + ".xnnpack"] = xnnpack
 
 __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledProgram", "Chain",
-           "DataFile", "DebugEvent", "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph",
-           "ETDump", "ExtendedHeader", "Frame", "FreeCall", "Instruction", "InstructionProfile",
+           "CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph", "DataFile", "DebugEvent",
+           "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump",
+           "ExtendedHeader", "Frame", "FreeCall", "Instruction", "InstructionProfile",
            "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
-           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "Region", "RunData",
-           "TensorSpec", "TestCase", "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph",
-           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "open_bundled", "open_etdump",
-           "open_executorch", "timings"]
+           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "Region",
+           "RunData", "TensorSpec", "TestCase", "Timing", "ValueMeta", "VkNode", "VkValue",
+           "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "open_bundled",
+           "open_etdump", "open_executorch", "timings"]

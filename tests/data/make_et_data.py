@@ -25,7 +25,13 @@ converted module's (the int8 weights torch quantized, with their scales) plus
 ``dequantize``: each quantized weight's parameters as the graph's dequantize node has them.
 ``vulkan`` is the sample network lowered to Vulkan; its oracle adds ``vulkan``: per Vulkan
 delegate, ExecuTorch's header reader (``VulkanDelegateHeader.from_bytes``) and its reading
-of the graph (``flatbuffer_to_vk_graph``), as JSON.
+of the graph (``flatbuffer_to_vk_graph``), as JSON. ``coreml`` (the sample network) and
+``coreml_mlp`` are lowered to Core ML; their oracle adds ``coreml``: per Core ML delegate,
+the files ExecuTorch's own inmemoryfs unflattens the payload into
+(``executorchcoreml.unflatten_directory_contents``, their SHA-256) and coremltools'
+reading of the package (``MLModel(skip_model_load=True).get_spec()``: version, inputs,
+outputs, the main block's operations; each const operation's value, by coremltools'
+``BlobReader`` or the spec's protobuf, in the npz).
 """
 import json
 import linecache
@@ -201,7 +207,8 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Any]]]:
             "external": mlp, "xnnpack_q8": lambda: quantized(False),
             "xnnpack_q8_channel": lambda: quantized(True), "xnnpack_fp16": fp16,
             "xnnpack_inline": mlp, "inline_constants": mlp, "cond_stacktrace": cond,
-            "mutable_init": cache, "xnnpack_specs": mlp, "vulkan": sample}
+            "mutable_init": cache, "xnnpack_specs": mlp, "vulkan": sample,
+            "coreml": sample, "coreml_mlp": mlp}
 
 
 def _config(name: str) -> Tuple[Any, str]:
@@ -243,6 +250,10 @@ def _write(name: str) -> Dict[str, Any]:
             how += (" with delegation_spec DelegationSpec('XnnpackBackend', [CompileSpec("
                     "'dqlinear_partitioner', b''), CompileSpec('origin', b'tests')])")
         edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
+    elif name.startswith("coreml"):
+        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+        edge = to_edge_transform_and_lower(exported, partitioner=[CoreMLPartitioner()])
+        how = "to_edge_transform_and_lower(partitioner=[CoreMLPartitioner()])"
     elif name == "vulkan":
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
         edge = to_edge_transform_and_lower(exported, partitioner=[VulkanPartitioner()])
@@ -637,6 +648,75 @@ def _oracle_xnnpack(path: str) -> Dict[str, Any]:
     return {"delegates": out}
 
 
+def _oracle_coreml(path: str, arrays: _Arrays) -> Dict[str, Any]:
+    """Per Core ML delegate: the files ExecuTorch's inmemoryfs unflattens its payload into,
+    and coremltools' reading of the package (see the module docstring); each constant's
+    bytes in ``arrays`` as ``coreml<k>/<value name>``."""
+    import hashlib
+
+    import coremltools as ct
+    import numpy as np
+    from coremltools.libmilstoragepython import _BlobStorageReader
+    from coremltools.proto import FeatureTypes_pb2
+    from executorch.backends.apple.coreml import executorchcoreml
+    array_types = FeatureTypes_pb2.ArrayFeatureType.ArrayDataType
+    readers = {"FLOAT16": ("read_fp16_data", "<f2"), "FLOAT32": ("read_float_data", "<f4")}
+    out = []
+    for k, (plan, data) in enumerate(_payloads(path, "CoreMLBackend")):
+        with tempfile.TemporaryDirectory() as tmp:
+            assert executorchcoreml.unflatten_directory_contents(data, tmp)
+            (root,) = os.listdir(tmp)
+            root = os.path.join(tmp, root)
+            files = {}
+            for d, _, names in os.walk(root):
+                for n in names:
+                    with open(os.path.join(d, n), "rb") as f:
+                        rel = os.path.relpath(os.path.join(d, n), root).replace(os.sep, "/")
+                        files[rel] = hashlib.sha256(f.read()).hexdigest()
+            package = os.path.join(root, "model.mlpackage")
+            spec = ct.models.MLModel(package, skip_model_load=True).get_spec()
+            weights = os.path.join(package, "Data", "com.apple.CoreML", "weights",
+                                   "weight.bin")
+            blobs = _BlobStorageReader(weights) if os.path.exists(weights) else None
+            main = spec.mlProgram.functions["main"]
+            block = main.block_specializations[main.opset]
+            ops, constants = [], {}
+            for op in block.operations:
+                ops.append({"type": op.type, "outputs": [o.name for o in op.outputs]})
+                if op.type != "const" or "val" not in op.attributes:
+                    continue
+                val, name = op.attributes["val"], op.outputs[0].name
+                dtype = ct.proto.MIL_pb2.DataType.Name(val.type.tensorType.dataType)
+                if val.HasField("blobFileValue"):
+                    assert blobs is not None
+                    read, np_dtype = readers[dtype]
+                    a = np.asarray(getattr(blobs, read)(val.blobFileValue.offset))
+                    a = a.view(np_dtype)
+                elif val.immediateValue.tensor.HasField("bytes") and dtype == "FLOAT16":
+                    a = np.frombuffer(val.immediateValue.tensor.bytes.values, "<f2")
+                elif val.immediateValue.tensor.HasField("floats"):
+                    a = np.array(val.immediateValue.tensor.floats.values, "<f4")
+                else:
+                    continue
+                constants[name] = {"dtype": dtype.lower(),
+                                   "array": arrays.put(f"coreml{k}/{name}", a.tobytes())}
+
+            def feature(f: Any) -> Dict[str, Any]:
+                t = f.type
+                return {"name": f.name, "kind": t.WhichOneof("Type"),
+                        "shape": list(t.multiArrayType.shape),
+                        "dataType": array_types.Name(t.multiArrayType.dataType).lower()}
+            out.append({"plan": plan, "payload_size": len(data),
+                        "root": os.path.basename(root), "files": files,
+                        "specification_version": spec.specificationVersion,
+                        "inputs": [feature(f) for f in spec.description.input],
+                        "outputs": [feature(f) for f in spec.description.output],
+                        "function_inputs": [i.name for i in main.inputs],
+                        "block_outputs": list(block.outputs), "operations": ops,
+                        "constants": constants})
+    return {"delegates": out}
+
+
 def _oracle_vulkan(path: str) -> Dict[str, Any]:
     """Per Vulkan delegate: ExecuTorch's header reader and its reading of the graph
     (``flatbuffer_to_vk_graph``: its flatc with its schema.fbs), as JSON."""
@@ -678,6 +758,8 @@ def _child(step: str, name: str, result: str) -> None:
         res = _oracle_xnnpack(os.path.join(OUT, name + ".pte"))
     elif step == "vulkan":
         res = _oracle_vulkan(os.path.join(OUT, name + ".pte"))
+    elif step == "coreml":
+        res = _oracle_coreml(os.path.join(OUT, name + ".pte"), arrays)
     else:
         res = _runtime(os.path.join(OUT, name + ".pte"))
     with open(result + ".json", "w", encoding="utf-8") as f:
@@ -717,9 +799,10 @@ def make(name: str) -> None:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
     oracle: Dict[str, Any] = {"writer": written.pop("writer")}
     for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()) + (
-            ("xnnpack",) if name in XNN_NAMES else ()) + (("vulkan",) if name == "vulkan" else ()):
+            ("xnnpack",) if name in XNN_NAMES else ()) + (("vulkan",) if name == "vulkan" else ()) \
+            + (("coreml",) if name.startswith("coreml") else ()):
         res, more = _run(step, name)
-        if step in ("xnnpack", "vulkan") and "error" in res:
+        if step in ("xnnpack", "vulkan", "coreml") and "error" in res:
             raise SystemExit(f"{name}: reading its {step} payloads failed: {res['error']}")
         oracle["data_file" if step == "ptd" else step] = res
         arrays.update(more)
@@ -744,7 +827,8 @@ def main(argv: List[str]) -> int:
     names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
              "channels_last", "xnnpack", "external", "xnnpack_q8", "xnnpack_q8_channel",
              "xnnpack_fp16", "xnnpack_inline", "inline_constants", "cond_stacktrace",
-             "mutable_init", "xnnpack_changed", "xnnpack_specs", "vulkan"] + XNN_NAMES
+             "mutable_init", "xnnpack_changed", "xnnpack_specs", "vulkan", "coreml",
+             "coreml_mlp"] + XNN_NAMES
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)

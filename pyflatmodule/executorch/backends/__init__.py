@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from . import vulkan, xnnpack
+from . import coreml, vulkan, xnnpack
 from .base import Backend, DelegateGraph, Payload, Resolver
 
 __all__ = ["BACKENDS", "Backend", "DelegateGraph", "Payload", "Resolver", "backend_of",
-           "vulkan", "xnnpack"]
+           "coreml", "vulkan", "xnnpack"]
 
 #: Every backend whose payloads are read, by the id a program's delegates give.
-BACKENDS: Dict[str, Backend] = {b.id: b for b in (xnnpack.BACKEND, vulkan.BACKEND)}
+BACKENDS: Dict[str, Backend] = {b.id: b for b in (xnnpack.BACKEND, vulkan.BACKEND,
+                                                       coreml.BACKEND)}
 
 
 def backend_of(delegate_id: str) -> Optional[Backend]:
