@@ -50,7 +50,7 @@ INNER: Dict[str, List[str]] = {
              "functions", "decoder", "state_dict", "module", "__init__"],
     # backends/: the delegate readers' door (base), each backend's reader, their registry
     "executorch": ["backends.base", "backends.xnnpack", "backends.vulkan",
-                   "backends.coreml", "backends",
+                   "backends.coreml", "backends.qnn", "backends",
                    "memory", "regions",
                    "file", "data_file", "program", "loader", "bundled", "etdump", "profile",
                    "__init__"],

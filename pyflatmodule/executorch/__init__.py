@@ -24,6 +24,7 @@ import sys
 
 from .backends import BACKENDS, Backend, DelegateGraph, backend_of, xnnpack
 from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
+from .backends.qnn import QnnContext
 from .backends.vulkan import VkNode, VkValue, VulkanGraph
 from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
 from .bundled import BundledProgram, TestCase, open_bundled
@@ -67,7 +68,7 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump",
            "ExtendedHeader", "Frame", "FreeCall", "Instruction", "InstructionProfile",
            "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
-           "PlannedTensor", "ProfileEvent", "Program", "Quantization", "Region",
+           "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "Region",
            "RunData", "TensorSpec", "TestCase", "Timing", "ValueMeta", "VkNode", "VkValue",
            "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "open_bundled",
            "open_etdump", "open_executorch", "timings"]

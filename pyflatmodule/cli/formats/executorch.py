@@ -173,8 +173,15 @@ def _registers(ids: Sequence[int], mark: str = "%") -> str:
     return ", ".join(f"{mark}{i}" for i in ids)
 
 
+#: What a graph whose payload is not read (no nodes, no values) says of itself.
+_NOT_READ = "its contents are the backend's own format, not read"
+
+
 def _print_graph(ctx: Context, g: Json) -> None:
     st = ctx.style
+    if not g["nodes"] and not g["values"]:
+        ctx.print(st(f"             {g['backend']} graph: {_NOT_READ}", "dim"))
+        return
     ctx.print(st(f"             {g['backend']} graph: {plural(len(g['nodes']), 'node')}, inputs "
                  f"({_registers(g['inputs'], 'v')}) -> ({_registers(g['outputs'], 'v')})",
                  "dim"))
@@ -384,6 +391,8 @@ def _tree_line(st: Style, node: Json) -> str:
                 f"{node['bytes']:,} bytes)")
     if kind == "named_data":
         return st(f"named data, {node['bytes']:,} bytes", "dim")
+    if kind.endswith("_graph") and not node["nodes"] and not node["values"]:
+        return f"{st(node['backend'] + ' graph', 'cyan')}: {_NOT_READ}"
     if kind.endswith("_graph"):
         kinds = ", ".join(f"{n} {k}" for k, n in node["node_kinds"].items())
         return (f"{st(node['backend'] + ' graph', 'cyan')}: {plural(node['nodes'], 'node')} "
