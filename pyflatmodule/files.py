@@ -34,6 +34,7 @@ from .executorch import (
     open_bundled,
     open_etdump,
     open_executorch,
+    refuse_native_code,
 )
 from .ptmf import Module, VerifyReport, open_module, verify_module
 
@@ -292,7 +293,10 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (),
         if format_of(head) is BY_NAME["ptmf"] and not data and debug_buffer is None:
             return verify_module(opened, options)
         with _open(head, opened, options, Extras(data, debug_buffer)) as f:
-            return f.info()
+            info = f.info()
+            if strict:
+                refuse_native_code(info)
+            return info
     finally:
         if isinstance(opened, OpenedPath):
             opened.close()

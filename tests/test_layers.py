@@ -51,7 +51,7 @@ INNER: Dict[str, List[str]] = {
     # backends/: the delegate readers' door (base), each backend's reader, their registry
     "executorch": ["backends.base", "backends.xnnpack", "backends.vulkan",
                    "backends.coreml", "backends.qnn", "backends",
-                   "memory", "regions",
+                   "native_code", "memory", "regions",
                    "file", "data_file", "program", "loader", "bundled", "etdump", "profile",
                    "__init__"],
 }

@@ -15,7 +15,8 @@
     X(ET_E_MISSING_DATA, "external tensor data is in none of the data files given") \
     X(ET_E_DATA_MISMATCH, "external tensor data does not match the tensor's dtype and size") \
     X(ET_E_NUL_IN_NAME, "a name the runtime reads as a C string holds a NUL byte") \
-    X(ET_E_BAD_EXTERNAL, "a delegate call passes fewer arguments than its graph's external values need")
+    X(ET_E_BAD_EXTERNAL, "a delegate call passes fewer arguments than its graph's external values need") \
+    X(ET_E_NATIVE_CODE, "the file holds native code, an executable image the runtime may load and run (rejected in strict mode)")
 
 FB_STATUS_CODES(et_status, ET);
 extern const fb_status_block et_statuses;

@@ -40,6 +40,7 @@ from .etdump import (
 )
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
+from .native_code import NativeImage, describe_native_code, refuse_native_code
 from .profile import BlockProfile, InstructionProfile, Timing, timings
 from .program import (
                      Chain,
@@ -67,8 +68,9 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph", "DataFile", "DebugEvent",
            "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump",
            "ExtendedHeader", "Frame", "FreeCall", "Instruction", "InstructionProfile",
-           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "Operator",
+           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "NativeImage",
+           "Operator",
            "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "Region",
            "RunData", "TensorSpec", "TestCase", "Timing", "ValueMeta", "VkNode", "VkValue",
-           "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "open_bundled",
-           "open_etdump", "open_executorch", "timings"]
+           "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code",
+           "open_bundled", "open_etdump", "open_executorch", "refuse_native_code", "timings"]

@@ -131,7 +131,10 @@ class BundledProgram(Holder):
         return {"format": "bpte", "size": self.size, "version": self.version,
                 "program_offset": start, "program_size": end - start,
                 "test_suites": int(s.n_suites), "test_cases": int(s.n_cases),
-                "test_tensors": int(s.n_tensors)}
+                "test_tensors": int(s.n_tensors),
+                # the embedded program's, located in this file
+                "native_code": [i._replace(where="program." + i.where, offset=i.offset + start)
+                                ._asdict() for i in self.program.native_code()]}
 
     def close(self) -> None:
         """Drop this object's hold on the mapping and its program's; arrays taken earlier

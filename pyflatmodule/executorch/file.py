@@ -3,7 +3,7 @@ records and named data, the tensors' layouts, the file's lifetime."""
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.records import struct_dtype
 from ..core.source import Holder, Source, file_identity
+from .native_code import NativeImage, find_native_code
 
 #: The C index's records: one per tensor, one per named data entry.
 RECORD = struct_dtype("et_record")
@@ -102,6 +103,19 @@ class _File(Holder, abc.ABC):
         _, blobs = self._index()
         return {decode_text(self._buf, int(b["key"]), int(b["key_len"])):
                 self._bytes(int(b["data"]), int(b["size"])) for b in blobs}
+
+    def native_code(self) -> List[NativeImage]:
+        """Every executable image (ELF, Mach-O, PE) that starts a named data entry or, in a
+        program, a delegate payload: code the runtime may load and run
+        (:mod:`pyflatmodule.executorch.native_code`). ``verify(strict=True)`` refuses a
+        file that holds any."""
+        return find_native_code(self._native_blobs())
+
+    def _native_blobs(self) -> List[Tuple[str, int, memoryview]]:
+        """(where, file offset, bytes) of everything that may hold native code."""
+        _, blobs = self._index()
+        return [(f"named_data[{decode_text(self._buf, int(b['key']), int(b['key_len']))!r}]",
+                 int(b["data"]), self._bytes(int(b["data"]), int(b["size"]))) for b in blobs]
 
     @property
     def version(self) -> int:

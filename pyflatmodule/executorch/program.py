@@ -694,7 +694,13 @@ class Program(_File):
                 "external_tensors": int(np.count_nonzero(
                     records["stored"] == lib.ET_STORED_EXTERNAL)),
                 "data_files": len(self.data_files), "missing_data": self.missing_data,
+                "native_code": [i._asdict() for i in self.native_code()],
                 "methods": methods}
+
+    def _native_blobs(self) -> List[Tuple[str, int, memoryview]]:
+        """Named data, then every delegate payload, by where it is."""
+        return super()._native_blobs() + [
+            (d.name, d._span()[0], d.data) for m in self.methods.values() for d in m.delegates]
 
     def _describe(self) -> str:
         try:

@@ -22,12 +22,15 @@ from ...executorch import (
     MemoryPlan,
     Method,
     MoveCall,
+    NativeImage,
     Program,
     Region,
     TensorSpec,
     TestCase,
     ValueMeta,
     backend_of,
+    describe_native_code,
+    refuse_native_code,
 )
 from ...files import load
 from ..common import CliError, Context, Json, Style, human, plural
@@ -239,6 +242,10 @@ class _ExecuTorchFile(FileFormat):
         ctx.print(f"  flatbuffer: {s['flatbuffer_size']:,} bytes   segment data: "
                   f"{s['segment_data_size']:,} bytes in {plural(s['segments'], 'segment')}")
         cls._print_contents(ctx, s)
+        if s["native_code"]:
+            images = (NativeImage(**i) for i in s["native_code"])
+            ctx.print(ctx.style(f"  holds native code: {describe_native_code(images)}",
+                                "yellow"))
 
     @staticmethod
     @abc.abstractmethod
@@ -248,7 +255,21 @@ class _ExecuTorchFile(FileFormat):
     @classmethod
     def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
         with load(path, strict=strict, data=data if cls.opens is Program else ()) as f:
-            return cls._verify_fields(f.info())
+            return cls._checked(f.info(), strict, cls._verify_fields(f.info()))
+
+    @staticmethod
+    def _checked(info: Json, strict: bool, fields: Json) -> Json:
+        """``verify``'s fields with the native code the file holds (``info``'s), which
+        strict mode refuses."""
+        if strict:
+            refuse_native_code(info)
+        return {**fields, "native_code": info["native_code"]}
+
+    @staticmethod
+    def _native_note(result: Json) -> str:
+        """What ``verify`` adds to its line of a file that holds native code."""
+        images = [NativeImage(**i) for i in result.get("native_code", [])]
+        return f", holds native code: {describe_native_code(images)}" if images else ""
 
     @staticmethod
     @abc.abstractmethod
@@ -462,7 +483,7 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def verify_line(cls, result: Json) -> str:
         return (f"{result['size']:,} bytes, {cls.file_format().title}, "
                 f"{plural(result['methods'], 'method')}, {result['values']:,} values, "
-                f"{result['tensors']:,} constant tensors")
+                f"{result['tensors']:,} constant tensors" + cls._native_note(result))
 
     def _plans(self) -> List[Tuple[str, Method]]:
         return list(self.file.methods.items())
@@ -557,7 +578,7 @@ class ExecuTorchDataFile(_ExecuTorchFile):
     @classmethod
     def verify_line(cls, result: Json) -> str:
         return (f"{result['size']:,} bytes, {cls.file_format().title}, {result['tensors']:,} "
-                f"tensors, {result['named_data']:,} named data")
+                f"tensors, {result['named_data']:,} named data" + cls._native_note(result))
 
     def _tree_tensors(self) -> Dict[str, Tensor]:
         return dict(self.file.tensors)
@@ -634,8 +655,9 @@ class ExecuTorchBundled(ExecuTorchProgram):
         with load(path, strict=strict) as f:
             assert isinstance(f, BundledProgram)
             info = f.info()
-            return {**cls._verify_fields(f.program.info()), "format": "bpte",
-                    "size": info["size"], "test_cases": info["test_cases"]}
+            return cls._checked(info, strict, {
+                **cls._verify_fields(f.program.info()), "format": "bpte",
+                "size": info["size"], "test_cases": info["test_cases"]})
 
     @classmethod
     def verify_line(cls, result: Json) -> str:
