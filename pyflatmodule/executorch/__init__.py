@@ -57,6 +57,7 @@ from .program import (
                      Program,
                      TensorSpec,
                      ValueMeta,
+                     operands,
 )
 from .regions import ExtendedHeader, Region
 
@@ -73,4 +74,5 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "Region",
            "RunData", "TensorSpec", "TestCase", "Timing", "ValueMeta", "VkNode", "VkValue",
            "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code",
-           "open_bundled", "open_etdump", "open_executorch", "refuse_native_code", "timings"]
+           "open_bundled", "open_etdump", "open_executorch", "operands", "refuse_native_code",
+           "timings"]

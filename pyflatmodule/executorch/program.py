@@ -109,6 +109,17 @@ class FreeCall(NamedTuple):
 Instruction = Union[KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall]
 
 
+def operands(ins: Instruction) -> List[int]:
+    """The value indices an instruction names, in order: a kernel's or a delegate's
+    arguments, a move's source and destination, the value a free releases, a jump's
+    condition (its destination is an instruction)."""
+    if isinstance(ins, JumpFalseCall):
+        return [ins.cond_value_index]
+    if isinstance(ins, (MoveCall, FreeCall)):
+        return list(ins)
+    return list(ins.args)
+
+
 class Frame(NamedTuple):
     """One frame of an instruction's stack trace."""
     filename: Optional[str]
@@ -336,12 +347,7 @@ class Method(_Ports):
         out = []
         for c in self.chains:
             for ins in c.instructions:
-                if isinstance(ins, JumpFalseCall):
-                    named = [ins.cond_value_index]
-                elif isinstance(ins, (MoveCall, FreeCall)):
-                    named = list(ins)
-                else:
-                    named = list(ins.args)
+                named = operands(ins)
                 used = list(named)
                 for v in named:
                     if 0 <= v < len(values) and values.kind(v) in ("TensorList",

@@ -16,12 +16,10 @@ from ...executorch import (
     DelegateCall,
     DelegateGraph,
     Frame,
-    FreeCall,
     JumpFalseCall,
     KernelCall,
     MemoryPlan,
     Method,
-    MoveCall,
     NativeImage,
     Program,
     Region,
@@ -30,6 +28,7 @@ from ...executorch import (
     ValueMeta,
     backend_of,
     describe_native_code,
+    operands,
     refuse_native_code,
 )
 from ...files import load
@@ -154,12 +153,8 @@ def disassemble(m: Method) -> Json:
                 if ins.delegate_index in graphs:
                     entry["graph"] = graphs[ins.delegate_index]
             if isinstance(ins, JumpFalseCall):
-                used = [ins.cond_value_index]
                 entry["jump_to"] = ins.destination_instruction
-            elif isinstance(ins, (MoveCall, FreeCall)):
-                used = [v for v in ins if isinstance(v, int)]
-            else:
-                used = list(getattr(ins, "args", ()))
+            used = operands(ins)
             entry["operands"] = used
             entry["values"] = [{"index": i, "text": value_text(m, i)}
                                for i in dict.fromkeys(used)]   # each value once
