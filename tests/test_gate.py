@@ -22,7 +22,7 @@ import pytest
 import pyflatmodule as pfm
 
 from support.checked import load_full
-from support.fbwalk import deref, element, field, grow, root, u32, zero_slot
+from support.fbwalk import deref, element, field, grow, root, slot, u32, zero_slot
 from support.runtime import HAS_RUNTIME, runtime_verdicts
 
 ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
@@ -633,3 +633,43 @@ def test_a_segment_no_one_uses_may_lie_past_the_file() -> None:
 def test_the_runtime_takes_a_segment_no_one_uses_past_the_file() -> None:
     got = runtime_verdicts([(_unused_segment_at(o), None) for o in (0, len(CONV), 1 << 40)])
     assert [v["verdict"] for v in got] == ["ok"] * 6, got
+
+
+WILD_ID = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild",
+                       "berry_id.pte")
+
+
+def _nameless_unused_operator() -> bytes:
+    """The fidelity campaign's finding (seed 20261205, mutant 19927): berry_id.pte (an
+    identity: its plan has no instructions) with the plan's vtable slot of ``operators``
+    (field 6) made the slot of ``inputs`` (field 3). ``inputs`` is [0]: read as a vector
+    of tables, its element is an offset of 0, a table at the element whose vtable is
+    itself, of size 0: an operator without a name, which no kernel call names."""
+    with open(WILD_ID, "rb") as f:
+        data = bytearray(f.read())
+    plan = element(bytes(data), root(bytes(data)), 1, 0)
+    assert field(bytes(data), plan, 3) - plan == 16
+    struct.pack_into("<H", data, slot(bytes(data), plan, 6), 16)
+    return bytes(data)
+
+
+def test_an_operator_no_kernel_call_names_needs_no_name() -> None:
+    """The runtime reads an operator's name when a KernelCall names it (to find its
+    kernel; without one it logs the operator missing): one no call names opens, as the
+    runtime runs it; an operator a call names still needs its name (operator.name in
+    test_a_field_the_runtime_requires_is_required)."""
+    with load_full(_nameless_unused_operator()) as p:
+        (m,) = p.methods.values()
+        assert [str(o) for o in m.operators] == [""]
+        assert not any(c.instructions for c in m.chains)
+    # strict mode names the element's offset of 0, which a builder never writes, and not
+    # the name, which the schema does not require
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.verify(_nameless_unused_operator(), strict=True)
+    assert e.value.code == "zero_offset", e.value
+
+
+@pytest.mark.skipif(not HAS_RUNTIME, reason="needs executorch's runtime")
+def test_the_runtime_runs_a_plan_with_a_nameless_unused_operator() -> None:
+    got = runtime_verdicts([(_nameless_unused_operator(), None)])
+    assert [v["verdict"] for v in got] == ["ok", "ok"], got

@@ -531,12 +531,46 @@ static int c_string(ctx *c, const tbl *t, const fb_field *f, int refuse) {
 }
 
 /* Operator i of a plan's `operators`: the runtime looks its kernel up by name and
- * overload, read as C strings (a NUL inside ends them: strict mode only). */
-static int operator_names(ctx *c, const vec *operators, uint32_t i) {
+ * overload, read as C strings (a NUL inside ends them: strict mode only). Counts in
+ * *nameless an operator without its name. */
+static int operator_names(ctx *c, const vec *operators, uint32_t i, uint32_t *nameless) {
     tbl t;
     TRY(vec_table(c, operators, i, &t));
+    if (!tbl_has(c, &t, et_operator[ET_OPERATOR_NAME].id)) (*nameless)++;
     TRY(c_string(c, &t, &et_operator[ET_OPERATOR_NAME], 0));
     return c_string(c, &t, &et_operator[ET_OPERATOR_OVERLOAD], 0);
+}
+
+/* Every operator a KernelCall of the (already walked) chains names has its name: the
+ * runtime resolves that operator's kernel by it, and logs it missing without one. An
+ * operator no call names is never read (the fidelity campaign: a plan with a nameless
+ * unused operator loads and runs). One pass over the calls, run only when some operator
+ * has no name. */
+static int used_operators_named(walk *w, const vec *chains, const vec *operators) {
+    ctx *c = &w->c;
+    const fb_field *args = &et_instruction[ET_INSTRUCTION_INSTR_ARGS];
+    uint32_t i, k;
+    for (i = 0; i < chains->count; i++) {
+        tbl t;
+        vec instructions;
+        TRY(vec_table(c, chains, i, &t));
+        TRY(fld_vec(c, &t, &et_chain[ET_CHAIN_INSTRUCTIONS], &instructions));
+        for (k = 0; k < instructions.count; k++) {
+            union_value u;
+            tbl ins, op;
+            int32_t index;
+            TRY(vec_table(c, &instructions, k, &ins));
+            TRY(union_open(c, &ins, args, &et_schema_file.decls[args->ref], &u));
+            if (u.type != ET_INSTRUCTION_ARGUMENTS_KERNEL_CALL) continue;
+            TRY(fld_i32(c, &u.table, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], &index));
+            TRY(vec_table(c, operators, (uint32_t)index, &op));   /* in range: walked */
+            if (!tbl_has(c, &op, et_operator[ET_OPERATOR_NAME].id))
+                TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], index,
+                             fail_at(c, &et_operator[ET_OPERATOR_NAME], NO_INDEX,
+                                     FB_E_MISSING_FIELD, op.pos));
+        }
+    }
+    return FB_OK;
 }
 
 /* Compile spec i of a delegate's `compile_specs`: the runtime hands its key to the
@@ -621,7 +655,7 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
     vec chains, operators, delegates, devices;
     tbl plan;
     const tbl *t = &plan;
-    uint32_t i;
+    uint32_t i, nameless = 0;
     int rc;
     TRY(vec_table(c, plans, index, &plan));
     TRY(c_string(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NAME], 0));
@@ -644,7 +678,8 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
         TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], i, chain(w, &chains, i));
     for (i = 0; i < operators.count; i++)
         TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], i,
-                     operator_names(c, &operators, i));
+                     operator_names(c, &operators, i, &nameless));
+    if (nameless) TRY(used_operators_named(w, &chains, &operators));
     for (i = 0; i < delegates.count; i++)
         TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], i,
                      delegate(w, &delegates, i, n_inline));

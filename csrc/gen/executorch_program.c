@@ -138,7 +138,7 @@ const fb_field et_e_value[ET_E_VALUE_FIELD_COUNT] = {
 };
 
 const fb_field et_operator[ET_OPERATOR_FIELD_COUNT] = {
-    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, FB_REQUIRED, 0, 0.0, FB_NO_REF},
+    {"name", ".name", 0, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
     {"overload", ".overload", 1, FB_STRING, FB_OFFSET, 4, 4, 1, 1, 0, 0, 0, 0.0, FB_NO_REF},
 };
 
