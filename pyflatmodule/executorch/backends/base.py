@@ -26,7 +26,8 @@ from ...core.dtypes import QuantizedTensor
 from ...core.native import format_error, lib
 from ...core.options import Options
 
-__all__ = ["Backend", "DelegateGraph", "Payload", "Resolver", "named_bytes", "payload_bytes"]
+__all__ = ["Backend", "DelegateGraph", "Payload", "Resolver", "header_fields", "named_bytes",
+           "payload_bytes"]
 
 #: Bytes a named data key resolves to, or None when no file given holds it.
 Resolver = Callable[[str], Optional[memoryview]]
@@ -124,3 +125,13 @@ def payload_bytes(data: memoryview, offset: int, nbytes: int) -> np.ndarray:
     raw = np.frombuffer(data, np.uint8, nbytes, offset)
     raw.flags.writeable = False
     return raw
+
+
+def header_fields(h: Any) -> Dict[str, int]:
+    """A payload header XNNPACK's and Vulkan's payloads share (the C core's
+    ``payload_header``) as their graphs' ``header`` gives it: the flatbuffer's and the
+    constant data's offset and size in the payload."""
+    return {"flatbuffer_offset": int(h.flatbuffer_offset),
+            "flatbuffer_size": int(h.flatbuffer_size),
+            "constant_data_offset": int(h.constant_offset),
+            "constant_data_size": int(h.constant_size)}

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core.fbread import Table, decode_text, enum_names, schema_of
 from ...core.native import c_buffer, check, ffi, lib, new_error
-from .base import Backend, Payload, named_bytes, payload_bytes
+from .base import Backend, Payload, header_fields, named_bytes, payload_bytes
 
 __all__ = ["BACKEND", "VkNode", "VkValue", "VulkanGraph"]
 
@@ -120,11 +120,7 @@ class VulkanGraph:
     def header(self) -> Dict[str, int]:
         """The payload's VH00 header: the flatbuffer's and the constant bytes' offset and
         size in the payload."""
-        h = self._summary.header
-        return {"flatbuffer_offset": int(h.flatbuffer_offset),
-                "flatbuffer_size": int(h.flatbuffer_size),
-                "constant_data_offset": int(h.constant_offset),
-                "constant_data_size": int(h.constant_size)}
+        return header_fields(self._summary.header)
 
     @property
     def version(self) -> str:

@@ -31,7 +31,7 @@ from ...core.dtypes import QuantizedTensor, numpy_dtype
 from ...core.fbread import Table, decode_text, enum_names, schema_of
 from ...core.native import c_buffer, check, ffi, lib, new_error
 from ...core.options import Options
-from .base import Backend, Payload, Resolver, named_bytes, payload_bytes
+from .base import Backend, Payload, Resolver, header_fields, named_bytes, payload_bytes
 
 __all__ = ["BACKEND", "DATATYPES", "Quantization", "TorchLayout", "XnnGraph", "XnnNode",
            "XnnValue", "XNN_NO_ID", "is_legacy"]
@@ -249,11 +249,7 @@ class XnnGraph:
     def header(self) -> Dict[str, int]:
         """The payload's XH00 header: flatbuffer and constant data (offset and size in
         the payload; a payload without the header is all flatbuffer)."""
-        h = self._summary.header
-        return {"flatbuffer_offset": int(h.flatbuffer_offset),
-                "flatbuffer_size": int(h.flatbuffer_size),
-                "constant_data_offset": int(h.constant_offset),
-                "constant_data_size": int(h.constant_size)}
+        return header_fields(self._summary.header)
 
     @property
     def arguments(self) -> int:
