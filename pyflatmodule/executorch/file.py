@@ -64,6 +64,13 @@ class _File(Holder, abc.ABC):
         return Table(self._schema, self._buf, int(self._summary.root), self._schema.root)
 
     def _index(self) -> Tuple[np.ndarray, np.ndarray]:
+        """The C index (tensor records, named data records), read once; a program checks
+        its plans first (:meth:`Program._index`)."""
+        return self._read_index()
+
+    def _read_index(self) -> Tuple[np.ndarray, np.ndarray]:
+        """The C index, without the plan check a program's :meth:`_index` adds: the path
+        of that check itself (its plans' C checks passed first)."""
         if self._records is None or self._blobs is None:
             s = self._summary
             tensors = ffi.new("et_record[]", max(1, s.n_tensors))
@@ -100,7 +107,11 @@ class _File(Holder, abc.ABC):
     @property
     def named_data(self) -> Dict[str, memoryview]:
         """Named data by key: read-only bytes of the mapping."""
-        _, blobs = self._index()
+        self._index()
+        return self._named_data()
+
+    def _named_data(self) -> Dict[str, memoryview]:
+        _, blobs = self._read_index()
         return {decode_text(self._buf, int(b["key"]), int(b["key_len"])):
                 self._bytes(int(b["data"]), int(b["size"])) for b in blobs}
 

@@ -18,7 +18,7 @@ from .backends import Backend, DelegateGraph, Payload, backend_of
 from .data_file import DataFile
 from .file import _File
 from .memory import MemoryPlan, make_plan
-from .regions import ExtendedHeader, Region, program_regions
+from .regions import ExtendedHeader, Region, program_regions, segment_span
 
 __all__ = ["Chain", "Delegate", "DelegateCall", "Frame", "FreeCall", "Instruction",
            "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator", "Program",
@@ -231,9 +231,7 @@ class Delegate:
         return self._program._bytes(start, n)
 
     def _span(self) -> Tuple[int, int]:
-        ref = self._table.table("processed")
-        assert ref is not None
-        return self._program._delegate_span(int(ref.scalar("location")), int(ref.scalar("index")))
+        return self._program._delegate_span(self._table)
 
     @property
     def graph(self) -> Optional[DelegateGraph]:
@@ -423,8 +421,8 @@ class Program(_File):
                 self._external.setdefault(key, array)
             for key, blob in f.named_data.items():
                 self._data_named.setdefault(key, blob)
-        self._plans_ok = self._checking = False
-        self._plans_lock = threading.RLock()
+        self._plans_ok = False
+        self._plans_lock = threading.Lock()
         if summary.plans_checked:
             self._check_plans()
         if self.data_files:
@@ -434,11 +432,13 @@ class Program(_File):
         """Check every execution plan in full, once, before the first read of any method,
         value, instruction, delegate or tensor (as the runtime's ``load_method`` checks
         a method after ``load_program``): ``verify="full"`` did it at open. The C index's
-        checks first, then each payload a backend's reader reads and the calls of it."""
+        checks first, then each payload a backend's reader reads and the calls of it.
+        The check reads the plans' tables, the payloads and the named data through paths
+        that do not check (:meth:`_read_index`), never through the public accessors."""
         if self._plans_ok:
             return
         with self._plans_lock:   # one thread checks; the others wait for its verdict
-            if self._plans_ok or self._checking:   # the payloads' checks read the plans
+            if self._plans_ok:
                 return
             s = self._summary
             if not s.plans_checked:
@@ -446,29 +446,28 @@ class Program(_File):
                 buf = self._buf
                 check(lib.et_check_plans(c_buffer(buf), len(buf), self._options.to_c(), s,
                                          err), err)
-            self._checking = True
-            try:
-                if s.n_delegates:   # payloads are checked when their graphs are read
-                    for i, t in enumerate(self._root.tables("execution_plan")):
-                        self._check_delegate_calls(Method(t, self, i))
-            finally:
-                self._checking = False
+            if s.n_delegates:   # payloads are checked when their graphs are read
+                for i, plan in enumerate(self._root.tables("execution_plan")):
+                    self._check_delegate_calls(i, plan)
             self._plans_ok = True
 
     def _index(self) -> Tuple[np.ndarray, np.ndarray]:
         self._check_plans()
-        return super()._index()
+        return self._read_index()
 
-    @staticmethod
-    def _check_delegate_calls(method: "Method") -> None:
-        """Each call of a delegate passes as many arguments as its graph reads
-        (:attr:`DelegateGraph.arguments`: XNNPACK's executor reads argument
+    def _check_delegate_calls(self, index: int, plan: Table) -> None:
+        """Each call of a delegate of plan ``index`` passes as many arguments as its graph
+        reads (:attr:`DelegateGraph.arguments`: XNNPACK's executor reads argument
         ``external_id`` of each graph input and output, unchecked)."""
-        delegates = method.delegates
-        graphs = [d.graph for d in delegates]
+        graphs: List[Optional[DelegateGraph]] = []
+        for k, delegate in enumerate(plan.tables("delegates")):
+            backend = backend_of(delegate.string("id") or "")
+            graphs.append(None if backend is None else self._graph(
+                f"execution_plan[{index}].delegates[{k}]", self._delegate_span(delegate),
+                backend))
         if not any(g is not None for g in graphs):
             return
-        for c, chain in enumerate(method._table.tables("chains")):
+        for c, chain in enumerate(plan.tables("chains")):
             for i, t in enumerate(chain.tables("instructions")):
                 member, call = t.union("instr_args")
                 if member != "DelegateCall" or call is None:
@@ -477,11 +476,11 @@ class Program(_File):
                 graph = graphs[k]
                 at, n = call.vector_span("args")
                 if graph is not None and n < graph.arguments:
-                    backend = backend_of(delegates[k].id)
+                    backend = backend_of(plan.tables("delegates")[k].string("id") or "")
                     assert backend is not None   # it read the graph
                     raise format_error(
                         lib.ET_E_BAD_EXTERNAL, at - 4 if at else call.pos,
-                        f"execution_plan[{method.index}].chains[{c}].instructions[{i}]"
+                        f"execution_plan[{index}].chains[{c}].instructions[{i}]"
                         ".instr_args<DelegateCall>.args",
                         f"the call passes {n} arguments; its {backend.name} graph reads "
                         f"{graph.arguments} (one per external id)")
@@ -545,13 +544,15 @@ class Program(_File):
         initial = self._array(r) if r["initial"] else None
         return TensorSpec(dtype, shape, order, STORED[stored], allocation, name, initial)
 
-    def _delegate_span(self, location: int, index: int) -> Tuple[int, int]:
-        """(file offset, size) of a delegate's payload."""
-        if location == lib.ET_DATA_LOCATION_INLINE:
+    def _delegate_span(self, delegate: Table) -> Tuple[int, int]:
+        """(file offset, size) of a delegate's payload (its BackendDelegate table)."""
+        ref = delegate.table("processed")
+        assert ref is not None   # verified
+        index = int(ref.scalar("index"))
+        if int(ref.scalar("location")) == lib.ET_DATA_LOCATION_INLINE:
             data: Table = self._root.tables("backend_delegate_data")[index]
             return data.vector_span("data")
-        seg: Table = self._root.tables("segments")[index]
-        return int(self._summary.segment_base) + int(seg.scalar("offset")), int(seg.scalar("size"))
+        return segment_span(self._root, self._summary, index)
 
     def _graph(self, where: str, span: Tuple[int, int], backend: Backend
                ) -> Optional[DelegateGraph]:
@@ -565,7 +566,7 @@ class Program(_File):
     def _named_bytes(self, key: str) -> Optional[memoryview]:
         """Named data `key` from the program, else from the data files given."""
         if self._named is None:
-            self._named = {**self._data_named, **self.named_data}
+            self._named = {**self._data_named, **self._named_data()}
         return self._named.get(key)
 
     def _delegate_graphs(self) -> List[Tuple[str, DelegateGraph]]:

@@ -180,14 +180,21 @@ def _buffers(slots: List[Span], used: Dict[int, int], kind: str) -> List[Region]
     return out
 
 
+def segment_span(root: Table, summary: Any, index: int) -> Tuple[int, int]:
+    """(file offset, size) of a program's segment ``index``: its offset counts from the
+    segment base of the extended header (the C index proved the extents it reads)."""
+    t = root.tables("segments")[index]
+    return int(summary.segment_base) + int(t.scalar("offset")), int(t.scalar("size"))
+
+
 def _segments(root: Table, summary: Any, size: int) -> List[Tuple[int, int]]:
     """(file offset, size) of each segment, cut at the file's end: a segment nothing uses,
     or a mutable data segment, may run past it (strict mode refuses either)."""
-    base = int(summary.segment_base)
     out = []
-    for t in root.tables("segments"):
-        start = min(base + int(t.scalar("offset")), size)
-        out.append((start, min(int(t.scalar("size")), size - start)))
+    for i in range(len(root.tables("segments"))):
+        start, n = segment_span(root, summary, i)
+        start = min(start, size)
+        out.append((start, min(n, size - start)))
     return out
 
 
