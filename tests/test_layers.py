@@ -1,4 +1,5 @@
-"""The package's one-way layers, read from its source with ``ast``, and the C folders'
+"""The package's one-way layers (import-linter, by the contracts in pyproject.toml), what
+a client may use of the package (read from its source with ``ast``), and the C folders'
 includes, read from csrc/.
 
 One core, one wing per format (docs/architecture.md): the core (source and lifetime, the
@@ -21,46 +22,28 @@ import ast
 import fnmatch
 import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+import pytest
 
 import pyflatmodule
 
 PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 
-#: Layers from the bottom up: units (top-level modules and packages of pyflatmodule);
-#: within one layer, a unit may import those listed before it, except in the layers of
-#: APART, whose units never import each other.
-LAYERS: List[Tuple[str, List[str]]] = [
-    ("base", ["errors"]),
-    ("core", ["core"]),
-    ("wings", ["ptmf", "executorch"]),
-    ("face", ["files", "__init__"]),
-    ("clients", ["export", "interop", "diff", "cli", "__main__"]),
-]
-APART = {"wings"}
-RANK: Dict[str, Tuple[int, int]] = {name: (layer, k) for layer, (_, names) in enumerate(LAYERS)
-                                    for k, name in enumerate(names)}
-#: The modules inside a package, from the bottom up: each imports only those before it
-#: (the package's own ``__init__``, which gathers its public names, comes last; ``_c``
-#: is the compiled C layer).
-INNER: Dict[str, List[str]] = {
-    "core": ["_c", "names", "native", "options", "records", "source", "dtypes", "fbread",
-             "protobuf", "__init__"],
-    "ptmf": ["jit_source", "setstate", "type_names", "index", "tensors", "values",
-             "functions", "decoder", "state_dict", "module", "__init__"],
-    # backends/: the delegate readers' door (base), each backend's reader, their registry
-    "executorch": ["backends.base", "backends.xnnpack", "backends.vulkan",
-                   "backends.coreml", "backends.qnn", "backends",
-                   "native_code", "memory", "regions",
-                   "file", "data_file", "program", "loader", "bundled", "etdump", "profile",
-                   "__init__"],
-}
+#: The wings: one per format, each on the core alone.
+WINGS = ("ptmf", "executorch")
 CLIENTS = ("cli", "export", "interop", "diff")
 #: What a client may import from below the clients: the face and the wings' packages,
 #: and the core's dtypes (names of scalar types, their numpy dtypes).
 CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.dtypes"}
 
-CSRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYPROJECT = os.path.join(ROOT, "pyproject.toml")
+CSRC = os.path.join(ROOT, "csrc")
 #: The C folders under csrc/ and what each one's .c and .h files may include, as the
 #: sources write it, relative to csrc/ (fnmatch patterns; ``{stem}`` is the including
 #: file's name without its extension, ``{folder}`` the folder it is in one level down).
@@ -136,48 +119,6 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _inner(dotted: str) -> Optional[Tuple[str, str]]:
-    """(package, module inside it: dotted below the package, a subpackage by its own
-    name) for a module inside one of INNER's packages."""
-    parts = dotted.split(".")
-    if parts[0] in INNER:
-        return parts[0], ".".join(parts[1:]) or "__init__"
-    return None
-
-
-def _layer_errors(dotted: str, tree: ast.AST) -> Iterator[str]:
-    mine = RANK.get(_unit(dotted))
-    if mine is None:
-        yield f"{dotted}: not in the layer table of tests/test_layers.py"
-        return
-    inner = _inner(dotted)
-    if inner is not None and inner[1] not in INNER[inner[0]]:
-        yield f"{dotted}: not in the {inner[0]} package's order in tests/test_layers.py"
-        return
-    for line, target, _ in _imports(dotted, tree):
-        unit = _unit(target) if target else "__init__"
-        if unit == _unit(dotted):
-            if inner is None:
-                continue            # inside one unit (the cli package's own modules)
-            order = INNER[inner[0]]
-            theirs_inner = _inner(target)
-            name = theirs_inner[1] if theirs_inner else "__init__"
-            if name not in order or order.index(name) >= order.index(inner[1]):
-                yield (f"{dotted}:{line}: imports {target}, which does not come before it "
-                       f"in the {inner[0]} package's order")
-            continue
-        theirs = RANK.get(unit)
-        if theirs is None:
-            yield f"{dotted}:{line}: imports {target}, which is not in the layer table"
-        elif theirs >= mine:
-            yield (f"{dotted}:{line}: imports {target} ({LAYERS[theirs[0]][0]} layer) "
-                   f"against the layer direction ({dotted} is in the "
-                   f"{LAYERS[mine[0]][0]} layer)")
-        elif theirs[0] == mine[0] and LAYERS[mine[0]][0] in APART:
-            yield (f"{dotted}:{line}: imports {target}: the {LAYERS[mine[0]][0]} never "
-                   f"import each other")
-
-
 def _defined_private_names(tree: ast.AST) -> Set[str]:
     """The private names a module defines: functions, classes, methods, globals,
     attributes it assigns, ``__slots__`` entries."""
@@ -226,9 +167,44 @@ def _parsed() -> Iterator[Tuple[str, ast.AST]]:
             yield dotted, ast.parse(f.read(), path)
 
 
+def _lint_imports(package: str) -> subprocess.CompletedProcess[str]:
+    """import-linter's verdict on the copy of the package under ``package``'s parent, by
+    the contracts of pyproject.toml."""
+    root = os.path.dirname(package)
+    env = {**os.environ, "PYTHONPATH": root}
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command;"
+         " sys.exit(lint_imports_command())", "--config", PYPROJECT, "--no-cache"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+
 def test_every_import_follows_the_layers() -> None:
-    errors = [e for dotted, tree in _parsed() for e in _layer_errors(dotted, tree)]
-    assert not errors, "\n".join(errors)
+    result = _lint_imports(PACKAGE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize("module, line", [
+    ("ptmf/index.py", "from .values import decode"),                  # inner order
+    ("core/dtypes.py", "import pyflatmodule.ptmf"),                    # the core, a wing
+    ("ptmf/module.py", "from ..executorch import Program"),            # wings apart
+    ("executorch/program.py", "from .loader import open_executorch"),  # inner order
+    ("executorch/backends/vulkan.py", "from . import xnnpack"),        # readers apart
+    ("executorch/backends/base.py", "from .. import program"),         # the door, a wing
+    ("files.py", "from . import cli"),                                 # the face, a client
+    ("ptmf/newmodule.py", "import os"),                                # not in the table
+    ("newmodule.py", "import os"),
+])
+def test_the_layer_contracts_catch_what_they_forbid(tmp_path: Path, module: str,
+                                                    line: str) -> None:
+    """Each contract fails on a copy of the package that breaks it."""
+    copy = tmp_path / "pyflatmodule"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    path = copy / module
+    path.write_text((path.read_text() if path.exists() else "") + f"\n{line}\n")
+    result = _lint_imports(str(copy))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "BROKEN" in result.stdout
 
 
 def _library_private_names() -> Set[str]:
@@ -249,7 +225,7 @@ def _format_uses(dotted: str, tree: ast.AST) -> Iterator[str]:
     """What ties a command module to one format: an import from a wing (but the
     core's dtypes), a name of a file class, a test of a value's class."""
     for line, target, _ in _imports(dotted, tree):
-        if _unit(target) in dict(LAYERS)["wings"]:
+        if _unit(target) in WINGS:
             yield f"{dotted}:{line}: imports {target}; a command reaches it through cli.formats"
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in ("Module", "Program", "DataFile"):
@@ -273,37 +249,20 @@ def test_commands_reach_each_format_through_its_adapter() -> None:
         "from ..executorch import Program\ndef f(m):\n    return isinstance(m, Program)\n")))
 
 
-def _check(dotted: str, source: str, check: Optional[str] = None) -> List[str]:
-    tree = ast.parse(source)
-    found = list(_layer_errors(dotted, tree))
-    if check == "private":
-        found = list(_private_uses(dotted, tree, {"_img", "_PACKED_TYPES"}))
-    return found
+def _private_check(dotted: str, source: str) -> List[str]:
+    return list(_private_uses(dotted, ast.parse(source), {"_img", "_PACKED_TYPES"}))
 
 
-def test_the_checks_catch_what_they_forbid() -> None:
-    """Each rule fails on a module that breaks it, and passes one that keeps it."""
-    assert _check("ptmf.index", "from .values import decode\n")
-    assert _check("ptmf.index", "def f():\n    from . import functions\n")
-    assert _check("ptmf.values", "from .functions import Function\n")
-    assert not _check("ptmf.functions", "from .values import decode\n")
-    assert _check("core.dtypes", "import pyflatmodule.ptmf\n")
-    assert _check("core.native", "from ..executorch import Program\n")
-    assert _check("ptmf.module", "from ..executorch import Program\n")        # wings apart
-    assert _check("executorch.program", "from ..ptmf.index import Image\n")
-    assert not _check("executorch.program", "from ..core.options import Options\n")
-    assert _check("executorch.program", "from .loader import open_executorch\n")
-    assert _check("ptmf.newmodule", "import os\n")
-    assert _check("newmodule", "import os\n")
-    assert _check("cli.tree", "def f(m):\n    return m._img()\n", "private")
-    assert _check("cli.tree", "from ..ptmf.index import Image\n", "private")
-    assert _check("cli.tree", "from ..core.native import lib\n", "private")
-    assert _check("export", "from .core.dtypes import _PACKED_TYPES\n", "private")
-    assert not _check("cli.tree", "from ..ptmf import short\n", "private")
-    assert not _check("cli.tree", "from ..core.dtypes import numpy_dtype\n", "private")
-    assert not _check("cli.dis", "class A:\n    def f(self):\n        return self._x\n",
-                      "private")
-    assert not _check("interop", "def f(th):\n    return th._make_thing()\n", "private")
+def test_the_client_checks_catch_what_they_forbid() -> None:
+    """Each client rule fails on a module that breaks it, and passes one that keeps it."""
+    assert _private_check("cli.tree", "def f(m):\n    return m._img()\n")
+    assert _private_check("cli.tree", "from ..ptmf.index import Image\n")
+    assert _private_check("cli.tree", "from ..core.native import lib\n")
+    assert _private_check("export", "from .core.dtypes import _PACKED_TYPES\n")
+    assert not _private_check("cli.tree", "from ..ptmf import short\n")
+    assert not _private_check("cli.tree", "from ..core.dtypes import numpy_dtype\n")
+    assert not _private_check("cli.dis", "class A:\n    def f(self):\n        return self._x\n")
+    assert not _private_check("interop", "def f(th):\n    return th._make_thing()\n")
 
 
 def _c_sources() -> Iterator[str]:
