@@ -38,8 +38,10 @@ PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 WINGS = ("ptmf", "executorch")
 CLIENTS = ("cli", "export", "interop", "diff")
 #: What a client may import from below the clients: the face and the wings' packages,
-#: and the core's dtypes (names of scalar types, their numpy dtypes).
-CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.dtypes"}
+#: the core's dtypes (names of scalar types, their numpy dtypes) and names (collections'
+#: reprs, plural).
+CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.dtypes",
+                     "core.names"}
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYPROJECT = os.path.join(ROOT, "pyproject.toml")
@@ -154,7 +156,7 @@ def _private_uses(dotted: str, tree: ast.AST, library: Set[str]) -> Iterator[str
             yield f"{dotted}:{line}: imports the private {', '.join(private)} of the package"
         elif _unit(target) not in CLIENTS and target not in CLIENT_MAY_IMPORT:
             yield (f"{dotted}:{line}: imports {target}; a client imports the face, the "
-                   f"wings' packages and core.dtypes only")
+                   f"wings' packages, core.dtypes and core.names only")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in library and \
                 _root(node.value) not in ("self", "cls"):

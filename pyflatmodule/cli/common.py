@@ -168,11 +168,6 @@ def no_methods_note(ctx: Context, path: str, what: str) -> None:
                       f"{path}: holds no methods; {what}\n")
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 segment``, ``3 segments``, ``1,024 values``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
 def human(n: float) -> str:
     """Bytes in KiB/MiB/GiB."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

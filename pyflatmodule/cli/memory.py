@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import List
 
+from ..core.names import plural
 from ..files import file_format
 from .common import (
                      EXIT_FAIL,
@@ -12,7 +13,6 @@ from .common import (
                      Context,
                      Json,
                      human,
-                     plural,
                      refuse_input_as_output,
                      refuse_special_output,
                      write_error,

@@ -5,8 +5,9 @@ import argparse
 import json
 from typing import List, Optional, Sequence, Set, Tuple
 
+from ..core.names import plural
 from ..files import file_format
-from .common import EXIT_OK, Context, Json, no_methods_note, plural
+from .common import EXIT_OK, Context, Json, no_methods_note
 from .formats import open_file
 
 HELP = "operators the model needs (as torch.jit.export_opnames)"

@@ -7,7 +7,8 @@ import argparse
 from contextlib import ExitStack
 from typing import List, Optional, Tuple
 
-from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, plural
+from ..core.names import plural
+from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
 from .formats import open_file
 
 HELP = "an ExecuTorch profile (ETDump): each instruction's count, mean, min and max time"

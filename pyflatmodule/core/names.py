@@ -10,12 +10,18 @@ from __future__ import annotations
 import itertools
 from typing import Dict, Iterable, List, TypeVar
 
-__all__ = ["NamedDict", "NamedList", "listing", "matching_names", "not_picklable", "summary"]
+__all__ = ["NamedDict", "NamedList", "listing", "matching_names", "not_picklable", "plural",
+           "summary"]
 
 V = TypeVar("V")
 
 #: Names a repr or an error message lists before "... and N more".
 SHOWN = 5
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 segment``, ``3 segments``, ``1,024 values``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def listing(names: Iterable[str], count: int) -> str:
@@ -27,7 +33,7 @@ def listing(names: Iterable[str], count: int) -> str:
 
 def summary(what: str, count: int, names: Iterable[str], unit: str) -> str:
     """``<what: count units: name, name, ... and N more>``; ``unit`` is singular."""
-    text = f"<{what}: {count:,} {unit}{'' if count == 1 else 's'}"
+    text = f"<{what}: {plural(count, unit)}"
     return text + (f": {listing(names, count)}>" if count else ">")
 
 

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from ..core.fbread import Table, schema_of
+from ..core.names import plural
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Holder, Openable, Source, apply_advice, open_source
@@ -146,8 +147,8 @@ class BundledProgram(Holder):
         if self._source is None:
             return "<BundledProgram: closed>"
         suites, cases = int(self._summary.n_suites), int(self._summary.n_cases)
-        return (f"<BundledProgram {self._source.name}: {suites} test suite"
-                f"{'s' * (suites != 1)}, {cases} test case{'s' * (cases != 1)}>")
+        return (f"<BundledProgram {self._source.name}: {plural(suites, 'test suite')}, "
+                f"{plural(cases, 'test case')}>")
 
 
 def open_bundled(source: Openable, options: Options) -> BundledProgram:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core.dtypes import numpy_dtype
 from ..core.fbread import Table, Tables, enum_names, schema_of
+from ..core.names import plural
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.source import Holder, Openable, Source, SourceLike, open_source
@@ -301,7 +302,7 @@ class RunData:
 
     def __repr__(self) -> str:
         n = len(self._table.tables("events"))
-        return f"<RunData {self.name!r}: {n} event{'s' * (n != 1)}>"
+        return f"<RunData {self.name!r}: {plural(n, 'event')}>"
 
 
 class ETDump(Holder):
@@ -374,8 +375,8 @@ class ETDump(Holder):
         if self._source is None:
             return "<ETDump: closed>"
         runs, events = int(self._summary.n_runs), int(self._summary.n_events)
-        return (f"<ETDump {self._source.name}: {runs} run{'s' * (runs != 1)}, "
-                f"{events} event{'s' * (events != 1)}>")
+        return (f"<ETDump {self._source.name}: {plural(runs, 'run')}, "
+                f"{plural(events, 'event')}>")
 
 
 def open_etdump(source: Openable, options: Options,

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, enum_names
-from ..core.names import NamedDict
+from ..core.names import NamedDict, plural
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Source
@@ -714,4 +714,4 @@ class Program(_File):
             return f"methods {list(self.methods)}"
         except FormatError as e:   # a repr never raises: it says why there are none
             n = len(self._root.tables("execution_plan"))   # the vector: checked at open
-            return f"{n} execution plan{'s' * (n != 1)}, refused: {e.code} at {e.path}"
+            return f"{plural(n, 'execution plan')}, refused: {e.code} at {e.path}"

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ...core.names import plural
 from ...executorch import BlockProfile, ETDump, InstructionProfile, RunData, Timing, timings
 from ...files import load
-from ..common import CliError, Context, Json, Style, plural
+from ..common import CliError, Context, Json, Style
 from .base import FileFormat, Listing, Tensor
 
 __all__ = ["ExecuTorchETDump"]

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Un
 
 import numpy as np
 
+from ...core.names import plural
 from ...executorch import (
     Backend,
     BundledProgram,
@@ -32,7 +33,7 @@ from ...executorch import (
     refuse_native_code,
 )
 from ...files import load
-from ..common import CliError, Context, Json, Style, human, plural
+from ..common import CliError, Context, Json, Style, human
 from .base import FileFormat, Listing, Tensor
 
 __all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
