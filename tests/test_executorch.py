@@ -354,6 +354,28 @@ def test_truncated_programs_are_format_errors(cut: int) -> None:
     assert e.value.code in ("too_small", "bad_header", "out_of_bounds", "bad_identifier")
 
 
+def _u(raw: bytes, at: int, n: int) -> int:
+    return int.from_bytes(raw[at:at + n], "little")
+
+
+@pytest.mark.parametrize("name", ["mlp.pte", "external.ptd"])
+def test_a_truncated_file_says_so_with_the_bytes_its_header_needs(name: str) -> None:
+    """Cut inside the header, inside the flatbuffer and by its last byte: the message
+    gives the file's size and what the header (read here from the bytes) says it needs:
+    its own length (u32 at 12), then the flatbuffer's end (eh00: u64 program size at 16;
+    FH01: u64 offset + size at 16 and 24), then the segment data's end (the file)."""
+    raw = open(os.path.join(ET, name), "rb").read()
+    flatbuffer_end = (_u(raw, 16, 8) if name.endswith(".pte")
+                      else _u(raw, 16, 8) + _u(raw, 24, 8))
+    for cut, need in [(20, 8 + _u(raw, 12, 4)), (flatbuffer_end - 1, flatbuffer_end),
+                      (len(raw) - 1, len(raw))]:
+        with pytest.raises(pfm.FormatError) as e:
+            pfm.load(raw[:cut])
+        assert (e.value.code, e.value.path) == ("bad_header", "header")
+        assert e.value.reason == f"truncated: the file is {cut:,} bytes, its header needs " \
+            f"{need:,}", cut
+
+
 def test_a_segment_past_the_end_is_named() -> None:
     raw = bytearray(open(os.path.join(ET, "mlp.pte"), "rb").read())
     # eh00's segment data size (u64 at byte 32) grown past the end of the file

@@ -67,10 +67,12 @@ typedef struct walk {
  * the segment data inside the file (its base offset at byte `at`, its size after it). */
 static int check_extents(ctx *c, uint32_t length, uint64_t flatbuffer_end, uint64_t base,
                          uint64_t size, uint64_t at) {
-    if (flatbuffer_end < 8 + (uint64_t)length || flatbuffer_end > c->len)
-        return fail(c, ET_E_BAD_HEADER, 16);
-    if (base > c->len) return fail(c, ET_E_BAD_HEADER, at);
-    if (size > c->len - base) return fail(c, ET_E_BAD_HEADER, at + 8);
+    if (flatbuffer_end < 8 + (uint64_t)length) return fail(c, ET_E_BAD_HEADER, 16);
+    if (flatbuffer_end > c->len) return fb_truncated(c, ET_E_BAD_HEADER, 16, flatbuffer_end);
+    if (base > c->len) return fb_truncated(c, ET_E_BAD_HEADER, at, base);
+    if (size > c->len - base)
+        return size > UINT64_MAX - base ? fail(c, ET_E_BAD_HEADER, at + 8)
+                                        : fb_truncated(c, ET_E_BAD_HEADER, at + 8, base + size);
     return FB_OK;
 }
 
@@ -88,7 +90,9 @@ int et_read_extended_header(const uint8_t *buf, size_t size, et_extended_header 
     push(&c, "header", NO_INDEX);
     /* eh00, u32 length, u64 program size, u64 segment base[, u64 segment data size] */
     h->length = ld32(buf + 12);
-    if (h->length < 24 || h->length > len - 8) return fail(&c, ET_E_BAD_HEADER, 12);
+    if (h->length < 24) return fail(&c, ET_E_BAD_HEADER, 12);
+    if (h->length > len - 8)
+        return fb_truncated(&c, ET_E_BAD_HEADER, 12, 8 + (uint64_t)h->length);
     h->program_size = ld64(buf + 16);
     h->segment_base_offset = ld64(buf + 24);
     h->segment_data_size = h->length >= 32 ? ld64(buf + 32)
@@ -108,11 +112,15 @@ int et_read_flat_tensor_header(const uint8_t *buf, size_t size, et_flat_tensor_h
      * u64 segment data size */
     if (len < 16 || ld32(buf + 8) != FH_MAGIC) return fail(&c, ET_E_BAD_HEADER, 8);
     h->length = ld32(buf + 12);
-    if (h->length < 40 || h->length > len - 8) return fail(&c, ET_E_BAD_HEADER, 12);
+    if (h->length < 40) return fail(&c, ET_E_BAD_HEADER, 12);
+    if (h->length > len - 8)
+        return fb_truncated(&c, ET_E_BAD_HEADER, 12, 8 + (uint64_t)h->length);
     h->flatbuffer_offset = ld64(buf + 16);
     h->flatbuffer_size = ld64(buf + 24);
-    if (h->flatbuffer_offset > len || h->flatbuffer_size > len - h->flatbuffer_offset)
+    if (h->flatbuffer_size > UINT64_MAX - h->flatbuffer_offset)
         return fail(&c, ET_E_BAD_HEADER, 16);
+    if (h->flatbuffer_offset + h->flatbuffer_size > len)
+        return fb_truncated(&c, ET_E_BAD_HEADER, 16, h->flatbuffer_offset + h->flatbuffer_size);
     h->segment_base_offset = ld64(buf + 32);
     h->segment_data_size = ld64(buf + 40);
     return check_extents(&c, h->length, h->flatbuffer_offset + h->flatbuffer_size,

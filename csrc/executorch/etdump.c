@@ -207,7 +207,9 @@ int ed_open(const uint8_t *buf, size_t len, int64_t debug_size, const fb_options
     if (len < 12) return fail(c, FB_E_TOO_SMALL, 0);
     if (ld32(buf + 8) != ED_FILE_IDENTIFIER) return fail(c, FB_E_BAD_IDENTIFIER, 8);
     s->size = ld32(buf);
-    if (s->size > c->len - 4) return fb_locate(c, "size", NO_INDEX, fail(c, ED_E_BAD_SIZE, 0));
+    if (s->size > c->len - 4)
+        return fb_locate(c, "size", NO_INDEX,
+                         fb_truncated(c, ED_E_BAD_SIZE, 0, 4 + (uint64_t)s->size));
     c->len = 4 + s->size;   /* the buffer ends where its size says; bytes after it are not read */
     TRY_IN(c, "root", NO_INDEX, open_root(c, s, &root));
     TRY(fb_verify_table(c, &ed_schema_file, ed_schema_file.root, s->root));

@@ -118,6 +118,17 @@ static inline int fail(ctx *c, int code, uint64_t offset) {
     return code;
 }
 
+/* fail(), for a file shorter than its header (or size prefix) says: the error records the
+ * file's size and the `need` bytes it would take, so that the message can say both. */
+static inline int fb_truncated(ctx *c, int code, uint64_t offset, uint64_t need) {
+    fb_fail(c, code, offset);
+    if (c->err) {
+        c->err->size = c->len;
+        c->err->need = need;
+    }
+    return code;
+}
+
 #define TRY(expr)                 \
     do {                          \
         int rc_ = (expr);         \

@@ -71,6 +71,8 @@ typedef struct fb_error {
     int code;                /* a status code of any block */
     uint64_t offset;         /* byte offset of the offending data */
     char path[240];          /* field names, indices and union members: "a[12].b<T>.c" */
+    uint64_t size, need;     /* a file too short for what its header or size prefix says:
+                              * its size and the bytes it needs (fb_truncated); else 0 */
 } fb_error;
 
 /* What the passes over one file visited, carried from pass to pass. */

@@ -73,11 +73,17 @@ def new_error() -> Any:
 
 
 def raise_error(status: int, err: Any, path_prefix: str = "") -> NoReturn:
-    """Raise the FormatError that a failed C call described in ``err``."""
+    """Raise the FormatError that a failed C call described in ``err``; for a file
+    shorter than its header or size prefix says, the message says it is truncated."""
     path = ffi.string(err.path).decode("utf-8", "replace")
     if path_prefix:
         path = path_prefix + path
-    raise format_error(status, int(err.offset), path)
+    message = None
+    if err.need:
+        what = "size prefix" if path.endswith("size") else "header"
+        message = (f"truncated: the file is {int(err.size):,} bytes, its {what} needs "
+                   f"{int(err.need):,}")
+    raise format_error(status, int(err.offset), path, message)
 
 
 def check(status: int, err: Any, path_prefix: str = "") -> None:
