@@ -15,6 +15,7 @@ import json
 import math
 import os
 import pty
+import shlex
 import shutil
 import subprocess
 import sys
@@ -420,18 +421,21 @@ def test_dis_unknown_method_and_all_functions():
     assert "__torch__.SampleNet.forward" in r.stderr and "Traceback" not in r.stderr
     out = _one(run_cli("dis", "--json", "--all", model_path("setstate.ff")))
     assert any(f["name"].endswith("__setstate__") for f in out["methods"])
-    out = _one(run_cli("dis", "--json", model_path("mlp_params.ff")))
-    assert [] == out["methods"]
 
 
 # ================================================================== ops
 
+def _ops_status(doc: Dict[str, Any]) -> int:
+    """``ops``' exit status by torch's answers: 1 for a file without functions."""
+    return 1 if doc["info"]["function_names"] == [] else 0
+
+
 @pytest.mark.parametrize("name", ALL_MODELS)
 def test_ops_equal_torchs_stored_operator_lists(name):
     r = run_cli("ops", model_path(name))
-    assert 0 == r.returncode, r.stderr
-    got = r.stdout.split()
     doc, _ = load_expectation(name, "oracle")
+    assert _ops_status(doc) == r.returncode, r.stderr
+    got = r.stdout.split()
     assert sorted(doc["info"]["opname_to_num_args"]) == got
     if "error" not in doc["mobile"]:
         assert sorted(doc["mobile"]["operator_list"]) == got
@@ -508,7 +512,7 @@ def test_ops_equal_torch_export_opnames_live(name, torch_ops):
         assert name == "enum_constant.ff", result
         pytest.skip(f"torch cannot load {name}: {result['error']}")
     r = run_cli("ops", model_path(name))
-    assert 0 == r.returncode, r.stderr
+    assert _ops_status(load_expectation(name, "oracle")[0]) == r.returncode, r.stderr
     assert result["ops"] == r.stdout.split(), result["how"]
 
 
@@ -783,24 +787,36 @@ def test_extract_missing_name_and_jit_source():
 
 # ================================================================== files without methods
 
-@pytest.mark.parametrize("command", ["dis", "ops"])
-def test_file_without_methods_lists_nothing_and_says_so(command):
+@pytest.mark.parametrize("command", ["dis", "ops", "memory"])
+def test_file_without_methods_is_exit_status_1_and_says_so(command):
+    """An empty answer would pass for one (a build pipeline taking an empty operator
+    list): a file without methods is an error, the one status of the three commands."""
     doc, _ = load_expectation("mlp_params.ff", "oracle")
     assert [] == doc["info"]["function_names"] == doc["mobile"]["method_names"]
     path = model_path("mlp_params.ff")
     r = run_cli(command, path)
-    assert 0 == r.returncode
+    assert 1 == r.returncode
     assert "" == r.stdout
     assert [f"pyflatmodule: {path}: holds no methods"] == \
         [line.split(";")[0] for line in r.stderr.splitlines()]
-    r = run_cli(command, "--json", path)          # stderr stays free for JSON errors
-    assert 0 == r.returncode and "" == r.stderr
-    # a file with methods gets no note, also next to one without
+    r = run_cli(command, "--json", path)
+    assert 1 == r.returncode
+    if command == "memory":     # no plans to give: the error as a JSON document
+        assert "" == r.stdout and json.loads(r.stderr)["error"]["code"] == "no_methods"
+    else:                       # one entry per file, this one empty; stderr stays free
+        assert "" == r.stderr and json.loads(r.stdout)["files"][0][
+            "operators" if command == "ops" else "methods"] in (None, [])
+
+
+@pytest.mark.parametrize("command", ["dis", "ops"])
+def test_file_with_methods_gets_no_note(command):
     r = run_cli(command, model_path("sample.ptl"))
     assert 0 == r.returncode and "" == r.stderr and r.stdout
-    if command == "ops":
-        r = run_cli("ops", path, model_path("sample.ptl"))
-        assert 1 == len(r.stderr.splitlines()) and path in r.stderr
+    if command == "ops":   # next to a file without methods: that one is the error
+        path = model_path("mlp_params.ff")
+        r = run_cli("ops", model_path("sample.ptl"), path)
+        assert 1 == r.returncode and [f"pyflatmodule: {path}: holds no methods"] == \
+            [line.split(";")[0] for line in r.stderr.splitlines()]
 
 
 # ================================================================== output files
@@ -916,7 +932,8 @@ def test_python_m_extract_writes_raw_bytes_to_stdout():
 
 
 def test_closed_stdout_stops_quietly():
-    """The reader went away (``| head``): no traceback, no "Exception ignored", exit 1."""
+    """The reader went away (``| head``): no traceback, no "Exception ignored", exit 0,
+    as other Unix tools end in a pipeline."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -924,7 +941,20 @@ def test_closed_stdout_stops_quietly():
                      stderr=subprocess.PIPE)
     finally:
         os.close(write_end)
-    assert (1, b"") == (r.returncode, r.stderr)
+    assert (0, b"") == (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("command", ["dis", "memory", "tree", "info"])
+def test_a_pipe_closed_early_ends_quietly_with_status_0(command):
+    """``pyflatmodule COMMAND P | head -1`` in a shell, many times: the reader closes the
+    pipe at any point of the output, and the command's status is 0 every time."""
+    path = model_path(os.path.join("et", "xnn_attention.pte"))
+    script = (f"for i in 1 2 3 4 5 6 7 8; do {shlex.quote(sys.executable)} -m pyflatmodule "
+              f"{command} {shlex.quote(path)} | head -1 >/dev/null; "
+              "echo ${PIPESTATUS[0]}; done")
+    r = subprocess.run(["bash", "-c", script], env=_child_env(), capture_output=True,
+                       text=True, timeout=300)
+    assert r.stdout.split() == ["0"] * 8 and r.stderr == "", (r.stdout, r.stderr)
 
 
 def _run_in_terminal(*args: str, **env: str) -> str:

@@ -256,7 +256,7 @@ def test_extract_named_data_and_delegate_payloads() -> None:
 
 def test_a_data_file_has_nothing_to_disassemble() -> None:
     r = run_cli("dis", os.path.join(ET, "external.ptd"))
-    assert r.returncode == 0 and r.stdout == "" and "nothing to disassemble" in r.stderr
+    assert r.returncode == 1 and r.stdout == "" and "nothing to disassemble" in r.stderr
 
 
 @pytest.mark.parametrize("command", ["tree", "info", "dis", "ops"])

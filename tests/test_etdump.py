@@ -290,6 +290,22 @@ def test_a_truncated_file_is_refused_at_its_size_prefix() -> None:
     for n in (12, 100, len(BYTES) // 2, len(BYTES) - 1):
         e = _error(BYTES[:n])
         assert (e.code, e.offset, e.path) == ("bad_size", 0, "size"), (n, e)
+        need = 4 + int.from_bytes(BYTES[:4], "little")   # the size prefix, and itself
+        assert e.reason == f"truncated: the file is {n:,} bytes, its size prefix needs " \
+            f"{need:,}", n
+
+
+def test_an_error_in_an_etdump_or_a_data_file_is_not_an_invalid_model(tmp_path) -> None:
+    for name, raw, called in [
+            ("cut.etdump", BYTES[:100], "ETDump"),
+            ("cut.ptd", open(os.path.join(DATA, "external.ptd"), "rb").read()[:100],
+             "data file"),
+            ("cut.pte", open(os.path.join(DATA, "mlp.pte"), "rb").read()[:100], "model"),
+            ("text.txt", b"not a file of any format here", "file")]:
+        path = tmp_path / name
+        path.write_bytes(raw)
+        r = run_cli("info", str(path))
+        assert r.returncode == 1 and f"{path}: invalid {called}: " in r.stderr, r.stderr
 
 
 def test_a_wrong_identifier_names_the_formats() -> None:
@@ -458,11 +474,11 @@ def test_cli_info_and_tree_show_exirs_runs() -> None:
          for e in want[0]["events"]]
 
 
-@pytest.mark.parametrize("command", ["dis", "ops"])
+@pytest.mark.parametrize("command", ["dis", "ops", "memory"])
 def test_cli_commands_for_code_say_it_holds_none(command: str) -> None:
-    data_file = run_cli(command, os.path.join(DATA, "external.ptd"))
-    r = run_cli(command, PROFILE)
-    assert r.returncode == data_file.returncode and "holds no methods" in r.stderr
+    for path in (os.path.join(DATA, "external.ptd"), PROFILE):
+        r = run_cli(command, path)
+        assert r.returncode == 1 and "holds no methods" in r.stderr, (path, r)
 
 
 def test_cli_names_a_bad_files_fault() -> None:

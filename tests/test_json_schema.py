@@ -42,13 +42,27 @@ def _format(path: str) -> str:
     return "etdump" if head[8:12] == b"ED00" else IDENTIFIERS[head[4:8]]
 
 
+def _methodless(path: str) -> bool:
+    """A file without methods: a data file, an ETDump, or a PTMF file whose oracle (torch's
+    answers) lists no functions (a parameters file)."""
+    if _format(path) in ("ptd", "etdump"):
+        return True
+    stem = os.path.splitext(path)[0]
+    if _format(path) != "ptmf" or not os.path.exists(stem + ".oracle.json"):
+        return False
+    with open(stem + ".oracle.json", encoding="utf-8") as f:
+        return json.load(f)["info"]["function_names"] == []
+
+
 def _strict(text: str) -> Any:
     return json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
 
 
 def _files(command: str, paths: List[str]) -> List[Any]:
     r = run_cli(command, "--json", *paths)
-    assert r.returncode == 0, r.stderr
+    # dis and ops end with status 1 on a file without methods, their entry all the same
+    failed = command in ("dis", "ops") and any(_methodless(p) for p in paths)
+    assert (r.returncode, r.stderr) == (1 if failed else 0, ""), r.stderr
     doc = _strict(r.stdout)
     validate(doc, command)
     assert [(f["file"], f["format"]) for f in doc["files"]] == [(p, _format(p)) for p in paths]

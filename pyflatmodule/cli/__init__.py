@@ -23,7 +23,7 @@ from typing import Any, List, Optional
 
 from ..errors import FormatError
 from . import diff, dis, export, extract, info, memory, ops, profile, size, tree, verify
-from .common import EXIT_FAIL, EXIT_USAGE, SAMPLE, CliError, Context, report
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, SAMPLE, CliError, Context, report
 from .info import summarize
 
 __all__ = ["SAMPLE", "build_parser", "main", "summarize"]
@@ -119,7 +119,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError, AttributeError):
             pass
-        return EXIT_FAIL
+        return EXIT_OK
     except KeyboardInterrupt:
         ctx.err.write("pyflatmodule: interrupted\n")
         return 130

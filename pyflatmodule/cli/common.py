@@ -12,6 +12,7 @@ import sys
 from typing import Any, Dict, Optional, TextIO
 
 from ..errors import FormatError
+from ..files import file_format
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
@@ -104,11 +105,25 @@ def error_doc(file: Optional[str], exc: BaseException) -> Json:
             "message": f"{type(exc).__name__}: {exc}", "offset": None, "path": ""}
 
 
+#: What a file of a format is called in an error, by its format: a model but for these.
+_CALLED = {"ptd": "data file", "etdump": "ETDump", "unknown": "file"}
+
+
+def invalid(file: Optional[str], exc: FormatError) -> str:
+    """``invalid model: MESSAGE [CODE]``, the file called as its format has it (a data
+    file, an ETDump; a file of no format read here is a file)."""
+    try:
+        called = _CALLED.get(file_format(file), "model") if file else "file"
+    except OSError:
+        called = "file"
+    return f"invalid {called}: {exc} [{exc.code}]"
+
+
 def error_line(file: Optional[str], exc: BaseException) -> str:
     """One line describing what is wrong with ``file``."""
     prefix = f"{file}: " if file else ""
     if isinstance(exc, FormatError):
-        return f"{prefix}invalid model: {exc} [{exc.code}]"
+        return prefix + invalid(file, exc)
     if isinstance(exc, CliError):
         return f"{exc.file + ': ' if exc.file else prefix}{exc.message}"
     if isinstance(exc, OSError):
@@ -160,12 +175,22 @@ def write_error(output: str, exc: OSError) -> CliError:
     return CliError(f"cannot write: {exc.strerror or exc}", "io_error", file=output)
 
 
-def no_methods_note(ctx: Context, path: str, what: str) -> None:
-    """Say on stderr (text output only) that a file has no code, e.g. a parameters file
-    written by ``torch._C._save_parameters``: an empty listing is not an error."""
+def no_methods(path: str, what: str) -> CliError:
+    """What the commands that read code (``ops``, ``dis``, ``memory``) say of a file
+    without methods (a data file, an ETDump, a parameters file written by
+    ``torch._C._save_parameters``): an empty answer would pass for one, so each ends
+    with exit status 1, as for a method that is not there."""
+    return CliError(f"holds no methods; {what}", "no_methods", file=path)
+
+
+def note_no_methods(ctx: Context, path: str, what: str) -> int:
+    """For ``ops`` and ``dis``, whose ``--json`` keeps one entry per file: say on stderr
+    (text output; JSON says it with an empty entry) that ``path`` holds no methods, and
+    return the exit status the command ends with (1)."""
     if not ctx.json:
         ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") +
-                      f"{path}: holds no methods; {what}\n")
+                      error_line(None, no_methods(path, what)) + "\n")
+    return EXIT_FAIL
 
 
 def human(n: float) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from ..diff import Diff, TensorDiff, diff
 from ..errors import FormatError
 from ..files import file_format
-from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, json_value
+from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, invalid, json_value
 from .formats import FileFormat, open_file
 
 HELP = "what changed between two files of one format: structure and tensors"
@@ -78,7 +78,8 @@ def run(ctx: Context) -> int:
             d = diff(fa.file, fb.file)
         except ValueError as e:
             if isinstance(e, FormatError):   # found reading a value: the file is bad
-                raise CliError(f"invalid model: {e} [{e.code}]", e.code, EXIT_TROUBLE) from None
+                # A and B are of one format: A names it
+                raise CliError(invalid(args.a, e), e.code, EXIT_TROUBLE) from None
             raise CliError(str(e), "usage", EXIT_USAGE) from None
         doc = to_json(args.a, args.b, d)
     if ctx.json:
@@ -105,8 +106,7 @@ def _open(path: str, data: Sequence[str]) -> FileFormat:
     try:
         return open_file(path, data)
     except FormatError as e:
-        raise CliError(f"invalid model: {e} [{e.code}]", e.code, EXIT_TROUBLE,
-                       file=path) from None
+        raise CliError(invalid(path, e), e.code, EXIT_TROUBLE, file=path) from None
     except OSError as e:
         raise CliError(e.strerror or str(e), "io_error", EXIT_TROUBLE, file=path) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..files import file_format
-from .common import EXIT_OK, Context, no_methods_note
+from .common import EXIT_OK, Context, note_no_methods
 from .formats import open_file
 
 HELP = "bytecode disassembly with operators, constants, registers and schema"
@@ -34,8 +34,9 @@ def run(ctx: Context) -> int:
     args = ctx.args
     with open_file(args.path, args.data) as f:
         listing = f.listing(args.method, args.all)
+    status = EXIT_OK
     if listing.note is not None:
-        no_methods_note(ctx, args.path, listing.note)
+        status = note_no_methods(ctx, args.path, listing.note)
     if ctx.json:
         ctx.dump({"files": [{"file": args.path, "format": file_format(args.path),
                              "methods": listing.entries}]})
@@ -44,4 +45,4 @@ def run(ctx: Context) -> int:
             if k:
                 ctx.print()
             f.print_entry(ctx, entry)
-    return EXIT_OK
+    return status

@@ -7,15 +7,16 @@ from typing import List
 from ..core.names import plural
 from ..files import file_format
 from .common import (
-                     EXIT_FAIL,
-                     EXIT_OK,
-                     CliError,
-                     Context,
-                     Json,
-                     human,
-                     refuse_input_as_output,
-                     refuse_special_output,
-                     write_error,
+    EXIT_FAIL,
+    EXIT_OK,
+    CliError,
+    Context,
+    Json,
+    human,
+    no_methods,
+    refuse_input_as_output,
+    refuse_special_output,
+    write_error,
 )
 from .formats import open_file
 from .plan_svg import plan_svg
@@ -67,6 +68,9 @@ def run(ctx: Context) -> int:
         refuse_special_output(args.svg)
     with open_file(args.path, args.data) as f:
         plans = f.memory_plans()
+        methodless = plans is None and f.operators() is None
+    if methodless:
+        raise no_methods(args.path, "only ExecuTorch programs plan memory ahead")
     if plans is None:
         raise CliError("has no memory plan: only ExecuTorch programs plan memory ahead",
                        "unsupported", file=args.path)

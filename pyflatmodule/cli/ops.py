@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 from ..core.names import plural
 from ..files import file_format
-from .common import EXIT_OK, Context, Json, no_methods_note
+from .common import EXIT_OK, Context, Json, note_no_methods
 from .formats import open_file
 
 HELP = "operators the model needs (as torch.jit.export_opnames)"
@@ -57,12 +57,13 @@ def run(ctx: Context) -> int:
     """Print the union of the files' operators."""
     names: Set[str] = set()
     files: List[Json] = []
+    status = EXIT_OK
     for path in ctx.args.paths:
         found, delegated = operator_names(path, ctx.args.data)
         files.append({"file": path, "format": file_format(path), "operators": found,
                       "delegate_operators": delegated})
         if found is None:
-            no_methods_note(ctx, path, "it needs no operators")
+            status = note_no_methods(ctx, path, "it needs no operators")
         names.update(found or ())
         if ctx.args.delegates:
             names.update(delegated)
@@ -79,4 +80,4 @@ def run(ctx: Context) -> int:
     else:
         for name in ordered:
             ctx.print(name)
-    return EXIT_OK
+    return status
