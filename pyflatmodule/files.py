@@ -9,6 +9,7 @@ import dataclasses
 import mmap
 import os
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -18,6 +19,7 @@ from typing import (
     Sequence,
     Tuple,
     Type,
+    TypedDict,
     TypeVar,
     Union,
 )
@@ -38,11 +40,29 @@ from .executorch import (
 )
 from .ptmf import Module, VerifyReport, open_module, verify_module
 
-__all__ = ["FORMATS", "Format", "file_format", "load", "load_bundled", "load_data",
+if TYPE_CHECKING:   # annotations only (PEP 692): typing has Unpack for **kwargs from 3.12
+    from typing_extensions import Unpack
+
+__all__ = ["FORMATS", "Format", "LoadOptions", "file_format", "load", "load_bundled", "load_data",
            "load_etdump", "load_module", "load_program", "verify"]
 
 File = Union[Module, Program, DataFile, BundledProgram, ETDump]
 F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump)
+
+
+class LoadOptions(TypedDict, total=False):
+    """The options every loader takes, as :func:`load` spells and documents them; the
+    typed loaders declare them with these types (a misspelt option fails type checking)
+    and add their format's own (``data``, ``debug_buffer``)."""
+
+    verify: Union[bool, str]
+    copy: bool
+    strict: bool
+    advise: Optional[str]
+    populate: bool
+    max_depth: int
+    max_tables: int
+    max_elements: int
 
 
 class Extras(NamedTuple):
@@ -253,34 +273,36 @@ def _load_as(cls: Type[F], source: SourceLike, options: Dict[str, Any]) -> F:
     return f
 
 
-def load_module(source: SourceLike, **options: Any) -> Module:
-    """:func:`load` (same arguments) for a PyTorch Mobile model only: FormatError for a
-    file of another format."""
-    return _load_as(Module, source, options)
+def load_module(source: SourceLike, **options: Unpack[LoadOptions]) -> Module:
+    """:func:`load` for a PyTorch Mobile model only: FormatError for a file of another
+    format."""
+    return _load_as(Module, source, dict(options))
 
 
-def load_program(source: SourceLike, **options: Any) -> Program:
-    """:func:`load` (same arguments, ``data=`` included) for an ExecuTorch program only:
-    FormatError for a file of another format."""
-    return _load_as(Program, source, options)
+def load_program(source: SourceLike, *, data: Sequence[Any] = (),
+                 **options: Unpack[LoadOptions]) -> Program:
+    """:func:`load` for an ExecuTorch program only, with the data files its external
+    tensors and named data are in: FormatError for a file of another format."""
+    return _load_as(Program, source, {**options, "data": data})
 
 
-def load_data(source: SourceLike, **options: Any) -> DataFile:
-    """:func:`load` (same arguments) for an ExecuTorch data file only: FormatError for a
-    file of another format."""
-    return _load_as(DataFile, source, options)
+def load_data(source: SourceLike, **options: Unpack[LoadOptions]) -> DataFile:
+    """:func:`load` for an ExecuTorch data file only: FormatError for a file of another
+    format."""
+    return _load_as(DataFile, source, dict(options))
 
 
-def load_bundled(source: SourceLike, **options: Any) -> BundledProgram:
-    """:func:`load` (same arguments) for an ExecuTorch bundled program only: FormatError
-    for a file of another format."""
-    return _load_as(BundledProgram, source, options)
+def load_bundled(source: SourceLike, **options: Unpack[LoadOptions]) -> BundledProgram:
+    """:func:`load` for an ExecuTorch bundled program only: FormatError for a file of
+    another format."""
+    return _load_as(BundledProgram, source, dict(options))
 
 
-def load_etdump(source: SourceLike, **options: Any) -> ETDump:
-    """:func:`load` (same arguments, ``debug_buffer=`` included) for an ExecuTorch ETDump
-    only: FormatError for a file of another format."""
-    return _load_as(ETDump, source, options)
+def load_etdump(source: SourceLike, *, debug_buffer: Optional[SourceLike] = None,
+                **options: Unpack[LoadOptions]) -> ETDump:
+    """:func:`load` for an ExecuTorch ETDump only, with the debug buffer its debug
+    tensors are in: FormatError for a file of another format."""
+    return _load_as(ETDump, source, {**options, "debug_buffer": debug_buffer})
 
 
 def verify(source: SourceLike, *, data: Sequence[Any] = (),
