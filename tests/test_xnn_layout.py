@@ -32,6 +32,8 @@ LAYOUTS = ["xnn_layouts", "xnn_layouts_fp16"]
 NODES = {"conv": ("XNNConv2d", "OIHW"), "single": ("XNNDepthwiseConv2d", "O1HW"),
          "dw": ("XNNDepthwiseConv2d", "O1HW"), "up": ("XNNConvTranspose2d", "IOHW"),
          "upg": ("XNNConvTranspose2d", "IOHW"), "fc": ("XNNFullyConnected", "OI")}
+#: the node kinds whose filter and bias have a torch layout (conv and fully connected)
+NODE_KINDS = {kind for kind, _ in NODES.values()}
 
 
 class Oracle:
@@ -157,6 +159,44 @@ def test_a_folded_batch_norm_is_noted() -> None:
             assert not any(v.tobytes() == weights[fqn].tobytes() for v in state.values())
         for name in state:
             assert any("batch norm" in n and "folded" in n for n in layouts[name]["notes"])
+
+
+def _foldable(graph: Dict[str, Any], node: Dict[str, Any]) -> bool:
+    """From ExecuTorch's decoding of a graph: whether a batch norm can have been folded into
+    the node: any conv (FuseBatchNormPass folds convs, PT2E's quantizer does before it
+    quantizes), or a linear (not an mm: no XNN_FLAG_TRANSPOSE_WEIGHTS, bit 0) of a float
+    filter (not behind a dequantize) on a 2-d input (BatchNorm1d's features)."""
+    n = node["xnode_union"]
+    if node["xnode_union_type"] != "XNNFullyConnected":
+        return True
+    values = graph["xvalues"]
+    return (not n["flags"] & 1
+            and values[n["filter_id"]]["xvalue_union_type"] == "XNNTensorValue"
+            and len(values[n["input1_id"]]["xvalue_union"]["dims"]) == 2)
+
+
+@pytest.mark.parametrize("stem", ["xnn_attention", "xnn_conv_bn", "xnn_q8_per_channel",
+                                  "xnn_q4_group", "xnn_layouts_fp16"])
+def test_the_folded_batch_norm_note_only_where_one_can_be(stem: str) -> None:
+    oracle = Oracle(stem)
+    want: Dict[str, bool] = {}
+    index: Dict[str, int] = {}
+    for d in oracle.doc["xnnpack"]["delegates"]:
+        i = index[d["plan"]] = index.get(d["plan"], -1) + 1
+        for node in d["graph"]["xnodes"]:
+            if node["xnode_union_type"] not in NODE_KINDS:
+                continue
+            for role in ("filter", "bias"):
+                vid = node["xnode_union"].get(role + "_id")
+                if vid is not None and vid != 0xFFFFFFFF:
+                    want.setdefault(f"{d['plan']}.delegates[{i}].values[{vid}]",
+                                    _foldable(d["graph"], node))
+    with _load(stem) as p:
+        got = {name: any("batch norm" in n for n in how["notes"])
+               for name, how in p.delegate_layouts().items() if "node" in how}
+    assert got == want
+    if stem in ("xnn_attention", "xnn_q8_per_channel", "xnn_q4_group"):
+        assert not all(want.values())   # linears on 3-d inputs, quantized linears
 
 
 @pytest.mark.parametrize("suffix, read", [(".npz", read_npz), (".safetensors", read_safetensors)])

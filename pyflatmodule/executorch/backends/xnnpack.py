@@ -130,6 +130,10 @@ _FILTERS: Dict[str, Tuple[str, str, Tuple[int, ...]]] = {
 _FOLDED = ("a batch norm right after this layer in the module is folded into its weight "
            "and bias by ExecuTorch's partitioner (the file does not record whether one was): "
            "then these are not the module's values")
+#: the datatypes of a float filter: ExecuTorch folds a batch norm into a linear layer's
+#: float weight only (quantization leaves a dequantize node between them, which its
+#: FuseBatchNormPass does not fold through; torch's PT2E quantizer folds convs alone)
+_FLOAT = ("fp32", "fp16", "bf16", "pfp32")
 #: torch's names of the half-precision types XNNPACK may widen a filter from
 _HALF = {"fp16": "float16", "bf16": "bfloat16"}
 _WIDENED = ("stored as float32 in a {0} graph: the module's tensor is the same values in "
@@ -320,11 +324,12 @@ class XnnGraph:
                     else _HALF.get(self._datatype(ids["input1_id"])))
             flags = int(node.plain("flags"))
             groups = int(node.plain("groups")) if "groups" in node.fields else 1
+            folds = self._may_fold(kind, flags, ids)
             for role in ("filter", "bias"):
                 vid = ids[role + "_id"]
                 if vid == XNN_NO_ID or vid in out or not self._records[vid].constant.index:
                     continue
-                notes = [_FOLDED]
+                notes = [_FOLDED] if folds else []
                 if half is not None and self._datatype(vid) == "fp32":
                     notes.append(_WIDENED.format(half))
                 if role == "bias":
@@ -388,6 +393,19 @@ class XnnGraph:
     def _tensor_table(self, i: int) -> Table:
         return Table(self._root.schema, self._payload, int(self._records[i].tensor),
                      "XNNTensorValue")
+
+    def _may_fold(self, kind: str, flags: int, ids: Dict[str, int]) -> bool:
+        """Whether a batch norm may have been folded into this node's filter and bias:
+        every conv (ExecuTorch folds conv and linear nodes alone, torch's PT2E quantizer
+        convs before quantizing); a fully-connected node only as ``aten.linear`` (not
+        transposed: an ``mm``), of a float filter, on a 2-d input (a batch norm after a
+        linear of a 3-d input normalizes its dimension 1, not the layer's features)."""
+        if kind != "XNNFullyConnected":
+            return True
+        inp, filt = ids["input1_id"], ids["filter_id"]
+        return (not flags & _TRANSPOSE_WEIGHTS and filt != XNN_NO_ID
+                and self._datatype(filt) in _FLOAT and inp != XNN_NO_ID
+                and len(self._tensor_table(inp).vector("dims")) == 2)
 
     def _one_wide(self, i: int) -> bool:
         """Whether value ``i`` is an NHWC tensor of width 1."""
