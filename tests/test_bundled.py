@@ -296,7 +296,21 @@ def test_cli_info_names_the_test_cases() -> None:
     assert doc["program"]["size"] == ORACLE["program_size"]
 
 
-def test_cli_export_writes_the_programs_weights(tmp_path: Any) -> None:
+def _oracle_tensors() -> Dict[str, np.ndarray]:
+    """Each test tensor exir's deserializer gives, by ``test_suites.METHOD[CASE].PART[I]``."""
+    out = {}
+    with np.load(os.path.join(DATA, "bundled.oracle.npz")) as z:
+        for suite in ORACLE["test_suites"]:
+            for k, case in enumerate(suite["test_cases"]):
+                for part in ("inputs", "expected_outputs"):
+                    for i, v in enumerate(case[part]):
+                        if v["kind"] == "Tensor":
+                            out[f"test_suites.{suite['method_name']}[{k}].{part}[{i}]"] = \
+                                z[v["npz"]].view(DTYPES[v["scalar_type"]]).reshape(v["sizes"])
+    return out
+
+
+def test_cli_export_writes_the_programs_weights_and_the_test_tensors(tmp_path: Any) -> None:
     out = str(tmp_path / "w.npz")
     assert run_cli("export", PATH, out).returncode == 0
     start, size = ORACLE["program_offset"], ORACLE["program_size"]
@@ -305,9 +319,35 @@ def test_cli_export_writes_the_programs_weights(tmp_path: Any) -> None:
     out_alone = str(tmp_path / "alone.npz")
     assert run_cli("export", str(alone), out_alone).returncode == 0
     a, b = np.load(out), np.load(out_alone)
-    assert sorted(a.keys()) == sorted(b.keys()) and len(a.keys()) > 0
-    for k in a.keys():
-        assert np.array_equal(a[k], b[k])
+    tests = _oracle_tensors()
+    assert sorted(a.keys()) == sorted([*b.keys(), *tests]) and len(b.keys()) > 1
+    for k in b.keys():   # the metadata lists the test tensors too
+        assert k == "__metadata__" or np.array_equal(a[k], b[k])
+    for k, want in tests.items():
+        assert a[k].dtype == want.dtype and a[k].tobytes() == want.tobytes(), k
+
+
+def test_tree_shows_each_test_cases_dtypes_and_shapes() -> None:
+    lines = run_cli("tree", PATH).stdout.splitlines()
+    for suite in ORACLE["test_suites"]:
+        at = next(i for i, line in enumerate(lines)
+                  if line.strip().startswith(f"test_suites.{suite['method_name']}:"))
+        for k, case in enumerate(suite["test_cases"]):
+            parts = [", ".join(
+                f"{np.dtype(DTYPES[v['scalar_type']])}{v['sizes']}" if v["kind"] == "Tensor"
+                else f"{SCALARS[v['kind']].__name__} {v['value']}" for v in case[part])
+                for part in ("inputs", "expected_outputs")]
+            assert lines[at + 1 + k].strip() == f"test_cases[{k}]: {parts[0]} -> {parts[1]}"
+
+
+def test_reprs_of_test_cases_and_suites_are_one_line() -> None:
+    with pfm.load_bundled(PATH) as b:
+        suites = b.test_suites
+        texts = [repr(suites), *map(repr, suites.values()),
+                 *(repr(c) for cases in suites.values() for c in cases)]
+        assert all("\n" not in t and len(t) < 200 for t in texts), texts
+        want = ORACLE["test_suites"][0]["test_cases"][0]["inputs"][0]
+        assert f"float32{want['sizes']}" in repr(suites["forward"][0])
 
 
 def test_extract_writes_the_embedded_program(tmp_path: Any) -> None:

@@ -27,7 +27,7 @@ from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
 from .backends.qnn import QnnContext
 from .backends.vulkan import VkNode, VkValue, VulkanGraph
 from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
-from .bundled import BundledProgram, TestCase, open_bundled
+from .bundled import BundledProgram, TestCase, TestSuite, TestSuites, open_bundled
 from .data_file import DataFile
 from .etdump import (
                      AllocationEvent,
@@ -67,12 +67,11 @@ sys.modules[__name__ + ".xnnpack"] = xnnpack
 
 __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledProgram", "Chain",
            "CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph", "DataFile", "DebugEvent",
-           "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump",
-           "ExtendedHeader", "Frame", "FreeCall", "Instruction", "InstructionProfile",
-           "JumpFalseCall", "KernelCall", "MemoryPlan", "Method", "MoveCall", "NativeImage",
-           "Operator",
-           "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "Region",
-           "RunData", "TensorSpec", "TestCase", "Timing", "ValueMeta", "VkNode", "VkValue",
-           "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code",
-           "open_bundled", "open_etdump", "open_executorch", "operands", "refuse_native_code",
-           "timings"]
+           "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump", "ExtendedHeader",
+           "Frame", "FreeCall", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
+           "MemoryPlan", "Method", "MoveCall", "NativeImage", "Operator", "PlannedTensor",
+           "ProfileEvent", "Program", "QnnContext", "Quantization", "Region", "RunData",
+           "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode",
+           "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
+           "describe_native_code", "open_bundled", "open_etdump", "open_executorch", "operands",
+           "refuse_native_code", "timings"]

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from ..core.fbread import Table, schema_of
-from ..core.names import plural
+from ..core.names import NamedDict, NamedList, plural
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Holder, Openable, Source, apply_advice, open_source
@@ -30,10 +30,16 @@ from .loader import open_opened
 from .program import Methods, Program
 from .regions import Region, bundled_regions
 
-__all__ = ["BundledProgram", "TestCase", "TestValue", "open_bundled"]
+__all__ = ["BundledProgram", "TestCase", "TestSuite", "TestSuites", "TestValue", "open_bundled"]
 
 #: A test input or expected output: a tensor (a read-only view), an int, a bool or a float.
 TestValue = Union[np.ndarray, int, bool, float]
+
+
+def _brief(values: Tuple[TestValue, ...]) -> str:
+    """``(float32[2, 4], 2)``: tensors by dtype and shape, scalars by value."""
+    return "(" + ", ".join(f"{v.dtype}{list(v.shape)}" if isinstance(v, np.ndarray)
+                           else repr(v) for v in values) + ("," if len(values) == 1 else "") + ")"
 
 
 class TestCase(NamedTuple):
@@ -41,6 +47,26 @@ class TestCase(NamedTuple):
 
     inputs: Tuple[TestValue, ...]
     expected_outputs: Tuple[TestValue, ...]
+
+    def __repr__(self) -> str:
+        return f"TestCase({_brief(self.inputs)} -> {_brief(self.expected_outputs)})"
+
+
+class TestSuite(NamedList[TestCase]):
+    """One method's test cases (a ``list``), whose repr is a line."""
+
+    what = "TestSuite"
+    unit = "test case"
+
+    def name_of(self, item: TestCase) -> str:
+        return f"{_brief(item.inputs)} -> {_brief(item.expected_outputs)}"
+
+
+class TestSuites(NamedDict[TestSuite]):
+    """Each method's test suite by method name (a ``dict``)."""
+
+    what = "TestSuites"
+    unit = "test suite"
 
 
 def _value(value: Table) -> TestValue:
@@ -102,13 +128,14 @@ class BundledProgram(Holder):
         return memoryview(self._source.obj)[start:end].toreadonly()
 
     @property
-    def test_suites(self) -> Dict[str, List[TestCase]]:
+    def test_suites(self) -> TestSuites:
         """Each method's test cases, by method name in file order (values decode here)."""
-        return {suite.string("method_name") or "":
-                [TestCase(tuple(_value(v) for v in case.tables("inputs")),
-                          tuple(_value(v) for v in case.tables("expected_outputs")))
-                 for case in suite.tables("test_cases")]
-                for suite in self._root.tables("method_test_suites")}
+        return TestSuites(
+            (suite.string("method_name") or "",
+             TestSuite(TestCase(tuple(_value(v) for v in case.tables("inputs")),
+                                tuple(_value(v) for v in case.tables("expected_outputs")))
+                       for case in suite.tables("test_cases")))
+            for suite in self._root.tables("method_test_suites"))
 
     def regions(self) -> List[Region]:
         """Where the file's bytes go: one ``flatbuffer`` region (the whole file) holding

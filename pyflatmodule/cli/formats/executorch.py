@@ -364,6 +364,10 @@ class _ExecuTorchFile(FileFormat):
     @staticmethod
     def tree_lines(st: Style, node: Json) -> List[str]:
         lines = [_tree_line(st, node)]
+        if node["kind"] == "test_suite":
+            lines += [f"test_cases[{i}]: {_test_values(c['inputs'])} -> "
+                      f"{_test_values(c['expected_outputs'])}"
+                      for i, c in enumerate(node["test_cases"])]
         if "truncated" in node:
             lines.append(st(f"... {node['truncated']} not shown (--depth)", "dim"))
         return lines
@@ -596,6 +600,12 @@ def _test_value(v: Any) -> Json:
     return {"kind": type(v).__name__, "value": v}
 
 
+def _test_values(values: List[Json]) -> str:
+    """Test values of :func:`_test_value` in a line: ``float32[2, 4], Int 2``."""
+    return ", ".join(f"{v['dtype']}{v['shape']}" if v["kind"] == "tensor"
+                     else f"{v['kind']} {v['value']}" for v in values) or "none"
+
+
 def _test_case(case: TestCase) -> Json:
     return {"inputs": [_test_value(v) for v in case.inputs],
             "expected_outputs": [_test_value(v) for v in case.expected_outputs]}
@@ -626,6 +636,18 @@ class ExecuTorchBundled(ExecuTorchProgram):
 
     def _delegate_names(self) -> List[str]:
         return ["program", *super()._delegate_names()]
+
+    def tensors(self) -> Dict[str, Tensor]:
+        """The program's tensors, then each test case's tensors by
+        ``test_suites.METHOD[CASE].inputs[I]`` (and ``.expected_outputs[I]``)."""
+        out = super().tensors()
+        for name, cases in self.bundled.test_suites.items():
+            for k, case in enumerate(cases):
+                for part in ("inputs", "expected_outputs"):
+                    for i, v in enumerate(getattr(case, part)):
+                        if isinstance(v, np.ndarray):
+                            out[f"test_suites.{name}[{k}].{part}[{i}]"] = v
+        return out
 
     def _suites(self) -> Json:
         return {name: [_test_case(c) for c in cases]
