@@ -3,45 +3,65 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Set
 
 from ..core.names import plural
 from ..files import file_format
-from .common import EXIT_OK, Context, Json, note_no_methods
+from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, no_methods, note_no_methods
 from .formats import open_file
 
-HELP = "operators the model needs (as torch.jit.export_opnames)"
+HELP = "operators the model needs (as torch.jit.export_opnames; for ExecuTorch, as gen_oplist)"
 
 EXAMPLES = """examples:
-  pyflatmodule ops model.ptl                  one operator a line, e.g. aten::add.Tensor
-  pyflatmodule ops --yaml a.ptl b.ptl > ops.yaml   union, as a YAML list for a
-                                              selective build (SELECTED_OP_LIST)
   pyflatmodule ops model.pte                  an ExecuTorch program's kernel operators,
-                                              e.g. aten::add.out
+                                              one a line, e.g. aten::add.out
+  pyflatmodule ops --yaml a.pte b.pte > selected_operators.yaml
+                                              ExecuTorch's selective build file, as its
+                                              gen_oplist writes it (one program) and
+                                              gen_all_oplist merges them (several):
+                                              operators and et_kernel_metadata
+  pyflatmodule ops --list a.pte b.pte         a comma list, for EXECUTORCH_SELECT_OPS_LIST
   pyflatmodule ops --delegates model.pte      and what its delegates run, e.g.
                                               XnnpackBackend::XNNConv2d
+  pyflatmodule ops model.ptl                  a PTMF model's, e.g. aten::add.Tensor
+  pyflatmodule ops --yaml a.ptl b.ptl > ops.yaml   union, as a YAML list for PyTorch
+                                              Mobile's selective build (SELECTED_OP_LIST)
   pyflatmodule ops --json a.ptl b.pte         {"files": [{"file", "format", "operators",
                                               "delegate_operators"}], "operators": union}
 
-a file without methods (e.g. a parameters file) needs no operators: a note on stderr,
-exit 0
+a file without methods (a data file, an ETDump, a parameters file) needs no operators:
+it is an error (exit 1), so that a build does not take an empty list for it
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("paths", nargs="+", metavar="PATH", help="model files (the union is printed)")
-    p.add_argument("--yaml", action="store_true", help="a YAML list, for a selective build")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--yaml", action="store_true",
+                      help="for a selective build: ExecuTorch's selected_operators.yaml "
+                           "for programs, a YAML list for PTMF models")
+    form.add_argument("--list", action="store_true",
+                      help="a comma-separated list (EXECUTORCH_SELECT_OPS_LIST)")
     p.add_argument("--delegates", action="store_true",
                    help="also what the delegates run (an XNNPACK graph's node kinds)")
 
 
-def operator_names(path: str, data: Sequence[str] = ()) -> Tuple[Optional[List[str]], List[str]]:
+class Found(NamedTuple):
+    """What one file needs: its operators (None without methods), what its delegates run,
+    its kernel keys (None for a format ExecuTorch's selective build does not read)."""
+
+    operators: Optional[List[str]]
+    delegated: List[str]
+    kernel_keys: Optional[Dict[str, List[str]]]
+
+
+def operators_of(path: str, data: Sequence[str] = ()) -> Found:
     """The operators a model needs, as ``torch.jit.export_opnames`` names them (an
     ExecuTorch program's kernel operators as ``name.overload``; None for a file without
-    methods), and what its delegates run (``BACKEND::KIND``)."""
+    methods), what its delegates run (``BACKEND::KIND``) and its kernel keys."""
     with open_file(path, data) as f:
-        return f.operators(), f.delegate_operators()
+        return Found(f.operators(), f.delegate_operators(), f.kernel_keys())
 
 
 def yaml_scalar(text: str) -> str:
@@ -53,30 +73,70 @@ def yaml_scalar(text: str) -> str:
     return json.dumps(text)
 
 
+def selected_operators(found: Dict[str, Found]) -> List[str]:
+    """ExecuTorch's ``selected_operators.yaml`` for the programs ``found`` (path ->
+    what it needs), as lines: what ``gen_oplist --model_file_path`` writes for one, and
+    ``gen_all_oplist`` merges for several (an operator is root and used for training,
+    not all overloads; its ``debug_info`` the programs that hold it; the kernel keys
+    unioned), keys sorted as ``yaml.safe_dump`` sorts them."""
+    users: Dict[str, List[str]] = {}
+    keys: Dict[str, Set[str]] = {}
+    for path, f in found.items():
+        for op in f.operators or ():
+            users.setdefault(op, []).append(path)
+        for op, k in (f.kernel_keys or {}).items():
+            keys.setdefault(op, set()).update(k)
+    lines = ["build_features: []", "custom_classes: []"]
+    lines.append("et_kernel_metadata:" + ("" if keys else " {}"))
+    for op in sorted(keys):
+        lines += [f"  {yaml_scalar(op)}:", *(f"  - {yaml_scalar(k)}" for k in sorted(keys[op]))]
+    lines += ["include_all_non_op_selectives: false", "include_all_operators: false",
+              "kernel_metadata: {}", "operators:" + ("" if users else " {}")]
+    for op in sorted(users):
+        lines += [f"  {yaml_scalar(op)}:", "    debug_info:",
+                  *(f"    - {yaml_scalar(p)}" for p in sorted(set(users[op]))),
+                  "    include_all_overloads: false", "    is_root_operator: true",
+                  "    is_used_for_training: true"]
+    return lines
+
+
 def run(ctx: Context) -> int:
     """Print the union of the files' operators."""
+    args = ctx.args
     names: Set[str] = set()
     files: List[Json] = []
+    found: Dict[str, Found] = {}
     status = EXIT_OK
-    for path in ctx.args.paths:
-        found, delegated = operator_names(path, ctx.args.data)
-        files.append({"file": path, "format": file_format(path), "operators": found,
-                      "delegate_operators": delegated})
-        if found is None:
+    for path in args.paths:
+        f = found[path] = operators_of(path, args.data)
+        files.append({"file": path, "format": file_format(path), "operators": f.operators,
+                      "delegate_operators": f.delegated})
+        if f.operators is None:
+            if args.yaml or args.list:   # nothing is written: a build must not take it
+                raise no_methods(path, "it needs no operators")
             status = note_no_methods(ctx, path, "it needs no operators")
-        names.update(found or ())
-        if ctx.args.delegates:
-            names.update(delegated)
-        elif found == [] and delegated and not ctx.json:
+        names.update(f.operators or ())
+        if args.delegates:
+            names.update(f.delegated)
+        elif f.operators == [] and f.delegated and not ctx.json:
             ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") +
                           f"{path}: calls no kernel operator; its delegates run "
-                          f"{plural(len(delegated), 'kind')} of node "
+                          f"{plural(len(f.delegated), 'kind')} of node "
                           f"(--delegates lists them)\n")
     ordered = sorted(names)
+    executorch = [f.kernel_keys is not None for f in found.values()]
     if ctx.json:
         ctx.dump({"files": files, "operators": ordered})
-    elif ctx.args.yaml:
+    elif args.yaml and any(executorch):
+        if not all(executorch):
+            raise CliError("--yaml writes ExecuTorch's selective build file for programs "
+                           "and PyTorch Mobile's list for PTMF models: give one kind",
+                           "usage", EXIT_USAGE)
+        ctx.print("\n".join(selected_operators(found)))
+    elif args.yaml:
         ctx.print("\n".join(f"- {yaml_scalar(n)}" for n in ordered) if ordered else "[]")
+    elif args.list:
+        ctx.print(",".join(ordered))
     else:
         for name in ordered:
             ctx.print(name)

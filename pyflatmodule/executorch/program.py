@@ -3,12 +3,12 @@ chains, instructions, operators and delegates, and the tensors it holds or names
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
 from ..core.dtypes import QuantizedTensor, numpy_dtype
-from ..core.fbread import Table, enum_names
+from ..core.fbread import Table, Tables, enum_names
 from ..core.names import NamedDict, plural
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
@@ -138,6 +138,22 @@ def _instruction(member: str, t: Table) -> Instruction:
     if member == "JumpFalseCall":
         return JumpFalseCall(t.scalar("cond_value_index"), t.scalar("destination_instruction"))
     return FreeCall(t.scalar("value_index"))
+
+
+def _tensor_key(values: Tables, i: int) -> Optional[str]:
+    """A kernel argument's part of a kernel key, ``SCALAR_TYPE;DIM,ORDER``: of value ``i``,
+    a tensor's own, a tensor list's first tensor's (ExecuTorch's lists hold tensors of one
+    dtype and order); None for any other value (the verifier proved the indices)."""
+    member, v = values[i].union("val")
+    items = ([i] if member == "Tensor" else
+             [k for k in v.vector("items").tolist() if k != -1]
+             if member in ("TensorList", "OptionalTensorList") and v is not None else [])
+    t = next((t for member, t in (values[k].union("val") for k in items)
+              if member == "Tensor" and t is not None), None)
+    if t is None:
+        return None
+    order = ",".join(str(d) for d in t.vector("dim_order").tolist())
+    return f"{int(t.scalar('scalar_type'))};{order}"
 
 
 class _Ports:
@@ -354,6 +370,26 @@ class Method(_Ports):
                 out.append(used)
         return out
 
+    def kernel_keys(self) -> Dict[str, List[str]]:
+        """Each operator a kernel call calls (``name.overload``) with its kernel keys,
+        sorted, as ExecuTorch's selective build keys them (``gen_oplist``'s
+        ``et_kernel_metadata``): per call ``v1/`` and each tensor argument's
+        ``SCALAR_TYPE;DIM,ORDER``, joined by ``|``; a tensor list counts as its first
+        tensor, an empty one (or one of no tensor) not at all."""
+        tables = self._table.tables("values")
+        operators = [str(o) for o in self.operators]
+        keys: Dict[str, Set[str]] = {}
+        for chain in self._table.tables("chains"):
+            for t in chain.tables("instructions"):
+                member, call = t.union("instr_args")
+                if member != "KernelCall" or call is None:
+                    continue
+                parts = [p for p in (_tensor_key(tables, v)
+                                     for v in call.vector("args").tolist()) if p is not None]
+                keys.setdefault(operators[int(call.scalar("op_index"))], set()).add(
+                    "v1/" + "|".join(parts))
+        return {op: sorted(k) for op, k in keys.items()}
+
     def memory_plan(self) -> MemoryPlan:
         """Where the runtime puts each memory-planned tensor, for how long, the peak,
         and any two tensors the plan lets overlap while both are alive."""
@@ -502,6 +538,14 @@ class Program(_File):
                                    f"external tensor {name!r}: the program wants {dtype} "
                                    f"{list(shape)}, the data file holds {array.dtype} "
                                    f"{list(array.shape)}")
+
+    def kernel_keys(self) -> Dict[str, List[str]]:
+        """Every method's :meth:`Method.kernel_keys`, merged: each operator's keys, sorted."""
+        keys: Dict[str, Set[str]] = {}
+        for m in self._plans():
+            for op, k in m.kernel_keys().items():
+                keys.setdefault(op, set()).update(k)
+        return {op: sorted(k) for op, k in keys.items()}
 
     @property
     def methods(self) -> "Methods":

@@ -107,6 +107,11 @@ class FileFormat(abc.ABC):
         node kinds); empty for a format without delegates."""
         return []
 
+    def kernel_keys(self) -> Optional[Dict[str, List[str]]]:
+        """Each operator's kernel keys for ExecuTorch's selective build
+        (:meth:`pyflatmodule.Program.kernel_keys`); None for a format it does not read."""
+        return None
+
     def memory_plans(self) -> Optional[List[Json]]:
         """Each method's memory plan (``method``, ``buffer_sizes``, ``peak``,
         ``instructions``, ``tensors``, ``conflicts``); None for a format whose methods have

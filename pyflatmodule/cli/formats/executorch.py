@@ -516,6 +516,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
                 found.update(f"{backend.id}::{n.kind}" for n in graph.nodes)
         return sorted(found)
 
+    def kernel_keys(self) -> Optional[Dict[str, List[str]]]:
+        return self.file.kernel_keys()
+
     def tensors(self) -> Dict[str, Tensor]:
         """Its named tensors, delegates' constants included."""
         return self.file.named_tensors()
