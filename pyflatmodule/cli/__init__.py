@@ -1,18 +1,18 @@
 """The ``pyflatmodule`` command line (also ``python -m pyflatmodule``).
 
-Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``memory``, ``profile``,
-``export``, ``extract``, ``diff``; each reads PTMF models (``.ptl``/``.ff``), ExecuTorch
-programs (``.pte``) and data files (``.ptd``); ``profile`` reads ETDumps (``.etdump``).
-``diff`` exits as diff(1) does: 0 equal, 1 different, 2 trouble.
-Every command takes ``--json`` (one JSON document on stdout; shapes documented in
-docs/json.md), prints errors on stderr and exits non-zero: 0 success, 1 a bad or unreadable
-model file (or a name that is not in it) or an output that cannot be written, 2 a usage
-error (an output that is the input model, also through a link, is one). An error is
-reported in one line naming the file at fault, never with a traceback. ``dis`` and
-``ops`` on a file without methods (a parameters file) print an empty listing, say so
-in a note on stderr (text output only) and exit 0, as ``nm`` does for a file without
-symbols. Colour is used only when the output is a terminal and ``NO_COLOR`` is not set
-(``--color`` overrides). Nothing here imports torch, nor ml_dtypes unless a file needs it.
+Commands: ``info``, ``verify``, ``tree``, ``dis``, ``ops``, ``memory``, ``size``,
+``profile``, ``shared``, ``export``, ``extract``, ``diff``; each reads PTMF models
+(``.ptl``/``.ff``), ExecuTorch programs (``.pte``) and data files (``.ptd``); ``profile``
+reads ETDumps (``.etdump``). ``diff`` exits as diff(1) does: 0 equal, 1 different, 2
+trouble. Every command takes ``--json`` (one JSON document on stdout; shapes documented
+in docs/json.md), prints errors on stderr and exits non-zero: 0 success, 1 a bad or
+unreadable model file (or a name that is not in it) or an output that cannot be written,
+2 a usage error (an output that is the input model, also through a link, is one). An
+error is reported in one line naming the file at fault, never with a traceback. ``ops``,
+``dis`` and ``memory`` on a file without methods (a data file, an ETDump, a parameters
+file) say so and exit 1: an empty answer would pass for one. Colour is used only when the
+output is a terminal and ``NO_COLOR`` is not set (``--color`` overrides). Nothing here
+imports torch, nor ml_dtypes unless a file needs it.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import sys
 from typing import Any, List, Optional
 
 from ..errors import FormatError
-from . import diff, dis, export, extract, info, memory, ops, profile, size, tree, verify
+from . import diff, dis, export, extract, info, memory, ops, profile, shared, size, tree, verify
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, SAMPLE, CliError, Context, report
 from .info import summarize
 
@@ -30,8 +30,8 @@ __all__ = ["SAMPLE", "build_parser", "main", "summarize"]
 
 #: The commands, in the order ``--help`` lists them.
 COMMANDS = {"info": info, "verify": verify, "tree": tree, "dis": dis, "ops": ops,
-            "memory": memory, "size": size, "profile": profile, "export": export,
-            "extract": extract, "diff": diff}
+            "memory": memory, "size": size, "profile": profile, "shared": shared,
+            "export": export, "extract": extract, "diff": diff}
 
 EXAMPLES = """examples:
   pyflatmodule info                          describe the sample model shipped with the package
@@ -43,6 +43,7 @@ EXAMPLES = """examples:
   pyflatmodule export model.ptl w.safetensors   weights for another runtime
   pyflatmodule extract model.ptl meta.json   one extra file to stdout
   pyflatmodule diff old.pte new.pte          what changed between two builds
+  pyflatmodule shared a.pte b.pte --data base.ptd   which program reads which key
   pyflatmodule size model.pte --html s.html  where a program's bytes go, as a treemap
 
 exit status: 0 success, 1 invalid/unreadable model, missing name or unwritable output,

@@ -99,7 +99,7 @@ def error_doc(file: Optional[str], exc: BaseException) -> Json:
         return {"file": exc.file or file, "code": exc.code, "message": exc.message,
                 "offset": exc.offset, "path": exc.path}
     if isinstance(exc, OSError):
-        return {"file": file, "code": "io_error",
+        return {"file": file or exc.filename, "code": "io_error",
                 "message": exc.strerror or str(exc), "offset": None, "path": ""}
     return {"file": file, "code": "internal_error",
             "message": f"{type(exc).__name__}: {exc}", "offset": None, "path": ""}
@@ -127,7 +127,8 @@ def error_line(file: Optional[str], exc: BaseException) -> str:
     if isinstance(exc, CliError):
         return f"{exc.file + ': ' if exc.file else prefix}{exc.message}"
     if isinstance(exc, OSError):
-        return f"{prefix}{exc.strerror or exc}"
+        named = f"{exc.filename}: " if not file and exc.filename else prefix
+        return f"{named}{exc.strerror or exc}"
     return (f"{prefix}internal error: {type(exc).__name__}: {exc} "
             "(please report it; PYFLATMODULE_DEBUG=1 shows the traceback)")
 
