@@ -1,11 +1,14 @@
 """What changed between two files of one format: structure, and tensors element by element.
 
 :func:`diff` compares two PTMF models, two ExecuTorch programs or two ExecuTorch data
-files. Structure is compared as facts (versions, methods, their operators and instruction
-counts, delegates, extra files and named data with a SHA-256 of their bytes). Tensors are
-matched by name, then, among those left on each side, by position and shape (the first
-tensor of A with the first of B of the same shape and dtype), and compared chunk by chunk
-straight from the mappings, so no model is ever loaded whole into memory.
+files. Structure is compared as facts (versions, methods, their inputs' and outputs' dtypes
+and shapes, operators and instruction counts, delegates, extra files and named data with a
+SHA-256 of their bytes; named data whose key is that hash, as XNNPACK's weights, counted
+instead: their tensors are compared). Tensors are matched by name, then in programs by
+role (where the program reads them: the n-th call of an operator and the argument, or a
+delegate's n-th node of a kind and its input), in other files by position and shape (the
+first tensor of A with the first of B of the same shape and dtype), and compared chunk by
+chunk straight from the mappings, so no model is ever loaded whole into memory.
 
 Names: a PTMF model's tensors are its ``state_dict()``, a program's its ``named_tensors()``
 (the names the files hold, else ``<method>.values[<index>]``), a data file's its
@@ -14,12 +17,13 @@ tensors by key.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
 from .core.dtypes import QuantizedTensor, dtype_name
-from .executorch import BundledProgram, DataFile, ETDump, Program
+from .executorch import BundledProgram, DataFile, ETDump, KernelCall, Program
 from .export import blocks, quantization_arrays, quantization_params
 from .files import FORMATS, Format, load
 from .ptmf import Module
@@ -105,13 +109,25 @@ def _facts(f: Opened) -> Dict[str, Any]:
             out[f"methods.{name}.values"] = len(m.values)
             out[f"methods.{name}.inputs"] = m.inputs
             out[f"methods.{name}.outputs"] = m.outputs
+            for part, metas in (("inputs", m.input_meta), ("outputs", m.output_meta)):
+                out[f"methods.{name}.{part}.dtypes_shapes"] = [
+                    meta.kind if meta.dtype is None else f"{meta.dtype}{list(meta.shape or ())}"
+                    for meta in metas]
             out[f"methods.{name}.instructions"] = sum(len(c.instructions) for c in m.chains)
             out[f"methods.{name}.operators"] = [str(op) for op in m.operators]
             out[f"methods.{name}.non_const_buffer_sizes"] = m.non_const_buffer_sizes
             for i, d in enumerate(m.delegates):
                 out[f"methods.{name}.delegates[{i}]"] = (d.id, _digest(d.data))
+    by_content = [0, 0]
     for key, blob in f.named_data.items():
-        out[f"named_data[{key!r}]"] = _digest(blob)
+        digest = _digest(blob)
+        if key.endswith(digest):   # keyed by its own hash: the key says what the digest would
+            by_content[0] += 1
+            by_content[1] += len(blob)
+        else:
+            out[f"named_data[{key!r}]"] = digest
+    if by_content[0]:
+        out["named_data (keyed by content): entries, bytes"] = by_content
     return out
 
 
@@ -127,6 +143,53 @@ def _tensors(f: Opened) -> Dict[str, Tensor]:
     if isinstance(f, Module):
         return f.state_dict()
     out: Dict[str, Tensor] = dict(f.named_tensors() if isinstance(f, Program) else f.tensors)
+    return out
+
+
+#: The names a program gives tensors by position (a constant without a name, a delegate's
+#: constant by its value id): equal in two programs, they need not be the same tensor.
+_POSITIONAL = re.compile(r"\.values\[\d+\]$")
+
+
+def _where(t: Tensor) -> Tuple[int, Tuple[int, ...]]:
+    """Where a tensor's bytes are (the same view read twice has the same)."""
+    x = t.int_repr if isinstance(t, QuantizedTensor) else t
+    return x.__array_interface__["data"][0], tuple(x.shape)
+
+
+def _roles(p: Program, names: Dict[str, Tensor]) -> Dict[str, str]:
+    """Tensor name -> where the program reads it first: ``METHOD: OP[N] arg I`` (the N-th
+    call of operator OP in the method, argument I) for a constant of a kernel call,
+    ``METHOD.delegates[D]: KIND[N] input I`` for a delegate's constant (its graph's N-th
+    node of KIND, input I)."""
+    by_place = {_where(t): name for name, t in names.items()}
+    out: Dict[str, str] = {}
+    for m in p.methods.values():
+        calls: Dict[str, int] = {}
+        values = m.values
+        for chain in m.chains:
+            for ins in chain.instructions:
+                if not isinstance(ins, KernelCall):
+                    continue
+                op = str(m.operators[ins.op_index])
+                n = calls[op] = calls.get(op, -1) + 1
+                for i, v in enumerate(ins.args):
+                    if values.kind(v) != "Tensor":
+                        continue
+                    t = values[v]
+                    name = by_place.get(_where(t)) if isinstance(t, np.ndarray) else None
+                    if name is not None:
+                        out.setdefault(name, f"{m.name}: {op}[{n}] arg {i}")
+        for d in m.delegates:
+            graph = d.graph
+            if graph is None:
+                continue
+            kinds: Dict[str, int] = {}
+            for node in graph.nodes:
+                n = kinds[node.kind] = kinds.get(node.kind, -1) + 1
+                for i, vid in enumerate(node.inputs):
+                    out.setdefault(f"{d.name}.values[{vid}]",
+                                   f"{d.name}: {node.kind}[{n}] input {i}")
     return out
 
 
@@ -204,14 +267,31 @@ def _compare(name_a: str, ta: Tensor, name_b: str, tb: Tensor) -> TensorDiff:
                       note)
 
 
-def _match(ta: Dict[str, Tensor], tb: Dict[str, Tensor]) -> List[TensorDiff]:
+def _match(ta: Dict[str, Tensor], tb: Dict[str, Tensor],
+           roles: Optional[Tuple[Dict[str, str], Dict[str, str]]] = None) -> List[TensorDiff]:
+    """Pairs by name, then by role (``roles``: each side's, for programs, whose positional
+    names, ``METHOD.values[I]``, pair by role first, then by name where neither has a
+    role), then by position and shape; the rest are on one side only."""
     out: List[TensorDiff] = []
-    for name, t in ta.items():
-        if name in tb:
-            out.append(_compare(name, t, name, tb[name]))
-    only_a = [n for n in ta if n not in tb]
-    only_b = [n for n in tb if n not in ta]
-    for name in list(only_a):   # by position and shape among the rest
+    named = [n for n in ta if n in tb and (roles is None or not _POSITIONAL.search(n))]
+    for name in named:
+        out.append(_compare(name, ta[name], name, tb[name]))
+    only_a = [n for n in ta if n not in named]
+    only_b = [n for n in tb if n not in named]
+    if roles is not None:
+        role_a, role_b = roles
+        by_role = {role_b[n]: n for n in reversed(only_b) if n in role_b}
+        for name in list(only_a):
+            partner = by_role.pop(role_a.get(name, ""), None)
+            if partner is not None:
+                only_a.remove(name)
+                only_b.remove(partner)
+                out.append(_compare(name, ta[name], partner, tb[partner]))
+        for name in [n for n in only_a if n in only_b]:   # read by no role in either
+            only_a.remove(name)
+            only_b.remove(name)
+            out.append(_compare(name, ta[name], name, tb[name]))
+    for name in list(only_a):   # by position and shape
         layout = _layout(ta[name])
         partner = next((n for n in only_b if _layout(tb[n]) == layout), None)
         if partner is not None:
@@ -257,4 +337,7 @@ def diff(a: Any, b: Any, **load_options: Any) -> Diff:
     if a_format is not b_format:
         raise ValueError(f"A is {a_format.description} and B {b_format.description}: diff "
                          "compares two files of one format")
-    return Diff(a_format.title, _structure(fa, fb), _match(_tensors(fa), _tensors(fb)))
+    ta, tb = _tensors(fa), _tensors(fb)
+    roles = (_roles(fa, ta), _roles(fb, tb)) \
+        if isinstance(fa, Program) and isinstance(fb, Program) else None
+    return Diff(a_format.title, _structure(fa, fb), _match(ta, tb, roles))

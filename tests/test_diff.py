@@ -69,8 +69,77 @@ def test_two_xnnpack_exports_with_one_weight_changed() -> None:
     delta = np.abs(before["l2.bias"].astype(np.float64) - after["l2.bias"].astype(np.float64))
     assert (t.shape, t.differing, t.max_abs) == (before["l2.bias"].shape,
                                                  int(np.count_nonzero(delta)), float(delta.max()))
-    # the payload names the new key and the named data holds it: structure says so
-    assert any(c.what.startswith("named_data[") for c in d.structure)
+    # the payload names the new key (structure says the payload changed); the named data
+    # keyed by the bytes' own hashes is not listed key by key: the tensor says it
+    assert any(c.what == "methods.forward.delegates[0]" for c in d.structure)
+    assert not any(c.what.startswith("named_data[") for c in d.structure)
+
+
+def _graph_roles(stem: str) -> Dict[Any, int]:
+    """From ExecuTorch's decoding of each XNNPACK graph: (delegate, node kind, its n-th
+    node of that kind, field) -> the constant's value id, for filters and biases."""
+    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    out: Dict[Any, int] = {}
+    for i, d in enumerate(doc["xnnpack"]["delegates"]):
+        seen: Dict[str, int] = {}
+        for node in d["graph"]["xnodes"]:
+            kind = node["xnode_union_type"]
+            n = seen[kind] = seen.get(kind, -1) + 1
+            for field in ("filter_id", "bias_id"):
+                if node["xnode_union"].get(field) is not None:
+                    out[(i, kind, n, field)] = node["xnode_union"][field]
+    return out
+
+
+def test_an_int8_and_a_float_export_pair_each_weight_by_its_role() -> None:
+    """The same module lowered to XNNPACK in float and in int8: each filter pairs with the
+    filter of the same node, each bias with the bias (by ExecuTorch's decoding of both
+    graphs), though their value ids differ; value ids alone paired a filter with a bias."""
+    a, b = _graph_roles("xnn_q8_per_channel"), _graph_roles("xnn_conv")
+    assert set(a) == set(b) and any(a[k] != b[k] for k in a)
+    want = {(f"forward.delegates[{k[0]}].values[{a[k]}]",
+             f"forward.delegates[{k[0]}].values[{b[k]}]") for k in a}
+    d = diff(os.path.join(ET, "xnn_q8_per_channel.pte"), os.path.join(ET, "xnn_conv.pte"))
+    got = {(t.name_a, t.name_b) for t in d.tensors}
+    assert want <= got
+    assert not [t for t in d.tensors if t.status in ("only_a", "only_b")]
+    for t in d.tensors:   # int8 against float: the shapes agree, the dtypes do not
+        assert t.status == "changed" and t.note.split(" -> ")[0].endswith(
+            str(list(t.shape))), t
+
+
+def test_a_change_of_a_methods_input_dtypes_is_reported() -> None:
+    """xnn_fp16 takes float16 where xnn_conv takes float32 (ExecuTorch's runtime says so:
+    ScalarType 5 and 6): diff reports the inputs' and outputs' dtypes and shapes."""
+    names = {5: "float16", 6: "float32"}
+    metas = []
+    for stem in ("xnn_conv", "xnn_fp16"):
+        with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+            m = json.load(f)["runtime"]["methods"]["forward"]
+        metas.append([[f"{names[t['dtype']]}{t['sizes']}" for t in m[part]]
+                      for part in ("inputs", "outputs")])
+    assert metas[0] != metas[1]
+    d = diff(os.path.join(ET, "xnn_conv.pte"), os.path.join(ET, "xnn_fp16.pte"))
+    what = {c.what: (c.a, c.b) for c in d.structure}
+    for k, part in enumerate(("inputs", "outputs")):
+        if metas[0][k] != metas[1][k]:
+            assert what[f"methods.forward.{part}.dtypes_shapes"] == (metas[0][k], metas[1][k])
+
+
+def test_each_side_takes_its_own_data_files(tmp_path: Any) -> None:
+    pte, ptd = os.path.join(ET, "external.pte"), os.path.join(ET, "external.ptd")
+    r = run_cli("diff", pte, pte, "--data-a", ptd, "--data-b", ptd)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("diff", "--json", pte, pte, "--data-a", ptd)   # B has none: only A has them
+    with open(os.path.join(ET, "external.oracle.json"), encoding="utf-8") as f:
+        keys = [n["key"] for n in json.load(f)["data_file"]["named_data"]]
+    assert r.returncode == 1
+    assert sorted(t["a"] for t in json.loads(r.stdout)["tensor_diffs"]
+                  if t["status"] == "only_a") == sorted(keys)
+    other = os.path.join(DATA, "shared", "foundation.ptd")
+    r = run_cli("diff", pte, pte, "--data-a", ptd, "--data-b", other)
+    assert r.returncode == 2 and "missing_data" in r.stderr
 
 
 def test_ptmf_files_with_one_float_changed() -> None:

@@ -17,9 +17,12 @@ EXAMPLES = """examples:
   pyflatmodule diff old.pte new.pte           structure, then every tensor that differs
   pyflatmodule diff a.ptl b.ptl --json        everything, equal tensors included
   pyflatmodule diff a.pte b.pte --all         list equal tensors too
+  pyflatmodule diff a.pte b.pte --data-a a.ptd --data-b b.ptd
+                                              each program with its own data files
 
-tensors are matched by name, then by position and shape, and compared chunk by chunk
-from the mappings.
+tensors are matched by name, then in programs by role (the operator call and argument,
+or the delegate node and input, that reads them), in other files by position and shape,
+and compared chunk by chunk from the mappings. --data gives both sides a data file.
 exit status: 0 the files are equal, 1 they differ, 2 trouble (usage, a file that cannot
 be read or is not valid, files of two formats), as diff(1)
 """
@@ -33,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
     p.add_argument("--all", action="store_true", help="list equal tensors too")
+    p.add_argument("--data-a", action="append", default=[], metavar="PTD",
+                   help="a data file of A only (repeatable)")
+    p.add_argument("--data-b", action="append", default=[], metavar="PTD",
+                   help="a data file of B only (repeatable)")
 
 
 def _tensor_doc(t: TensorDiff) -> Json:
@@ -73,7 +80,8 @@ def _line(ctx: Context, t: TensorDiff) -> str:
 def run(ctx: Context) -> int:
     """Compare A with B; exit 0 when equal, 1 when different."""
     args = ctx.args
-    with _open(args.a, args.data) as fa, _open(args.b, args.data) as fb:
+    with _open(args.a, args.data + args.data_a) as fa, \
+            _open(args.b, args.data + args.data_b) as fb:
         try:
             d = diff(fa.file, fb.file)
         except ValueError as e:
