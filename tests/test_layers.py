@@ -56,7 +56,9 @@ C_INCLUDES: Dict[str, List[str]] = {
     # the generated descriptors: the descriptor types, and a generated file its own header
     "gen": ["fb/fb_schema.h", "gen/{stem}.h"],
     "ptmf": ["fb/*.h", "ptmf/*.h", "gen/mobile_bytecode.h"],
-    # ExecuTorch's program, data file, bundled program and ETDump
+    # the status block of zip and torch.save archives (read in Python, by the core)
+    "torch_save": ["fb/*.h", "torch_save/*.h"],
+    # ExecuTorch's program, data file, bundled program, ETDump and ETRecord
     "executorch": ["fb/*.h", "executorch/*.h", "gen/executorch_*.h"],
     # a delegate's payloads, beside the program: each backend's folder, its generated
     # headers, and ExecuTorch's (the program that holds them), never the other way
