@@ -23,6 +23,14 @@ class Listing(NamedTuple):
     note: Optional[str]
 
 
+def below(children: List[Json], depth: int, max_depth: Optional[int]) -> Dict[str, Any]:
+    """A tree node's ``children`` at ``depth``, or how many were cut (``truncated``) at
+    ``max_depth`` and below; nothing for a node without children there."""
+    if max_depth is not None and depth >= max_depth:
+        return {"truncated": len(children)} if children else {}
+    return {"children": children}
+
+
 class FileFormat(abc.ABC):
     """One opened file as the commands see it (a context manager that closes it).
 
@@ -168,3 +176,18 @@ class FileFormat(abc.ABC):
     def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
         """The bytes ``extract`` writes for ``name``, and what they are (the ``kind``
         of its JSON); CliError ``not_found`` when the file holds no such entry."""
+
+
+class NoCode(FileFormat):
+    """A format whose files hold no code (a profile, a record): nothing for ``dis`` to
+    list, no operators for ``ops``."""
+
+    def listing(self, method: Optional[str], every_function: bool) -> Listing:
+        return Listing([], f"an {self.file_format().title}: nothing to disassemble")
+
+    @staticmethod
+    def print_entry(ctx: Context, entry: Json) -> None:
+        """Such a file lists no entries."""
+
+    def operators(self) -> Optional[List[str]]:
+        return None

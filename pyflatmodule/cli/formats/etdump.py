@@ -10,7 +10,7 @@ from ...core.names import plural
 from ...executorch import BlockProfile, ETDump, InstructionProfile, RunData, Timing, timings
 from ...files import load
 from ..common import CliError, Context, Json, Style
-from .base import FileFormat, Listing, Tensor
+from .base import FileFormat, NoCode, Tensor, below
 
 __all__ = ["ExecuTorchETDump"]
 
@@ -57,7 +57,7 @@ def _block(b: BlockProfile) -> Json:
             "instructions": [_instruction(i) for i in b.instructions]}
 
 
-class ExecuTorchETDump(FileFormat):
+class ExecuTorchETDump(NoCode):
     """An ExecuTorch ETDump (a :class:`pyflatmodule.ETDump`)."""
 
     opens = ETDump
@@ -109,11 +109,6 @@ class ExecuTorchETDump(FileFormat):
 
     def tree(self, max_depth: Optional[int]) -> Json:
         """The runs, each with its events."""
-        def cut(children: List[Json], depth: int) -> Dict[str, Any]:
-            if max_depth is not None and depth >= max_depth:
-                return {"truncated": len(children)} if children else {}
-            return {"children": children}
-
         runs = []
         for i, r in enumerate(self.file.runs):
             path = f"run_data[{i}]"
@@ -125,9 +120,10 @@ class ExecuTorchETDump(FileFormat):
                 events.append({**node, "name": f"events[{j}]", "path": f"{path}.events[{j}]"})
             run = _run(r)
             run["run_name"] = run.pop("name")
-            runs.append({**run, "name": path, "path": path, "kind": "run", **cut(events, 1)})
+            runs.append({**run, "name": path, "path": path, "kind": "run",
+                         **below(events, 1, max_depth)})
         return {"name": "", "path": "", "kind": "etdump", "version": self.file.version,
-                **cut(runs, 0)}
+                **below(runs, 0, max_depth)}
 
     @staticmethod
     def tree_lines(st: Style, node: Json) -> List[str]:
@@ -151,16 +147,6 @@ class ExecuTorchETDump(FileFormat):
         if "truncated" in node:
             lines.append(st(f"... {node['truncated']} not shown (--depth)", "dim"))
         return lines
-
-    def listing(self, method: Optional[str], every_function: bool) -> Listing:
-        return Listing([], "an ExecuTorch ETDump: nothing to disassemble")
-
-    @staticmethod
-    def print_entry(ctx: Context, entry: Json) -> None:
-        """An ETDump lists no entries."""
-
-    def operators(self) -> Optional[List[str]]:
-        return None
 
     def tensors(self) -> Dict[str, Tensor]:
         return {}

@@ -34,7 +34,7 @@ from ...executorch import (
 )
 from ...files import load
 from ..common import CliError, Context, Json, Style, human
-from .base import FileFormat, Listing, Tensor
+from .base import FileFormat, Listing, Tensor, below
 
 __all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
 
@@ -275,11 +275,6 @@ class _ExecuTorchFile(FileFormat):
     def tree(self, max_depth: Optional[int]) -> Json:
         """The file's structure as nested nodes: methods with their values, operators,
         chains and delegates; the tensors; the named data that are not tensors."""
-        def cut(children: List[Json], depth: int) -> Dict[str, Any]:
-            if max_depth is not None and depth >= max_depth:
-                return {"truncated": len(children)} if children else {}
-            return {"children": children}
-
         root: Json = {"name": "", "path": "", "kind": self.root_kind, **self._root_facts()}
         children: List[Json] = []
         tensors = self._tree_tensors()
@@ -299,19 +294,19 @@ class _ExecuTorchFile(FileFormat):
                     weights.update(w["path"] for w in parts[1:])
                     weights.update(w[k] for w in parts[1:]
                                    for k in ("named_data", "scales_named_data") if w[k])
-                    node.update(cut(parts, 2))
+                    node.update(below(parts, 2, max_depth))
                 delegates.append(node)
             counts = Counter(v["kind"] for v in values)
             parts = [{"name": "values", "path": f"{name}.values", "kind": "values",
                       "length": len(values), "kinds": dict(sorted(counts.items())),
-                      **cut([{"name": f"[{v['index']}]",
-                              "path": f"{name}.values[{v['index']}]", **v} for v in values],
-                            2)},
+                      **below([{"name": f"[{v['index']}]",
+                                "path": f"{name}.values[{v['index']}]", **v} for v in values],
+                              2, max_depth)},
                      {"name": "operators", "path": f"{name}.operators", "kind": "operators",
                       "operators": [str(o) for o in m.operators]},
                      *chains, *delegates]
             children.append({"name": name, "path": name, "kind": "method", "inputs": m.inputs,
-                             "outputs": m.outputs, **cut(parts, 1)})
+                             "outputs": m.outputs, **below(parts, 1, max_depth)})
         for key, t in tensors.items():
             if key not in weights:   # else listed under its delegate
                 children.append({"name": key, "path": key, **self._tensor_facts(t)})
@@ -319,7 +314,7 @@ class _ExecuTorchFile(FileFormat):
             if key not in tensors and key not in weights:
                 children.append({"name": key, "path": key, "kind": "named_data",
                                  "bytes": len(data)})
-        root.update(cut(children, 0))
+        root.update(below(children, 0, max_depth))
         return root
 
     def _tensor_facts(self, t: Tensor) -> Json:
