@@ -1,11 +1,12 @@
 """pyflatmodule: open PyTorch's on-device model files without torch.
 
-ExecuTorch programs (``.pte``), their data files (``.ptd``), ETDump profiles and bundled
-programs, and PyTorch Mobile flatbuffer models (PTMF: ``.ptl``/``.ff``). A small C core
-verifies every offset, index and tensor extent once and indexes the file; proxies decode
-values lazily; tensor storage is memory-mapped straight into read-only numpy arrays.
-``load`` takes any of them and returns a Program, DataFile, ETDump, BundledProgram or
-Module; ``load_program``, ``load_data`` and ``load_module`` return their kind only.
+ExecuTorch programs (``.pte``), their data files (``.ptd``), ETDump profiles, bundled
+programs and ETRecords, and PyTorch Mobile flatbuffer models (PTMF: ``.ptl``/``.ff``). A
+small C core verifies every offset, index and tensor extent once and indexes the file;
+proxies decode values lazily; tensor storage is memory-mapped straight into read-only numpy
+arrays.
+``load`` takes any of them and returns a Program, DataFile, ETDump, BundledProgram,
+ETRecord or Module; ``load_program``, ``load_data`` and ``load_module`` return their kind only.
 
 A PTMF module's values decode to Python's own types (None, bool, int, float, complex,
 str, list, tuple, dict) and: tensors to read-only numpy arrays or QuantizedTensor,
@@ -19,12 +20,13 @@ TensorKey, whose ``value`` is the tensor, hashed by identity as torch hashes ten
 """
 from .core.dtypes import QuantizedTensor
 from .errors import FormatError
-from .executorch import BundledProgram, DataFile, ETDump, Method, Program, TensorSpec
+from .executorch import BundledProgram, DataFile, ETDump, ETRecord, Method, Program, TensorSpec
 from .files import (
                     load,
                     load_bundled,
                     load_data,
                     load_etdump,
+                    load_etrecord,
                     load_module,
                     load_program,
                     verify,
@@ -48,8 +50,9 @@ from .ptmf import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Argument", "BundledProgram", "DataFile", "Device", "ETDump", "EnumValue", "FormatError",
-    "Function", "Method", "Methods", "Module", "Object", "ObjectType", "Operator", "Program",
-    "QuantizedTensor", "Schema", "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load",
-    "load_bundled", "load_data", "load_etdump", "load_module", "load_program", "verify",
+    "Argument", "BundledProgram", "DataFile", "Device", "ETDump", "ETRecord", "EnumValue",
+    "FormatError", "Function", "Method", "Methods", "Module", "Object", "ObjectType", "Operator",
+    "Program", "QuantizedTensor", "Schema", "TensorKey", "TensorRecord", "TensorSpec",
+    "VerifyReport", "load", "load_bundled", "load_data", "load_etdump", "load_etrecord",
+    "load_module", "load_program", "verify",
 ]

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from .core.dtypes import QuantizedTensor, dtype_name
-from .executorch import BundledProgram, DataFile, ETDump, KernelCall, Program
+from .executorch import BundledProgram, DataFile, ETDump, ETRecord, KernelCall, Program
 from .export import blocks, quantization_arrays, quantization_params
 from .files import FORMATS, Format, load
 from .ptmf import Module
@@ -310,16 +310,19 @@ def _format(f: Opened) -> Format:
 
 
 #: What diff takes already opened.
-_OPENED = (Module, Program, DataFile, BundledProgram, ETDump)
+_OPENED = (Module, Program, DataFile, BundledProgram, ETDump, ETRecord)
 
 
-def _compared(f: Union[Module, Program, DataFile, BundledProgram, ETDump]) -> Union[
-        Module, Program, DataFile]:
+def _compared(f: Union[Module, Program, DataFile, BundledProgram, ETDump, ETRecord]
+              ) -> Union[Module, Program, DataFile]:
     """What diff compares of a file: a bundled program's embedded program, else the file;
-    an ETDump (a record of runs, not a model) is refused."""
-    if isinstance(f, ETDump):
+    an ETDump (a record of runs, not a model) and an ETRecord (a record of a program's
+    making) are refused."""
+    if isinstance(f, (ETDump, ETRecord)):
         f.close()
-        raise ValueError("diff compares models; an ETDump is a record of runs, not a model")
+        raise ValueError(f"diff compares models; an {type(f).__name__} is a record of "
+                         f"{'runs' if isinstance(f, ETDump) else 'a program being made'}, "
+                         f"not a model")
     return f.program if isinstance(f, BundledProgram) else f
 
 

@@ -1,7 +1,7 @@
 """``load``: one entry point for every format, chosen by the file's identifier; the typed
-loaders ``load_module``, ``load_program``, ``load_data``, ``load_bundled`` and
-``load_etdump``, which accept their format only; and ``verify``. The one place the load
-options are spelled as keywords: each becomes an
+loaders ``load_module``, ``load_program``, ``load_data``, ``load_bundled``,
+``load_etdump`` and ``load_etrecord``, which accept their format only; and ``verify``.
+The one place the load options are spelled as keywords: each becomes an
 :class:`~pyflatmodule.core.options.Options`, handed down to the format's opener."""
 from __future__ import annotations
 
@@ -32,9 +32,11 @@ from .executorch import (
     BundledProgram,
     DataFile,
     ETDump,
+    ETRecord,
     Program,
     open_bundled,
     open_etdump,
+    open_etrecord,
     open_executorch,
     refuse_native_code,
 )
@@ -44,10 +46,10 @@ if TYPE_CHECKING:   # annotations only (PEP 692): typing has Unpack for **kwargs
     from typing_extensions import Unpack
 
 __all__ = ["FORMATS", "Format", "LoadOptions", "file_format", "load", "load_bundled", "load_data",
-           "load_etdump", "load_module", "load_program", "verify"]
+           "load_etdump", "load_etrecord", "load_module", "load_program", "verify"]
 
-File = Union[Module, Program, DataFile, BundledProgram, ETDump]
-F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump)
+File = Union[Module, Program, DataFile, BundledProgram, ETDump, ETRecord]
+F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump, ETRecord)
 
 
 class LoadOptions(TypedDict, total=False):
@@ -76,8 +78,8 @@ class Format(NamedTuple):
     """One format read here: the whole of what :func:`load` knows of it."""
 
     name: str             #: what :func:`file_format` says: ``"pte"``, ...
-    identifier: bytes     #: the flatbuffer's file identifier
-    at: int               #: where it is: bytes 4..8, or 8..12 after a size prefix
+    identifier: bytes     #: the flatbuffer's file identifier (a zip's signature)
+    at: int               #: where it is: bytes 4..8, 8..12 after a size prefix, 0..4
     description: str      #: the format in words, with its identifier and suffixes
     title: str            #: a file of it in two or three words
     cls: type             #: what its files open as
@@ -98,11 +100,14 @@ FORMATS: Tuple[Format, ...] = (
     Format("etdump", b"ED00", 8, "an ExecuTorch ETDump profile (ED00: .etdump, .etdp)",
            "ExecuTorch ETDump", ETDump, lambda s, o, x: open_etdump(s, o, x.debug_buffer),
            frozenset({"debug_buffer"})),
+    # A zip archive (its local header's signature): an ETRecord when it holds the member
+    # ETRECORD_V0, which the opener checks (any other zip is a FormatError saying so).
+    Format("etrecord", b"PK\x03\x04", 0,
+           "an ExecuTorch ETRecord (a zip holding ETRECORD_V0: .etrecord, .bin)",
+           "ExecuTorch ETRecord", ETRecord, lambda s, o, x: open_etrecord(s, o)),
 )
 #: Each format by its name.
 BY_NAME: Dict[str, Format] = {f.name: f for f in FORMATS}
-#: A zip archive's first bytes (TorchScript's older .ptl), which the PTMF loader names.
-_ZIP = b"PK\x03\x04"
 #: Bytes read to tell the formats apart.
 HEAD = 12
 
@@ -173,9 +178,9 @@ def _none_of_them(head: bytes) -> FormatError:
 
 
 def file_format(path: str) -> str:
-    """``"ptmf"``, ``"pte"``, ``"ptd"``, ``"bpte"`` or ``"etdump"`` by the file's
-    identifier, ``"unknown"`` for any other file (reads 12 bytes; OSError if the path
-    cannot be read)."""
+    """``"ptmf"``, ``"pte"``, ``"ptd"``, ``"bpte"``, ``"etdump"`` or ``"etrecord"`` (any
+    zip archive) by the file's identifier, ``"unknown"`` for any other file (reads 12
+    bytes; OSError if the path cannot be read)."""
     f = format_of(_head(path))
     return "unknown" if f is None else f.name
 
@@ -203,7 +208,8 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
     :class:`Module`, an ExecuTorch program (``ET12``, ``.pte``) a :class:`Program`, an
     ExecuTorch data file (``FT01``, ``.ptd``) a :class:`DataFile`, an ExecuTorch bundled
     program (``BP08``, ``.bpte``) a :class:`BundledProgram`, an ExecuTorch ETDump
-    (``ED00`` at bytes 8..12, ``.etdump``) an :class:`ETDump`. The typed loaders
+    (``ED00`` at bytes 8..12, ``.etdump``) an :class:`ETDump`, an ExecuTorch ETRecord (a
+    zip archive holding ``ETRECORD_V0``) an :class:`ETRecord`. The typed loaders
     (:func:`load_program`, ...) take the same arguments and accept one format only.
 
     Args:
@@ -250,11 +256,10 @@ def _open(head: bytes, source: Openable, options: Options, extras: Extras) -> Fi
     """:func:`load` of a source whose first bytes are ``head``."""
     fmt = format_of(head)
     if fmt is None:
-        if (hasattr(source, "read") or isinstance(
-                source, (OpenedPath, bytes, bytearray, memoryview, mmap.mmap))) \
-                and not head.startswith(_ZIP):
+        if hasattr(source, "read") or isinstance(
+                source, (OpenedPath, bytes, bytearray, memoryview, mmap.mmap)):
             raise _none_of_them(head)
-        fmt = BY_NAME["ptmf"]   # a path or a zip archive: the PTMF loader names the fault
+        fmt = BY_NAME["ptmf"]   # anything else: the PTMF loader names the fault
     elif extras.data and "data" not in fmt.takes:
         raise ValueError(f"{_EXTRA_USE['data']}; this is {fmt.description}")
     elif extras.debug_buffer is not None and "debug_buffer" not in fmt.takes:
@@ -303,6 +308,12 @@ def load_etdump(source: SourceLike, *, debug_buffer: Optional[SourceLike] = None
     """:func:`load` for an ExecuTorch ETDump only, with the debug buffer its debug
     tensors are in: FormatError for a file of another format."""
     return _load_as(ETDump, source, {**options, "debug_buffer": debug_buffer})
+
+
+def load_etrecord(source: SourceLike, **options: Unpack[LoadOptions]) -> ETRecord:
+    """:func:`load` for an ExecuTorch ETRecord only: FormatError for a file of another
+    format (a zip archive without ETRECORD_V0 included)."""
+    return _load_as(ETRecord, source, dict(options))
 
 
 def verify(source: SourceLike, *, data: Sequence[Any] = (),

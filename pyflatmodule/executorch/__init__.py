@@ -18,7 +18,9 @@ them). ``Program.regions()`` and ``DataFile.regions()`` say where the file's byt
 its test cases, open as a :class:`BundledProgram` (:mod:`pyflatmodule.executorch.bundled`).
 ETDump profiles (``.etdump``), what the runtime records of its runs, open as an
 :class:`ETDump` (:mod:`pyflatmodule.executorch.etdump`); :func:`timings` sums up their
-timings per instruction (:mod:`pyflatmodule.executorch.profile`).
+timings per instruction (:mod:`pyflatmodule.executorch.profile`). ETRecords, what
+ExecuTorch's devtools keep of a program's making (a zip of JSON graphs, maps and torch.save
+archives), open as an :class:`ETRecord` (:mod:`pyflatmodule.executorch.etrecord`).
 """
 import sys
 
@@ -38,6 +40,9 @@ from .etdump import (
                      RunData,
                      open_etdump,
 )
+from .etrecord import ETRecord, Graph, InputSpec, OutputSpec, Signature, open_etrecord
+from .etrecord import Member as ETRecordMember
+from .etrecord import Node as GraphNode
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
 from .native_code import NativeImage, describe_native_code, refuse_native_code
@@ -67,11 +72,12 @@ sys.modules[__name__ + ".xnnpack"] = xnnpack
 
 __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledProgram", "Chain",
            "CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph", "DataFile", "DebugEvent",
-           "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump", "ExtendedHeader",
-           "Frame", "FreeCall", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
-           "MemoryPlan", "Method", "MoveCall", "NativeImage", "Operator", "PlannedTensor",
-           "ProfileEvent", "Program", "QnnContext", "Quantization", "Region", "RunData",
-           "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode",
-           "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
-           "describe_native_code", "open_bundled", "open_etdump", "open_executorch", "operands",
-           "refuse_native_code", "timings"]
+           "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump", "ETRecord",
+           "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph", "GraphNode",
+           "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
+           "MemoryPlan", "Method", "MoveCall", "NativeImage", "Operator", "OutputSpec",
+           "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "Region",
+           "RunData", "Signature", "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing",
+           "ValueMeta", "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue",
+           "backend_of", "describe_native_code", "open_bundled", "open_etdump", "open_etrecord",
+           "open_executorch", "operands", "refuse_native_code", "timings"]

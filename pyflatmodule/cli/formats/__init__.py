@@ -13,6 +13,7 @@ from ...files import BY_NAME, file_format, load
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing
 from .etdump import ExecuTorchETDump
+from .etrecord import ExecuTorchETRecord
 from .executorch import ExecuTorchBundled, ExecuTorchDataFile, ExecuTorchProgram
 from .ptmf import PtmfModel
 
@@ -21,7 +22,8 @@ __all__ = ["FileFormat", "Listing", "Region", "format_of", "open_file"]
 #: The adapter of each class ``load`` returns (of each format of
 #: :data:`pyflatmodule.files.FORMATS`).
 _BY_CLASS: Dict[type, Type[FileFormat]] = {adapter.opens: adapter for adapter in (
-    PtmfModel, ExecuTorchProgram, ExecuTorchDataFile, ExecuTorchBundled, ExecuTorchETDump)}
+    PtmfModel, ExecuTorchProgram, ExecuTorchDataFile, ExecuTorchBundled, ExecuTorchETDump,
+    ExecuTorchETRecord)}
 
 
 def format_of(path: str) -> Type[FileFormat]:
