@@ -238,12 +238,18 @@ def test_bad_metadata() -> None:
 
 
 def test_deflated() -> None:
-    """A compressed ETRecord reads the same (torch.save members then are not views)."""
+    """A compressed ETRecord reads the same (torch.save members inflated, not views)."""
     members = _members("portable")
+    want = _oracle("portable")
     with pfm.load(_zip(members, zipfile.ZIP_DEFLATED)) as r:
-        assert r.debug_handle_map == _oracle("portable")["debug_handle_map"]
-        assert r.member("exported_program_state_dict").kind == "bytes"
-        assert len(r.graphs["exported_program"].nodes) > 3
+        assert r.debug_handle_map == want["debug_handle_map"]
+        assert r.member("exported_program_state_dict").kind == "torch_save"
+        assert r.member("exported_program_state_dict").compressed
+        assert len(r.graphs["exported_program"].nodes) == len(
+            want["graphs"]["exported_program"]["nodes"])
+        w = r.state_dict("exported_program")["proj"]
+        assert _layout(w)["sha256"] == want["torch_save"]["exported_program_state_dict"][
+            "proj"]["sha256"]
 
 
 def test_bad_crc_of_deflated() -> None:
@@ -454,3 +460,14 @@ def test_cli_bad_etrecord(tmp_path: Any) -> None:
     p.write_bytes(_bytes("portable")[:-50])
     r = run_cli("info", str(p))
     assert r.returncode == 1 and "bad_zip" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_deep_values_are_errors() -> None:
+    """Values nested past the interpreter's recursion limit are FormatErrors too: a JSON
+    map, and a pickle's persistent id (the reader builds it without recursion, and its
+    message shows a few levels)."""
+    deep_json = b"[" * 20000 + b"]" * 20000
+    _error(_zip({"ETRECORD_V0": b"", "debug_handle_map": deep_json}), "bad_json")
+    deep = b"\x80\x02" + b"]" * 20000 + b"a" * 19999 + b"Q."
+    e = _refused(_archive(deep), "bad_pickle", "persistent id")
+    assert len(str(e)) < 300

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import pickletools
+import reprlib
 import struct
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -221,8 +222,13 @@ def _ints(value: Any) -> bool:
     return isinstance(value, tuple) and all(type(v) is int for v in value)
 
 
+#: Reprs in messages: a few levels and items deep, whatever the pickle nests.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
+
+
 def _short(value: Any) -> str:
-    text = repr(value)
+    text = _REPR.repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 

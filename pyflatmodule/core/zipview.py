@@ -19,10 +19,12 @@ from typing import Dict, Iterator, List, NamedTuple, Optional
 from ..errors import FormatError
 from .native import format_error, lib
 
-__all__ = ["MAX_MEMBERS", "Member", "ZipView"]
+__all__ = ["MAX_INFLATED", "MAX_MEMBERS", "Member", "ZipView"]
 
 #: Members an archive may list (torch's archives hold one per storage, plus five).
 MAX_MEMBERS = 1 << 20
+#: The most bytes a compressed member may inflate to, unless its reader says otherwise.
+MAX_INFLATED = 1 << 30
 #: A local file header: its fixed part, and its signature.
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
 _LOCAL_SIGNATURE = b"PK\x03\x04"
@@ -166,13 +168,27 @@ class ZipView:
         """The members' names, in the directory's order."""
         return list(self.members)
 
+    def head(self, name: str, n: int) -> bytes:
+        """The first ``n`` bytes of member ``name`` (fewer when it is shorter), inflated
+        when compressed, without reading the rest."""
+        m = self.members[name]
+        raw = self.view[m.offset:m.offset + m.stored_size]
+        if not m.compressed:
+            return bytes(raw[:n])
+        try:
+            return zlib.decompressobj(-zlib.MAX_WBITS).decompress(raw, n)[:min(n, m.size)]
+        except zlib.error:
+            return b""
+
     def read(self, name: str, limit: Optional[int] = None, check_crc: bool = False
              ) -> memoryview:
         """Member ``name``'s bytes: a view of the archive when stored, inflated (at most
         its declared size) when compressed. ``limit``: the most bytes accepted (over it,
-        ``bad_zip``); ``check_crc``: compare the CRC-32 (always done for inflated
-        members)."""
+        ``bad_zip``; a compressed member is bounded by MAX_INFLATED when no limit is
+        given); ``check_crc``: compare the CRC-32 (always done for inflated members)."""
         m = self.members[name]
+        if limit is None and m.compressed:
+            limit = MAX_INFLATED
         if limit is not None and m.size > limit:
             raise self.error(m.offset, f"member is {m.size} bytes, over the limit of "
                                        f"{limit}", member=name)

@@ -285,8 +285,8 @@ class ETRecord(Holder):
                         f"ETRecord: it has no {MARKER} member (TorchScript archives, .pt "
                         f"and zip .ptl, are not read here)", "etrecord", 0)
         self.members: List[Member] = [
-            Member(m.name, self._kind(m.name, m.size, m.offset, m.compressed), m.size,
-                   m.offset, m.compressed) for m in self._zip]
+            Member(m.name, self._kind(m.name, m.size), m.size, m.offset, m.compressed)
+            for m in self._zip]
         self._by_name = {m.name: m for m in self.members}
         self._graphs: Dict[str, Graph] = {}
         self._json: Dict[str, Any] = {}
@@ -297,17 +297,15 @@ class ETRecord(Holder):
         return (f"<ETRecord {self._source.name}: {plural(len(self.members), 'member')}, "
                 f"{plural(len(self.graph_names), 'graph')}>")
 
-    def _kind(self, name: str, size: int, offset: int, compressed: bool) -> str:
+    def _kind(self, name: str, size: int) -> str:
         if name == MARKER:
             return "marker"
         if size == 0:
             return "empty"
         if name in _JSON:
             return "json"
-        head = bytes(self._view[offset:offset + 4]) if not compressed else b""
         if name in _SAVES or name.endswith(_SUFFIXES):
-            if compressed:
-                return "bytes"
+            head = self._zip.head(name, 4)
             return ("torch_save" if is_zip(memoryview(head))
                     else "pickle" if head[:1] == b"\x80" else "bytes")
         return "program"
