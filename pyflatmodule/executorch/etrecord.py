@@ -385,8 +385,9 @@ class ETRecord(Holder):
 
     @property
     def graphs(self) -> Mapping[str, Graph]:
-        """Every exported program's graph, by member name (read when first asked for)."""
-        return {name: self.graph(name) for name in self.graph_names}
+        """Every exported program's graph, by member name, each read when first asked
+        for."""
+        return _Graphs(self)
 
     def graph(self, name: str) -> Graph:
         """The graph of the exported program in member ``name``."""
@@ -474,6 +475,28 @@ class ETRecord(Holder):
 
     def __iter__(self) -> Iterator[Member]:
         return iter(self.members)
+
+
+class _Graphs(Mapping[str, Graph]):
+    """An ETRecord's graphs by member name, read on demand."""
+
+    def __init__(self, record: ETRecord) -> None:
+        self._record = record
+        self._names = record.graph_names
+
+    def __getitem__(self, name: str) -> Graph:
+        if name not in self._names:
+            raise KeyError(f"no graph {name!r}; the graphs: {', '.join(self._names)}")
+        return self._record.graph(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"<graphs: {', '.join(self._names)}>"
 
 
 def open_etrecord(source: Openable, options: Options) -> ETRecord:
