@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import mmap
 import pathlib
+import zipfile
 
 import numpy as np
 import pytest
@@ -72,12 +73,21 @@ def test_empty_file(tmp_path):
 
 
 def test_zip_archive_is_named(tmp_path):
+    """A zip archive is read as an ETRecord: a TorchScript archive (a zip .ptl) is named
+    as a zip that is no ETRecord, bytes that only start as a zip as a bad zip."""
     p = tmp_path / "old.ptl"
     p.write_bytes(b"PK\x03\x04" + bytes(60))
     with pytest.raises(pfm.FormatError) as e:
         pfm.load(p)
-    assert "zip_archive" == e.value.code
+    assert "bad_zip" == e.value.code
     assert "zip" in str(e.value)
+    with zipfile.ZipFile(p, "w") as z:
+        for name in ("archive/data.pkl", "archive/constants.pkl", "archive/version"):
+            z.writestr(name, b"")
+    with pytest.raises(pfm.FormatError) as e:
+        pfm.load(p)
+    assert "not_etrecord" == e.value.code
+    assert "zip archive" in str(e.value) and "TorchScript" in str(e.value)
 
 
 def test_verify_report_counts_from_the_bytes():
