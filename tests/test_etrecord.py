@@ -471,3 +471,24 @@ def test_deep_values_are_errors() -> None:
     deep = b"\x80\x02" + b"]" * 20000 + b"a" * 19999 + b"Q."
     e = _refused(_archive(deep), "bad_pickle", "persistent id")
     assert len(str(e)) < 300
+
+
+def test_bare_pickles_listed_never_read(tmp_path: Any) -> None:
+    """A bare pickle (an ETRecord of before March 2026) is listed as one and refused when
+    asked for; an empty archive member reads as torch's empty dict; verify passes both."""
+    marker = tmp_path / "ran"
+    members = _members("portable")
+    members["exported_program_state_dict"] = (
+        Pickle().glob("os", "system").text(f"touch {marker}").op(b"\x85R").done())
+    members["exported_program_constants"] = b""
+    data = _zip(members)
+    assert pfm.verify(data)["format"] == "etrecord"
+    with pfm.load(data) as r:
+        assert r.member("exported_program_state_dict").kind == "pickle"
+        assert r.member("exported_program_constants").kind == "empty"
+        assert r.torch_save("exported_program_constants") == {}
+        with pytest.raises(pfm.FormatError) as info:
+            r.state_dict("exported_program")
+        assert info.value.code == "refused"
+        assert "exported_program_state_dict" in info.value.path
+    assert not marker.exists()
