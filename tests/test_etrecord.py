@@ -305,6 +305,16 @@ class Pickle:
         self.glob("collections", "OrderedDict").op(b")R")
         return self.op(b"tR")
 
+    def tensor_v3(self, key: str, nbytes: int, dtype: str, size: List[int],
+                  stride: List[int]) -> "Pickle":
+        """A tensor of a dtype without a legacy storage type: an untyped storage."""
+        self.glob("torch._utils", "_rebuild_tensor_v3").op(b"(")
+        self.op(b"(").text("storage").glob("torch.storage", "UntypedStorage").text(key)
+        self.text("cpu").int(nbytes).op(b"tQ")
+        self.int(0).ints(size).ints(stride).op(b"\x89")
+        self.glob("collections", "OrderedDict").op(b")R").glob("torch", dtype)
+        return self.op(b"tR")
+
     def done(self) -> bytes:
         return bytes(self.out + b".")
 
@@ -351,6 +361,20 @@ def test_hand_written_archive() -> None:
     np.testing.assert_array_equal(got["a"], np.lib.stride_tricks.as_strided(
         whole[2:], (2, 3), (4, 8)))
     assert np.shares_memory(got["a"], got["b"]) and got["n"] == -7
+
+
+def test_untyped_storage() -> None:
+    """torch.save's form for dtypes without a legacy storage (uint16 here), and a
+    parameter: the dtype from the call, the storage counted in bytes."""
+    values = np.arange(6, dtype="<u2")
+    pkl = _state_dict([("u", lambda p: p.glob("torch._utils", "_rebuild_parameter")
+                        .tensor_v3("0", 12, "uint16", [3, 2], [1, 3])
+                        .op(b"\x89").glob("collections", "OrderedDict").op(b")R\x87R"))])
+    got = _read(_archive(pkl, {"0": values.tobytes()}))["u"]
+    np.testing.assert_array_equal(got, values.reshape(2, 3).T)
+    assert got.dtype == np.dtype("<u2") and not got.flags.writeable
+    odd = _state_dict([("u", lambda p: p.tensor_v3("0", 5, "uint16", [2], [1]))])
+    _refused(_archive(odd, {"0": bytes(5)}), "outside_storage")
 
 
 def test_forbidden_global(tmp_path: Any) -> None:
