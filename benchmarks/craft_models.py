@@ -2,7 +2,7 @@
 
 Used only when torch is not installed and no torch-written file is cached, so the
 untimed run still exercises every pyflatmodule side of the suites (the torch sides skip
-with their reason). Written with tests/ptmf_craft.py (FlatBuffers' own Python builder):
+with their reason). Written with tests/support/ptmf_craft.py (FlatBuffers' own Python builder):
 the same module trees torch writes (root, ModuleList, Linear-like leaves, their
 ``jit_sources`` declarations), not byte-identical files.
 """
@@ -18,7 +18,7 @@ import numpy as np
 # benchmarks/benchmodels.py`, which may write these stand-ins, does not.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "tests"))
-import ptmf_craft as c  # noqa: E402
+import support.ptmf_craft as c  # noqa: E402
 
 _CONTAINER = "__torch__.torch.nn.modules.container"
 _LEAF = "__torch__.torch.nn.modules.linear"

@@ -9,7 +9,7 @@ about N per file); ``external.pte`` gets its unmutated data file. Each input is 
 twice, strict and lenient: the runtime's ``load_program`` with
 ``Verification.InternalConsistency`` and with ``Verification.Minimal`` (its default
 for C++ users), then ``load_method`` of every method; pyflatmodule's ``load`` with
-``verify=True`` and ``verify=False``, then a full decode (``tests/decode_all.py``).
+``verify=True`` and ``verify=False``, then a full decode (``tests/support/decode_all.py``).
 
 The sweep's harness runs them in forked worker processes with a timeout per input; an
 input that kills its worker (a signal) or runs over the timeout is then run alone in
@@ -40,7 +40,7 @@ import sweep  # noqa: E402
 
 import pyflatmodule as pfm  # noqa: E402
 
-import decode_all  # noqa: E402
+from support import decode_all  # noqa: E402
 
 #: Input data -> its data file (the program keeps its weights outside).
 DATA_FILES: Dict[bytes, str] = {}

@@ -39,7 +39,7 @@ def pytest_addoption(parser: Any) -> None:
 def pytest_configure(config: Any) -> None:
     # Child processes must import the pyflatmodule this run imported (installed, or built
     # in place), never the uncompiled source tree that the working directory may hold,
-    # and find the suite's helpers (support, decode_all, ...) as the tests do.
+    # and find the suite's helpers (support, ...) as the tests do.
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
     os.environ["PYTHONSAFEPATH"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(

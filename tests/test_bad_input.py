@@ -1,6 +1,6 @@
 """Malformed PTMF input: every case must end in FormatError, never a crash or hang.
 
-Files are crafted with tests/ptmf_craft.py (an independent writer): each case is the
+Files are crafted with tests/support/ptmf_craft.py (an independent writer): each case is the
 small valid module of ``ptmf_craft.valid_module()`` with one thing broken. Every case
 runs with verify=True (the verifier must reject it) and verify=False (the lazy path must
 raise FormatError no later than a full decode, see ``full_decode``). Cases marked
@@ -22,9 +22,9 @@ import pytest
 
 import pyflatmodule as pfm
 
-import ptmf_craft as c
-from decode_all import check_error, full_decode, touch  # noqa: F401  (shared with the fuzz suites)
-from ptmf_craft import (
+import support.ptmf_craft as c
+from support.decode_all import check_error, full_decode, touch  # noqa: F401  (shared with the fuzz suites)
+from support.ptmf_craft import (
     CLASS_WITH_SETSTATE,
     Dict_,
     Enum,
@@ -695,7 +695,7 @@ _CHILD = textwrap.dedent("""
         limit = int(f.read().split()[0]) * resource.getpagesize() + (3 << 30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import pyflatmodule as pfm
-    from decode_all import full_decode, peak_rss_kib
+    from support.decode_all import full_decode, peak_rss_kib
     try:
         full_decode(pfm.load(open({file!r}, "rb").read()))
     except pfm.FormatError as e:

@@ -19,7 +19,7 @@ import pytest
 
 import pyflatmodule as pfm
 
-from ptmf_craft import STORAGE0, NoneV, Obj, Tensor, build
+from support.ptmf_craft import STORAGE0, NoneV, Obj, Tensor, build
 
 
 def _module(types: Sequence[Tuple[str, Sequence[str]]], root: Sequence[str],

@@ -29,8 +29,8 @@ import pytest
 
 import pyflatmodule as pfm
 
-from decode_all import error_shape, full_decode, wide_module
 from support import model_path
+from support.decode_all import error_shape, full_decode, wide_module
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
 import sweep  # noqa: E402
@@ -502,7 +502,7 @@ def _edited_after_load(ivalue: int, field: int, element: int, value: int
                        ) -> Tuple[pfm.Module, bytearray]:
     """ptmf_craft.valid_module() loaded from a bytearray (verified), then element
     ``element`` of vector field ``field`` of ivalues[ivalue]'s payload set to ``value``."""
-    import ptmf_craft as c
+    import support.ptmf_craft as c
     data = c.build(c.valid_module())
     table = c.deref(data, c.ivalue_slot(data, ivalue))
     payload = c.deref(data, c.field_pos(data, table, 1))
@@ -551,7 +551,7 @@ def test_inplace_module_attr_turned_forward_in_the_declared_walk() -> None:
     """A real file from a bytearray; after load, the root module's attrs[0] is pointed
     at the root itself: state_dict() (the walk torch's declarations drive, done in C)
     refuses it, naming the attribute and where it is stored."""
-    import ptmf_craft as c
+    import support.ptmf_craft as c
     data = _read("mlp_jit.ff")
     buf = bytearray(data)
     m = pfm.load(buf)
@@ -570,7 +570,7 @@ def test_inplace_module_attr_turned_forward_in_the_declared_walk() -> None:
 def test_reference_turned_forward_after_load_is_a_format_error(kind: str) -> None:
     """A container's item rewritten in place to name a later ivalue: the bulk decode
     (``list(m.ivalues)``) and the one-value decode both refuse it, naming the item."""
-    import ptmf_craft as c
+    import support.ptmf_craft as c
     module = c.valid_module()
     base = len(module["ivalues"])
     module["ivalues"] += [c.Int(100 + k) for k in range(6)]
@@ -606,7 +606,7 @@ def test_reference_to_a_deeper_value_written_after_load() -> None:
     tuple: the nesting depths the index measured no longer hold, so the bulk decode
     (which builds containers level by level of depth) builds in file order instead,
     and both decodes give what the bytes now say."""
-    import ptmf_craft as c
+    import support.ptmf_craft as c
     module = c.valid_module()
     base = len(module["ivalues"])
     module["ivalues"] += [c.Int(7), c.Tuple([base]), c.Tuple([base + 1]),

@@ -10,7 +10,6 @@ import pytest
 
 import pyflatmodule as pfm
 
-from decode_all import full_decode
 from support import (
     HAS_TORCH,
     assert_info,
@@ -21,6 +20,7 @@ from support import (
     load_expectation,
     model_path,
 )
+from support.decode_all import full_decode
 
 
 def _part(doc, name):
@@ -306,7 +306,7 @@ def test_empty_list_attributes_are_torchs():
 def _unaligned_lists(pad: int) -> bytes:
     """A crafted file whose IntList, DoubleList and debug handles hold 3 items each,
     written 4-aligned only; ``pad`` (a string's length) shifts where they land."""
-    import ptmf_craft as c
+    import support.ptmf_craft as c
     m = c.mutated()
     m["ivalues"] = m["ivalues"] + [
         c.IntList(c.Raw(struct.pack("<3q", -2**63, 7, 2**63 - 1), 3, align=4)),
@@ -460,7 +460,7 @@ def test_empty_tensors_of_every_dtype_carry_the_files_strides():
     scalar type, the numpy-less ones (bfloat16, float8, complex32) included."""
     from pyflatmodule.core.dtypes import DTYPE_NAMES, numpy_dtype
 
-    import ptmf_craft as c
+    import support.ptmf_craft as c
     types = [st for st in range(len(DTYPE_NAMES)) if st not in (12, 13, 14, 16, 17)]
     m = c.mutated()
     n = len(m["ivalues"])

@@ -14,7 +14,7 @@ import pytest
 
 import pyflatmodule as pfm
 
-import ptmf_craft as c
+import support.ptmf_craft as c
 
 if not hasattr(os, "posix_fadvise"):
     pytest.skip("needs posix_fadvise and mincore", allow_module_level=True)

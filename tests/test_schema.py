@@ -283,7 +283,7 @@ def test_generated_ids_read_what_torch_reports(name: str) -> None:
     extra = {(e.string("name") or b"").decode(): base64.b64encode(e.string("content") or b"")
              .decode("ascii") for e in m.tables("extra_files")}
     if "extra_files" in oracle["mobile"]:   # absent where torch's loader failed
-        assert extra == oracle["mobile"]["extra_files"]   # base64, as oracle.py stores it
+        assert extra == oracle["mobile"]["extra_files"]   # base64, as torch_oracle.py stores it
     state = m.scalar("state_obj")
     assert ivalues[state].union("val")[0] == lib.MOBILE_I_VALUE_UNION_OBJECT
 

@@ -17,7 +17,7 @@ import pytest
 
 import pyflatmodule as pfm
 
-import ptmf_craft as c
+import support.ptmf_craft as c
 
 if not sys.platform.startswith("linux"):
     pytest.skip("PSS comes from Linux's /proc/PID/smaps", allow_module_level=True)

@@ -1,4 +1,4 @@
-"""Structure-aware mutation (hypothesis): files built with tests/ptmf_craft.py, and the
+"""Structure-aware mutation (hypothesis): files built with tests/support/ptmf_craft.py, and the
 real ExecuTorch files (programs, data files, bundled programs, ETDumps) walked by their
 schemas (at the end), broken where a parser is most likely to trust them.
 
@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 
 import pyflatmodule as pfm
 
-import ptmf_craft as c
-from decode_all import outcome, wide_module
-from ptmf_craft import (
+import support.ptmf_craft as c
+from support.decode_all import outcome, wide_module
+from support.ptmf_craft import (
     Bool,
     BoolList,
     Complex,
@@ -479,7 +479,7 @@ _CHILD = textwrap.dedent("""
     import pyflatmodule as pfm
     from sweep import limit_address_space
     limit_address_space(4 << 30)
-    from decode_all import outcome, peak_rss_kib
+    from support.decode_all import outcome, peak_rss_kib
     data = open({file!r}, "rb").read()
     runs = []
     for verify in (True, False):

@@ -211,7 +211,7 @@ def _verified_only(buf: bytes, verify: bool) -> Tuple[str, str]:
 def test_files_that_pass_verify_decode_in_full(tmp_path) -> None:
     """verify's promise over the sweep's own inputs: of a deterministic sample (every
     N-th single-byte edit and truncation of every model file), each input that passes
-    ``load(verify=True)`` decodes in full (tests/decode_all.py) without FormatError,
+    ``load(verify=True)`` decodes in full (tests/support/decode_all.py) without FormatError,
     budgets aside (``sweep.LATE_BUDGET_CODES``)."""
     jobs = []
     for name, path in FILES:

@@ -1,6 +1,6 @@
 """Differential tests against torch itself, run live (skipped without torch).
 
-Torch runs in child processes (tests/oracle.py): its loaders crash on some files.
+Torch runs in child processes (tests/support/torch_oracle.py): its loaders crash on some files.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ PARTS = ("info", "state_dict", "attributes")
 
 
 def _compare(path: str):
-    from oracle import run_oracle
+    from support.torch_oracle import run_oracle
     doc, arrays = run_oracle(path, parts=PARTS)
     compared = 0
     with pfm.load(path) as m:
@@ -53,6 +53,7 @@ def test_stored_files_against_live_torch(name):
 @pytest.mark.parametrize("seed", range(6))
 def test_fresh_models_against_torch(seed, tmp_path):
     out = str(tmp_path / f"fresh{seed}.ptl")
-    subprocess.run([sys.executable, os.path.join(TESTS, "torch_fresh.py"), str(seed), out],
-                   check=True, timeout=300, capture_output=True)
+    fresh = os.path.join(TESTS, "support", "torch_fresh.py")
+    subprocess.run([sys.executable, fresh, str(seed), out], check=True, timeout=300,
+                   capture_output=True)
     assert 3 == _compare(out)

@@ -4,9 +4,9 @@ gives exactly torch's tensors.
 The zoo (benchmarks/zoo_build.py: torchvision, timm, nn.Transformer, LSTM/GRU, static
 and dynamic quantization, channels-last, fp16 and bf16 weights; each as a jit file, a
 lite file, a mobile module re-saved from the lite loader and a saved-parameters file) is
-written by torch into a temporary folder; torch's own answers come from tests/oracle.py,
-each load in a child process. Opt in with ``--zoo`` (CI does): it needs torch,
-torchvision and timm, and takes a few minutes.
+written by torch into a temporary folder; torch's own answers come from
+tests/support/torch_oracle.py, each load in a child process. Opt in with ``--zoo`` (CI
+does): it needs torch, torchvision and timm, and takes a few minutes.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_zoo_file_matches_torch(zoo: Tuple[str, List[Dict[str, Any]]], model: st
     """Loads with default options; state_dict() holds torch's tensors under torch's keys,
     in torch's order. A mobile module keeps no sources: there torch's named parameters
     (a sorted map in torch) are among the tensors reachable by attribute path."""
-    from oracle import run_oracle
+    from support.torch_oracle import run_oracle
     folder, files = zoo
     entry = next((e for e in files if e["model"] == model and e["form"] in (form, "script")),
                  None)

@@ -5,8 +5,8 @@
 
 For every file NAME it writes NAME (the model), NAME.inputs.json (+ NAME.inputs.npz when
 tensors were fed: what the generator gave torch) and NAME.oracle.json/.npz (what torch
-reads back, see tests/oracle.py).  Also writes pyflatmodule/data/sample.ptl, whose oracle
-is tests/data/sample.oracle.json/.npz.
+reads back, see tests/support/torch_oracle.py).  Also writes pyflatmodule/data/sample.ptl,
+whose oracle is tests/data/sample.oracle.json/.npz.
 
 Must be run as a script (classes then get qualified names ``__torch__.<Class>``).
 """
@@ -31,7 +31,7 @@ TESTS = os.path.dirname(HERE)
 REPO = os.path.dirname(TESTS)
 SAMPLE_PATH = os.path.join(REPO, "pyflatmodule", "data", "sample.ptl")
 sys.path.insert(0, TESTS)
-import oracle  # noqa: E402
+from support import torch_oracle as oracle  # noqa: E402
 
 warnings.filterwarnings("ignore")
 

@@ -62,7 +62,7 @@ def one_input(data: bytes) -> None:
     """The property: load + full decode ends in success or a well-formed FormatError."""
     import pyflatmodule as pfm
 
-    from decode_all import error_shape, full_decode
+    from support.decode_all import error_shape, full_decode
     for verify in (True, False):
         try:
             full_decode(pfm.load(data, verify=verify))
@@ -92,10 +92,10 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--replay":
         sys.exit(replay(sys.argv[2:]))
     import atheris
-    with atheris.instrument_imports(include=["pyflatmodule", "decode_all"]):
+    with atheris.instrument_imports(include=["pyflatmodule", "support.decode_all"]):
         import pyflatmodule  # noqa: F401
 
-        import decode_all  # noqa: F401
+        import support.decode_all  # noqa: F401
     argv = list(sys.argv)
     flags = [a for a in argv[1:] if a.startswith("-")]
     if not any(a.startswith("-timeout=") for a in flags):

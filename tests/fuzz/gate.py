@@ -287,7 +287,7 @@ def _pfm_load(buf: bytes, data: Sequence[Any] = ()) -> Tuple[str, str]:
     ``missing_data`` is not empty is refused: pyflatmodule says it is incomplete."""
     import pyflatmodule as pfm
 
-    from decode_all import error_shape, full_decode
+    from support.decode_all import error_shape, full_decode
     try:
         f = pfm.load(buf, verify=True, data=data)
         full_decode(f)

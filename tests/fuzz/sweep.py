@@ -150,7 +150,7 @@ def _refused(buf: bytes, verify: Any) -> bool:
     bundled program's) plans read too: the default checks them then."""
     import pyflatmodule as pfm
 
-    from decode_all import read_plans
+    from support.decode_all import read_plans
     try:
         with pfm.load(buf, verify=verify) as f:
             read_plans(f)
@@ -163,7 +163,7 @@ def judge(buf: bytes, verify: bool) -> Tuple[str, str]:
     """``decode_all.outcome``, plus verify's promises: with verify=True, a FormatError
     raised after ``load(verify="full")`` succeeded is ("late_error", code), budgets
     aside; the default refuses (at open or at the plans' first read) what "full" does."""
-    from decode_all import outcome
+    from support.decode_all import outcome
     kind, detail = outcome(buf, verify)
     if not verify or kind != "format_error" or detail in LATE_BUDGET_CODES:
         return kind, detail

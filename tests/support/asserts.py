@@ -1,4 +1,4 @@
-"""Assertions that pyflatmodule's answers equal what torch reported (tests/oracle.py's
+"""Assertions that pyflatmodule's answers equal what torch reported (tests/support/torch_oracle.py's
 tagged documents): exact types, bit-level floats, every stride."""
 from __future__ import annotations
 

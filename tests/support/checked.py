@@ -14,7 +14,7 @@ from typing import Any, Optional, Tuple
 
 import pyflatmodule as pfm
 
-from decode_all import read_plans
+from .decode_all import read_plans
 
 
 def _error(e: Optional[pfm.FormatError]) -> Optional[Tuple[Any, ...]]:

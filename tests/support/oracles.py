@@ -1,7 +1,7 @@
 """The model files in tests/data and what torch said about them.
 
 Expected values come from torch: ``<name>.oracle.json/.npz`` hold what torch 2.13 read
-back from each file (tests/oracle.py), ``<name>.inputs.json/.npz`` what the generator
+back from each file (tests/support/torch_oracle.py), ``<name>.inputs.json/.npz`` what the generator
 fed torch (tests/data/make_data.py).
 """
 from __future__ import annotations

@@ -3,11 +3,11 @@
 
 Usage as a script::
 
-    python tests/oracle.py MODEL_PATH OUT_PREFIX [--parts info,state_dict,...]
+    python tests/support/torch_oracle.py MODEL_PATH OUT_PREFIX [--parts info,state_dict,...]
 
 writes ``OUT_PREFIX.json`` and ``OUT_PREFIX.npz``.  Usage as a module::
 
-    from oracle import run_oracle
+    from support.torch_oracle import run_oracle
     result, arrays = run_oracle("model.ptl")   # dict (JSON-able), dict of uint8 arrays
 
 Every torch load happens in its own child process (torch segfaults on some valid files):
