@@ -24,6 +24,7 @@ import pyflatmodule as pfm
 
 import support.ptmf_craft as c
 from support.decode_all import check_error, full_decode, touch  # noqa: F401  (shared with the fuzz suites)
+from support.paths import DATA, TESTS
 from support.ptmf_craft import (
     CLASS_WITH_SETSTATE,
     Dict_,
@@ -45,7 +46,6 @@ from support.ptmf_craft import (
     valid_module,
 )
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 N = len(valid_module()["ivalues"])   # index of the first value appended by ``extra``
 FN = 7                               # the Function in valid_module()
 I32_MAX = 2**31 - 1
@@ -708,9 +708,8 @@ def decode_in_child(data: bytes, tmp_path: Any, timeout: float = 60) -> int:
     """Full decode in a child process (3 GiB address space); its peak RSS in MiB."""
     path = tmp_path / "crafted.ff"
     path.write_bytes(data)
-    here = os.path.dirname(os.path.abspath(__file__))
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
-    script = _CHILD.format(paths=[here, package_parent], file=str(path))
+    script = _CHILD.format(paths=[TESTS, package_parent], file=str(path))
     try:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                              timeout=timeout)

@@ -25,14 +25,14 @@ import pyflatmodule as pfm
 
 from support.cli import reads_in_both, run_cli
 from support.fbwalk import deref, element, field, root, slot, u32, zero_slot
+from support.paths import ET
 from support.regions import assert_tiles, walk
 from support.schemas import validate
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
-PATH = os.path.join(DATA, "bundled.bpte")
+PATH = os.path.join(ET, "bundled.bpte")
 with open(PATH, "rb") as _f:
     BYTES = _f.read()
-with open(os.path.join(DATA, "bundled.oracle.json"), encoding="utf-8") as _f:
+with open(os.path.join(ET, "bundled.oracle.json"), encoding="utf-8") as _f:
     ORACLE: Dict[str, Any] = json.load(_f)
 #: ExecuTorch's ScalarType numbers of the dtypes the test file holds
 DTYPES = {6: np.float32, 4: np.int64}
@@ -66,7 +66,7 @@ def _expected_value(desc: Dict[str, Any], arrays: Any) -> Any:
 
 
 def test_matches_exirs_reading() -> None:
-    arrays = np.load(os.path.join(DATA, "bundled.oracle.npz"))
+    arrays = np.load(os.path.join(ET, "bundled.oracle.npz"))
     with pfm.load(PATH) as b:
         assert isinstance(b, pfm.BundledProgram)
         assert b.version == ORACLE["version"]
@@ -129,7 +129,7 @@ def test_test_tensors_are_views_of_the_buffer() -> None:
 
 def test_data_files_are_refused() -> None:
     with pytest.raises(ValueError, match="data= is for"):
-        pfm.load(PATH, data=[os.path.join(DATA, "external.ptd")])
+        pfm.load(PATH, data=[os.path.join(ET, "external.ptd")])
 
 
 #: Run in a child (ExecuTorch's runtime may crash): the program at argv[1] on the cases

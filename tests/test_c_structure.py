@@ -13,7 +13,8 @@ import os
 import re
 from typing import Dict, List, Tuple
 
-CSRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "csrc")
+from support.paths import CSRC
+
 FORMAT_FILES = sorted(glob.glob(os.path.join(CSRC, "ptmf", "*.c"))
                       + glob.glob(os.path.join(CSRC, "executorch", "*.c")))
 

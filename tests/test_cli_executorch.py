@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 from support import run_cli
+from support.paths import ET
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ET = os.path.join(HERE, "data", "et")
 PROGRAMS = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".pte"))
 
 

@@ -31,8 +31,9 @@ import pyflatmodule as pfm
 
 from support import model_path
 from support.decode_all import error_shape, full_decode, wide_module
+from support.paths import FUZZ, TESTS
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
+sys.path.insert(0, FUZZ)
 import sweep  # noqa: E402
 
 THREADS = 8
@@ -431,7 +432,7 @@ def test_every_drop_and_collect_order(kind: str) -> None:
     gc.collect() calls fast; a crash fails the test instead of pytest)."""
     here = os.path.dirname(os.path.abspath(__file__))
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))
-    script = (f"import sys; sys.path[:0] = {[here, package_parent]!r}\n"
+    script = (f"import sys; sys.path[:0] = {[here, TESTS, package_parent]!r}\n"
               f"import test_concurrency as t; print('orders', t.drop_orders({kind!r}))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)

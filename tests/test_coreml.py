@@ -24,8 +24,8 @@ from pyflatmodule.executorch import CoreMLGraph
 
 from support.checked import load_full
 from support.delegates import graphs
+from support.paths import ET
 
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 STEMS = ["coreml", "coreml_mlp"]
 
 

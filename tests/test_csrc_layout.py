@@ -19,8 +19,8 @@ import pytest
 
 from pyflatmodule.core.native import ffi, lib, status_codes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CSRC = os.path.join(ROOT, "csrc")
+from support.paths import CSRC, ROOT
+
 GENERIC = sorted(glob.glob(os.path.join(CSRC, "fb", "*"))
                  + glob.glob(os.path.join(ROOT, "pyflatmodule", "core", "*.py"))
                  + glob.glob(os.path.join(ROOT, "pyflatmodule", "core", "*.pyi")))

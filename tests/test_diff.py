@@ -17,10 +17,8 @@ import pytest
 from pyflatmodule.diff import compare_arrays, diff
 
 from support import run_cli
+from support.paths import DATA, ET
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "data")
-ET = os.path.join(DATA, "et")
 EVERY_FILE = sorted([os.path.join(DATA, f) for f in os.listdir(DATA) if f.endswith(".ff")]
                     + [os.path.join(ET, f) for f in os.listdir(ET) if f.endswith((".pte", ".ptd"))])
 

@@ -28,15 +28,15 @@ import pyflatmodule.diff
 from pyflatmodule.core.options import Options
 
 from support.cli import reads_in_both, run_cli
+from support.paths import ET, WILD
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
-PROFILE = os.path.join(DATA, "profile.etdump")
-DEBUG = os.path.join(DATA, "profile.debug")
-ALLOC = os.path.join(DATA, "alloc.etdump")
-XNNPACK = os.path.join(DATA, "xnnpack.etdump")
-VALUES = os.path.join(DATA, "values.etdump")
-VALUES_DEBUG = os.path.join(DATA, "values.debug")
-with open(os.path.join(DATA, "etdump.oracle.json"), encoding="utf-8") as _f:
+PROFILE = os.path.join(ET, "profile.etdump")
+DEBUG = os.path.join(ET, "profile.debug")
+ALLOC = os.path.join(ET, "alloc.etdump")
+XNNPACK = os.path.join(ET, "xnnpack.etdump")
+VALUES = os.path.join(ET, "values.etdump")
+VALUES_DEBUG = os.path.join(ET, "values.debug")
+with open(os.path.join(ET, "etdump.oracle.json"), encoding="utf-8") as _f:
     ORACLE: Dict[str, Any] = json.load(_f)
 with open(PROFILE, "rb") as _f:
     BYTES = _f.read()
@@ -130,7 +130,6 @@ def _layout(t: Dict[str, Any]) -> Any:
     return (t["scalar_type"], t["sizes"], t["strides"], t["offset"])
 
 
-WILD = os.path.join(os.path.dirname(DATA), "wild")
 with open(os.path.join(WILD, "tutorial.oracle.json"), encoding="utf-8") as _f:
     #: ExecuTorch's reading of an ETDump others wrote (tests/data/make_wild_data.py)
     ORACLE["wild/tutorial"] = json.load(_f)["etdump"]
@@ -253,12 +252,12 @@ def test_close_repr_and_the_front_door() -> None:
         pfm.load_program(PROFILE)
     assert e.value.code == "bad_identifier" and "ETDump" in e.value.reason
     with pytest.raises(pfm.FormatError) as e:
-        pfm.load_etdump(os.path.join(DATA, "mlp.pte"))
+        pfm.load_etdump(os.path.join(ET, "mlp.pte"))
     assert e.value.code == "bad_identifier" and "ETDump" in e.value.reason
     with pytest.raises(ValueError, match="data= is for ExecuTorch programs"):
         pfm.load(PROFILE, data=[PROFILE])
     with pytest.raises(ValueError, match="debug_buffer= is for"):
-        pfm.load(os.path.join(DATA, "mlp.pte"), debug_buffer=DEBUG)
+        pfm.load(os.path.join(ET, "mlp.pte"), debug_buffer=DEBUG)
     with pytest.raises(ValueError, match="not a model"):
         pfm.diff.diff(PROFILE, PROFILE)
 
@@ -476,7 +475,7 @@ def test_cli_info_and_tree_show_exirs_runs() -> None:
 
 @pytest.mark.parametrize("command", ["dis", "ops", "memory"])
 def test_cli_commands_for_code_say_it_holds_none(command: str) -> None:
-    for path in (os.path.join(DATA, "external.ptd"), PROFILE):
+    for path in (os.path.join(ET, "external.ptd"), PROFILE):
         r = run_cli(command, path)
         assert r.returncode == 1 and "holds no methods" in r.stderr, (path, r)
 

@@ -23,15 +23,13 @@ from pyflatmodule.core.dtypes import numpy_dtype
 from pyflatmodule.executorch import JumpFalseCall
 
 from support.checked import load_full
+from support.paths import DATA, ET, WILD
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ET = os.path.join(HERE, "data", "et")
 PROGRAMS = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".pte"))
 DATA_FILES = sorted(f[:-4] for f in os.listdir(ET) if f.endswith(".ptd"))
 #: Programs others wrote (tests/data/wild/SOURCES.json), with ExecuTorch's answers beside
 #: them (make_wild_data.py): those exir reads (not the one that is no program at all),
 #: read by exir like ours, named "wild/<stem>"
-WILD = os.path.join(HERE, "data", "wild")
 
 
 def _exir_reads(stem: str) -> bool:
@@ -47,7 +45,7 @@ EXIR_READ = PROGRAMS + WILD_PROGRAMS
 def _base(stem: str) -> str:
     """The path of a test program without its extension: tests/data/et/<stem>, or
     tests/data/<stem> for one named by its folder ("wild/...")."""
-    return os.path.join(HERE, "data", stem) if "/" in stem else os.path.join(ET, stem)
+    return os.path.join(DATA, stem) if "/" in stem else os.path.join(ET, stem)
 
 
 def _oracle(stem: str) -> Tuple[Dict[str, Any], Any]:
@@ -495,7 +493,7 @@ def test_data_files_with_a_file_that_is_no_program() -> None:
         load_full(bytes(raw), data=[os.path.join(ET, "external.ptd")])
     assert e.value.code == "bad_identifier"
     with pytest.raises(ValueError, match="data= is for ExecuTorch programs"):
-        pfm.load(os.path.join(HERE, "data", "mlp_jit.ff"), data=[os.path.join(ET, "external.ptd")])
+        pfm.load(os.path.join(DATA, "mlp_jit.ff"), data=[os.path.join(ET, "external.ptd")])
     with pytest.raises(ValueError, match="this is a data file"):
         pfm.load(os.path.join(ET, "external.ptd"), data=[os.path.join(ET, "external.ptd")])
 

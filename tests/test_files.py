@@ -19,8 +19,8 @@ import pyflatmodule as pfm
 
 from support import model_path
 from support.cli import run_cli
+from support.paths import ET
 
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PTE = os.path.join(ET, "external.pte")
 PTD = os.path.join(ET, "external.ptd")
 #: One real file of each format, by the class load() gives for it.

@@ -23,9 +23,8 @@ import pyflatmodule as pfm
 
 from support.checked import load_full
 from support.fbwalk import deref, element, field, grow, root, slot, u32, zero_slot
+from support.paths import DATA, ET, WILD
 from support.runtime import HAS_RUNTIME, runtime_verdicts
-
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 
 
 def _read(name: str) -> bytes:
@@ -313,7 +312,7 @@ def test_a_node_that_reads_a_value_not_yet_written() -> None:
 
 # ----------------------------------------- the campaign's findings (tests/data/gate)
 
-GATE = os.path.join(os.path.dirname(ET), "gate")
+GATE = os.path.join(DATA, "gate")
 FINDINGS = sorted(f[:-5] for f in os.listdir(GATE) if f.endswith(".json"))
 
 
@@ -635,8 +634,7 @@ def test_the_runtime_takes_a_segment_no_one_uses_past_the_file() -> None:
     assert [v["verdict"] for v in got] == ["ok"] * 6, got
 
 
-WILD_ID = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild",
-                       "berry_id.pte")
+WILD_ID = os.path.join(WILD, "berry_id.pte")
 
 
 def _nameless_unused_operator() -> bytes:

@@ -31,8 +31,8 @@ from support.hf import (
     assert_program,
     match_torchao,
 )
+from support.paths import HF
 
-HF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hf")
 PATH = os.path.join(HF, "hf_8da4w.pte")
 
 

@@ -20,9 +20,9 @@ import pytest
 
 from support import SAMPLE
 from support.cli import run_cli
+from support.paths import DATA
 from support.schemas import validate
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 FILES = sorted(glob.glob(os.path.join(DATA, "*.ff")) + glob.glob(os.path.join(DATA, "*.ptl"))
                + glob.glob(os.path.join(DATA, "et", "*.pte"))
                + glob.glob(os.path.join(DATA, "et", "*.ptd"))

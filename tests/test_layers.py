@@ -32,6 +32,8 @@ import pytest
 
 import pyflatmodule
 
+from support.paths import CSRC, ROOT
+
 PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 
 #: The wings: one per format, each on the core alone.
@@ -43,9 +45,7 @@ CLIENTS = ("cli", "export", "interop", "diff")
 CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.dtypes",
                      "core.names"}
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYPROJECT = os.path.join(ROOT, "pyproject.toml")
-CSRC = os.path.join(ROOT, "csrc")
 #: The C folders under csrc/ and what each one's .c and .h files may include, as the
 #: sources write it, relative to csrc/ (fnmatch patterns; ``{stem}`` is the including
 #: file's name without its extension, ``{folder}`` the folder it is in one level down).

@@ -17,9 +17,9 @@ import pyflatmodule as pfm
 
 from support.cli import run_cli
 from support.fbwalk import deref, element, field, root
+from support.paths import ET
 from support.schemas import validate
 
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PROGRAMS = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ET, "*.pte")))
 #: Bytes per element of ExecuTorch's scalar types in these files.
 ITEMSIZE = {6: 4, 4: 8, 3: 4, 11: 1, 7: 8, 5: 2, 15: 2, 1: 1, 0: 1}

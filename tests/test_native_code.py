@@ -24,10 +24,10 @@ from pyflatmodule.executorch import NativeImage
 from pyflatmodule.executorch.native_code import identify
 
 from support.cli import run_cli
+from support.paths import DATA, ET, WILD
 from support.schemas import validate
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-NATIVE = os.path.join(HERE, "data", "native")
+NATIVE = os.path.join(DATA, "native")
 PTE = os.path.join(NATIVE, "native.pte")
 PTD = os.path.join(NATIVE, "native.ptd")
 
@@ -74,8 +74,8 @@ def test_a_data_file_with_a_shared_object() -> None:
 
 #: Programs and data files of the suite without ELF's magic anywhere in their bytes
 #: (and that are programs or data files: their identifier at bytes 4..8)
-PLAIN = [p for p in sorted(glob.glob(os.path.join(HERE, "data", "et", "*.pt[ed]"))
-                           + glob.glob(os.path.join(HERE, "data", "wild", "*.pte")))
+PLAIN = [p for p in sorted(glob.glob(os.path.join(ET, "*.pt[ed]"))
+                           + glob.glob(os.path.join(WILD, "*.pte")))
          if b"\x7fELF" not in _read(p) and _read(p)[4:8] in (b"ET12", b"FT01")]
 
 

@@ -17,7 +17,8 @@ from typing import List, Set, Tuple
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support.paths import ROOT
+
 _SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".pytest_cache", ".hypothesis",
               ".benchmarks", ".mypy_cache"}
 

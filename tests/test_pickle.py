@@ -15,6 +15,7 @@ import pytest
 import pyflatmodule as pfm
 
 from support import load_expectation, model_path
+from support.paths import ET
 
 NAME = "mlp_jit.ff"
 
@@ -135,7 +136,6 @@ def test_plain_values_pickle_as_copies():
 
 # ------------------------------------------------------------ ExecuTorch programs
 
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 
 
 def _external_oracle() -> Dict[str, bytes]:

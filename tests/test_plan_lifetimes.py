@@ -26,9 +26,10 @@ import pytest
 
 import pyflatmodule as pfm
 
+from support.paths import ET
 from support.runtime import HAS_RUNTIME
 
-RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et", "runs")
+RUNS = os.path.join(ET, "runs")
 STEMS = sorted(os.path.basename(p)[:-len(".lifetimes.json")]
                for p in glob.glob(os.path.join(RUNS, "*.lifetimes.json")))
 

@@ -20,14 +20,14 @@ from pyflatmodule.executorch import timings
 from pyflatmodule.executorch.profile import kernel_event
 
 from support.cli import reads_in_both, run_cli
+from support.paths import ET
 from support.runtime import HAS_RUNTIME
 from support.schemas import validate
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
-RUNS = os.path.join(DATA, "runs")
+RUNS = os.path.join(ET, "runs")
 with open(os.path.join(RUNS, "profile.inspector.json")) as _f:
     INSPECTOR = json.load(_f)
-with open(os.path.join(DATA, "etdump.oracle.json")) as _f:
+with open(os.path.join(ET, "etdump.oracle.json")) as _f:
     READER = json.load(_f)
 NAMES = ("profile_portable", "profile_xnnpack", "profile_methods", "profile_wrap")
 
@@ -130,7 +130,7 @@ def test_timings_of_the_events_exirs_reader_reads(name: str) -> None:
                 expected[(run["name"], e["chain_index"], e["instruction_id"], e["name"],
                           debug_id)].append(e["end_time"] - e["start_time"])
     got: Dict[Tuple[str, int, int, Any], List[int]] = {}
-    with pfm.load(os.path.join(DATA, f"{name}.etdump")) as dump:
+    with pfm.load(os.path.join(ET, f"{name}.etdump")) as dump:
         for b in timings(dump):
             for t in b.framework:
                 key = (b.name, -1, 0, t.name, t.delegate_debug_id)
@@ -183,7 +183,7 @@ def test_a_profile_of_another_program_is_refused() -> None:
     assert error["code"] == "mismatch" and error["file"] == _path("profile_portable", "etdump")
     # a bundled program is named by the program it embeds
     r = run_cli("profile", _path("profile_portable", "etdump"), "--program",
-                os.path.join(DATA, "bundled.bpte"))
+                os.path.join(ET, "bundled.bpte"))
     assert r.returncode == 1 and "fit no method" in r.stderr
 
 
@@ -195,7 +195,7 @@ def test_what_is_not_an_etdump_is_refused() -> None:
                 _path("profile_portable", "etdump"))
     assert r.returncode == 1 and "not an ExecuTorch program" in r.stderr
     r = run_cli("profile", _path("profile_xnnpack", "etdump"), "--data",
-                os.path.join(DATA, "external.ptd"))
+                os.path.join(ET, "external.ptd"))
     assert r.returncode == 2
 
 
@@ -206,7 +206,7 @@ def test_the_stored_numbers_are_the_inspectors_now() -> None:
     child = ("import json, sys; sys.path.insert(0, sys.argv[1]); import make_et_profile as m; "
              "print(json.dumps({n: m._inspected(m.os.path.join(m.OUT, n + '.etdump')) "
              "for n in sys.argv[2:]}))")
-    r = subprocess.run([sys.executable, "-c", child, os.path.dirname(DATA), *NAMES],
+    r = subprocess.run([sys.executable, "-c", child, os.path.dirname(ET), *NAMES],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {n: INSPECTOR[n] for n in NAMES}

@@ -16,9 +16,9 @@ from pyflatmodule.executorch import QnnContext
 
 from support.checked import load_full
 from support.cli import run_cli
+from support.paths import WILD
 
-PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild",
-                    "stories260k_hybrid_llama_qnn.pte")
+PATH = os.path.join(WILD, "stories260k_hybrid_llama_qnn.pte")
 with open(PATH, "rb") as _f:
     RAW = _f.read()
 

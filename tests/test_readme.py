@@ -28,8 +28,8 @@ from typing import List, NamedTuple
 import pytest
 
 from support import HAS_TORCH, SAMPLE
+from support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The documents whose samples run, relative to ROOT.
 DOCUMENTS = ["README.md"] + sorted(os.path.join("docs", n)
                                    for n in os.listdir(os.path.join(ROOT, "docs"))

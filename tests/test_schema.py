@@ -30,11 +30,9 @@ from pyflatmodule.core.dtypes import DTYPE_NAMES
 from pyflatmodule.core.native import ffi, lib, status_codes
 from pyflatmodule.ptmf.index import UNION_NAMES
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-CSRC = os.path.join(ROOT, "csrc")
+from support.paths import CSRC, DATA
+
 SCHEMAS = sorted(glob.glob(os.path.join(CSRC, "schemas", "*.fbs")))
-DATA = os.path.join(HERE, "data")
 TORCH_FILES = sorted(f for f in os.listdir(DATA) if f.endswith(".ff")
                      and os.path.exists(os.path.join(DATA, f[:-3] + ".oracle.json")))
 

@@ -22,15 +22,15 @@ import pyflatmodule as pfm
 
 from support.checked import load_full
 from support.cli import reads_in_both, run_cli
+from support.paths import DATA, ROOT
+from support.paths import ET as ET_DIR  # ET is xml.etree.ElementTree here
 from support.regions import assert_tiles, walk
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ET_DIR = os.path.join(HERE, "data", "et")
 with open(os.path.join(ET_DIR, "size.oracle.json"), encoding="utf-8") as _f:
     ORACLE: Dict[str, Any] = json.load(_f)
 NAMES = sorted(ORACLE)
 PTES = [n for n in NAMES if n.endswith(".pte")]
-SCHEMA_PATH = os.path.join(os.path.dirname(HERE), "pyflatmodule", "schemas", "size.schema.json")
+SCHEMA_PATH = os.path.join(ROOT, "pyflatmodule", "schemas", "size.schema.json")
 with open(SCHEMA_PATH, encoding="utf-8") as _f:
     SCHEMA = json.load(_f)
 SVG = "{http://www.w3.org/2000/svg}"
@@ -267,7 +267,7 @@ def test_treemap_areas_follow_sizes(tmp_path: Any) -> None:
 
 
 def test_cli_errors_are_located(tmp_path: Any) -> None:
-    ptl = os.path.join(os.path.dirname(HERE), "pyflatmodule", "data", "sample.ptl")
+    ptl = os.path.join(ROOT, "pyflatmodule", "data", "sample.ptl")
     out = run_cli("size", "--json", ptl)
     assert out.returncode == 1 and json.loads(out.stderr)["error"]["code"] == "unsupported"
     assert json.loads(out.stderr)["error"]["file"] == ptl
@@ -294,7 +294,7 @@ def test_cli_errors_are_located(tmp_path: Any) -> None:
 
 def test_schema_is_package_data() -> None:
     import tomllib
-    with open(os.path.join(os.path.dirname(HERE), "pyproject.toml"), "rb") as f:
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         data = tomllib.load(f)["tool"]["setuptools"]["package-data"]["pyflatmodule"]
     assert "schemas/*.json" in data
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
@@ -304,7 +304,7 @@ def test_schema_is_package_data() -> None:
                     reason="executorch is not installed")
 def test_the_stored_oracle_is_what_executorch_says_now() -> None:
     name = "xnnpack_inline.pte"
-    script = os.path.join(HERE, "data", "make_et_size.py")
+    script = os.path.join(DATA, "make_et_size.py")
     p = subprocess.run([sys.executable, script, "--child", _path(name)], capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -33,6 +33,7 @@ import pyflatmodule as pfm
 
 import support.ptmf_craft as c
 from support.decode_all import outcome, wide_module
+from support.paths import ET, FUZZ, TESTS
 from support.ptmf_craft import (
     Bool,
     BoolList,
@@ -470,7 +471,6 @@ def test_damaged_and_truncated(desc: Dict[str, Any], data: Any) -> None:
 # and memory proportional to the file, or with a well-formed FormatError naming a
 # budget; never a RecursionError, a MemoryError or a hang.
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
 BUDGET_CODES = {"depth_budget", "table_budget", "element_budget"}
 
 _CHILD = textwrap.dedent("""
@@ -514,7 +514,7 @@ def decode_in_child(data: bytes, tmp_path: Any, timeout: float, light: bool = Fa
     child, both verify modes: outcomes, seconds, peak RSS (MiB)."""
     path = tmp_path / "crafted.ff"
     path.write_bytes(data)
-    paths = [_HERE, os.path.join(_HERE, "fuzz"),
+    paths = [TESTS, FUZZ,
              os.path.dirname(os.path.dirname(os.path.abspath(pfm.__file__)))]
     script = _CHILD.format(paths=paths, file=str(path),
                            light=light, kw=kw)
@@ -781,8 +781,7 @@ def test_setstate_replay_of_random_bytecode(data: bytes) -> None:
 from pyflatmodule.core.fbread import Table, schema_of  # noqa: E402
 from pyflatmodule.core.native import lib  # noqa: E402
 
-ET_DIR = os.path.join(_HERE, "data", "et")
-ET_FILES = sorted(f for f in os.listdir(ET_DIR)
+ET_FILES = sorted(f for f in os.listdir(ET)
                   if f.endswith((".pte", ".ptd", ".bpte", ".etdump")))
 U64_BOUNDS = [0, 1, 8, 2**31, 2**32 - 1, 2**32, 2**32 + 8, 2**40, 2**63 - 1, 2**63,
               2**64 - 8, 2**64 - 1]
@@ -856,7 +855,7 @@ _ET_LAYOUTS: Dict[str, EtLayout] = {}
 
 def _et_layout(name: str) -> EtLayout:
     if name not in _ET_LAYOUTS:
-        with open(os.path.join(ET_DIR, name), "rb") as f:
+        with open(os.path.join(ET, name), "rb") as f:
             _ET_LAYOUTS[name] = EtLayout(f.read())
     return _ET_LAYOUTS[name]
 

@@ -22,7 +22,9 @@ from typing import Tuple
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz"))
+from support.paths import FUZZ
+
+sys.path.insert(0, FUZZ)
 
 import sweep  # noqa: E402
 
@@ -117,7 +119,7 @@ def test_mutation_sets() -> None:
 
 # ------------------------------------------------------------ the fuzz corpus
 
-CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "corpus")
+CORPUS = os.path.join(FUZZ, "corpus")
 
 
 def test_fuzz_corpus_replays(tmp_path) -> None:

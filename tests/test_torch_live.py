@@ -15,12 +15,12 @@ import pyflatmodule as pfm
 from support import (
     HAS_TORCH,
     MODEL_FILES,
-    TESTS,
     assert_info,
     assert_state_dict,
     assert_value,
     model_path,
 )
+from support.paths import SUPPORT
 
 pytestmark = [pytest.mark.torch,
               pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")]
@@ -53,7 +53,7 @@ def test_stored_files_against_live_torch(name):
 @pytest.mark.parametrize("seed", range(6))
 def test_fresh_models_against_torch(seed, tmp_path):
     out = str(tmp_path / f"fresh{seed}.ptl")
-    fresh = os.path.join(TESTS, "support", "torch_fresh.py")
+    fresh = os.path.join(SUPPORT, "torch_fresh.py")
     subprocess.run([sys.executable, fresh, str(seed), out], check=True, timeout=300,
                    capture_output=True)
     assert 3 == _compare(out)

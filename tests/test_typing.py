@@ -15,8 +15,9 @@ import pytest
 import pyflatmodule
 from pyflatmodule.files import LoadOptions
 
+from support.paths import ROOT
+
 INSTALLED = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_py_typed_is_shipped():

@@ -24,8 +24,8 @@ from pyflatmodule.executorch import VulkanGraph
 from support.checked import load_full
 from support.delegates import graphs
 from support.fbwalk import deref, element, field, root
+from support.paths import ET
 
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 PATH = os.path.join(ET, "vulkan.pte")
 with open(os.path.join(ET, "vulkan.oracle.json"), encoding="utf-8") as _f:
     ORACLE: Dict[str, Any] = json.load(_f)

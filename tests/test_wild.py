@@ -25,8 +25,8 @@ import pyflatmodule as pfm
 from support import fbwalk
 from support.checked import load_full
 from support.cli import run_cli
+from support.paths import WILD
 
-WILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "wild")
 with open(os.path.join(WILD, "SOURCES.json"), encoding="utf-8") as _f:
     SOURCES: List[Dict[str, str]] = json.load(_f)["files"]
 PROGRAMS = [s["file"] for s in SOURCES if s["file"].endswith((".pte", ".bpte"))]

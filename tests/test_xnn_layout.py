@@ -24,8 +24,8 @@ from pyflatmodule.executorch import Program
 
 from support import run_cli
 from support.exported import Exported, read_npz, read_safetensors
+from support.paths import ET
 
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 LAYOUTS = ["xnn_layouts", "xnn_layouts_fp16"]
 #: the node kind ExecuTorch's op_conv2d / op_linear serialize each layer of the
 #: Layouts module as, and the layout torch has the layer's weight in

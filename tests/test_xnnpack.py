@@ -36,8 +36,8 @@ from pyflatmodule.executorch.backends.xnnpack import XNN_NO_ID, XnnGraph
 
 from support.checked import load_full
 from support.delegates import graphs
+from support.paths import ET
 
-ET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "et")
 STEMS = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel", "xnn_attention",
          "xnn_q4_group"]
 GRAPH_PATH = "execution_plan[0].delegates[0].processed<XNNGraph>."

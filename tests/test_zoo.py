@@ -23,11 +23,10 @@ import pyflatmodule as pfm
 
 import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 from support import assert_tensor
+from support.paths import BENCHMARKS
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
 BUILDER = os.path.join(BENCHMARKS, "zoo_build.py")
 #: What torch reads back, per form: the oracle part and where its tensors are.
 ORACLE_PART = {"jit": "state_dict", "lite": "state_dict", "mobile": "mobile",

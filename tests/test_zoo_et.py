@@ -24,11 +24,10 @@ import pyflatmodule as pfm
 from pyflatmodule.core.dtypes import scalar_type_name
 
 import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
+from support.paths import BENCHMARKS
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
 BUILDER = os.path.join(BENCHMARKS, "zoo_et_build.py")
 
 

@@ -38,12 +38,11 @@ import pytest
 import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
 from support.cli import run_cli
 from support.hf import assert_embeddings_exported, assert_exported, assert_program
+from support.paths import BENCHMARKS
 from support.schemas import validate
 
 pytestmark = [pytest.mark.zoo_hf, pytest.mark.torch]
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = os.path.join(os.path.dirname(HERE), "benchmarks")
 BUILDER = os.path.join(BENCHMARKS, "zoo_hf_build.py")
 COMMANDS = ("info", "verify", "tree", "dis", "ops")
 #: every export the builder tries: those optimum-executorch is known to fail on are

@@ -1,6 +1,7 @@
 """What the test modules share: the model files in tests/data with what torch said about
 them (``oracles``), the assertions that compare pyflatmodule's answers with torch's
-(``asserts``) and the command line run in-process (``cli``).
+(``asserts``), the command line run in-process (``cli``) and where the suite's files are
+(``paths``).
 
 Test modules import from here (``from support import model_path, assert_tensor``);
 ``tests/`` is on ``sys.path`` through ``pythonpath`` in pyproject.toml's pytest section,
@@ -22,12 +23,12 @@ from .oracles import (
                       HAS_TORCH,
                       MODEL_FILES,
                       SAMPLE,
-                      TESTS,
                       decoded_extra_files,
                       load_expectation,
                       model_path,
 )
+from .paths import DATA, TESTS
 
-__all__ = ["CliRun", "HAS_TORCH", "MODEL_FILES", "SAMPLE", "TESTS", "assert_info",
+__all__ = ["CliRun", "DATA", "HAS_TORCH", "MODEL_FILES", "SAMPLE", "TESTS", "assert_info",
            "assert_state_dict", "assert_tensor", "assert_value", "decoded_extra_files",
            "hex_float", "load_expectation", "model_path", "run_cli", "same_float"]

@@ -1,8 +1,8 @@
 """The model files in tests/data and what torch said about them.
 
 Expected values come from torch: ``<name>.oracle.json/.npz`` hold what torch 2.13 read
-back from each file (tests/support/torch_oracle.py), ``<name>.inputs.json/.npz`` what the generator
-fed torch (tests/data/make_data.py).
+back from each file (tests/support/torch_oracle.py), ``<name>.inputs.json/.npz`` what the
+generator fed torch (tests/data/make_data.py).
 """
 from __future__ import annotations
 
@@ -16,10 +16,8 @@ import numpy as np
 
 import pyflatmodule as pfm
 
-#: The tests/ folder.
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: The model files torch wrote, with torch's answers beside each.
-DATA = os.path.join(TESTS, "data")
+from .paths import DATA
+
 #: The sample model shipped with the package.
 SAMPLE = os.path.join(os.path.dirname(pfm.__file__), "data", "sample.ptl")
 
