@@ -181,7 +181,7 @@ def mutants(impl: str, per_file: int) -> Dict[str, Any]:
                                   pytest.param("runtime", marks=pytest.mark.torch)])
 def test_et_mutated_programs(benchmark, timed, impl):
     """Crashes and hangs on the sweep's mutated inputs (counted, not timed: the one round's
-    wall time is recorded). Timed: the strided subset tests/test_sweep.py runs (200 per
+    wall time is recorded). Timed: the strided subset tests/fuzz/test_sweep.py runs (200 per
     file); ``PFM_BENCH_ET_MUTANTS=all``: every input of the exhaustive sweep."""
     if impl == "runtime" and not benchmodels.HAS_EXECUTORCH:
         pytest.skip("executorch (with torch) is not installed")
@@ -198,5 +198,5 @@ def test_et_mutated_programs(benchmark, timed, impl):
     # Every input ran in both modes, but for those that killed a worker.
     lost = r["crashes"] + r["hangs"] + r["unconfirmed"]
     assert r["inputs"] > 0 and sum(r["outcomes"].values()) == 2 * (r["inputs"] - lost)
-    if impl == "pyflatmodule":   # the project's promise, as in tests/test_sweep.py
+    if impl == "pyflatmodule":   # the project's promise, as in tests/fuzz/test_sweep.py
         assert r["crashes"] == 0 and r["hangs"] == 0, r["crash_examples"]

@@ -2,17 +2,25 @@
 
 Expected values come from torch (tests/support/oracles.py says where they are stored);
 comparisons here never use pyflatmodule output as an expected value.
+
+The test modules are grouped by what they test (core/, ptmf/, et/, backends/, cli/,
+fuzz/, project/; docs/development.md lists them). These folders are not packages: pytest
+imports each module by its file name, so a name may be used once in tests/ and
+benchmarks/ (checked below), and a folder is never named like a module the tests import
+(ExecuTorch's are in et/: a folder named executorch on sys.path would pass for the
+package where it is not installed).
 """
 from __future__ import annotations
 
 import os
-from typing import Any, List
+from typing import Any, Dict, List
 
 import pytest
 
 import pyflatmodule as pfm
 
-from support import MODEL_FILES, TESTS
+from support import TESTS
+from support.paths import BENCHMARKS
 
 #: Opt-in suites: marker -> the option that selects it (deselected otherwise).
 OPT_IN = {"full_sweep": "--full-sweep", "zoo": "--zoo", "zoo_hf": "--zoo-hf"}
@@ -37,6 +45,7 @@ def pytest_addoption(parser: Any) -> None:
 
 
 def pytest_configure(config: Any) -> None:
+    _check_module_names()
     # Child processes must import the pyflatmodule this run imported (installed, or built
     # in place), never the uncompiled source tree that the working directory may hold,
     # and find the suite's helpers (support, ...) as the tests do.
@@ -44,6 +53,22 @@ def pytest_configure(config: Any) -> None:
     os.environ["PYTHONSAFEPATH"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (package_parent, TESTS, os.environ.get("PYTHONPATH")) if p)
+
+
+def _check_module_names() -> None:
+    """Two test modules of one file name would be one module to pytest: refuse them."""
+    seen: Dict[str, str] = {}
+    for folder in (TESTS, BENCHMARKS):
+        for top, dirs, names in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d not in ("data", "corpus", "__pycache__"))
+            for name in sorted(names):
+                if not (name.startswith("test_") and name.endswith(".py")):
+                    continue
+                path = os.path.relpath(os.path.join(top, name), os.path.dirname(TESTS))
+                if name in seen:
+                    raise pytest.UsageError(f"{seen[name]} and {path}: pytest imports test "
+                                            "modules by file name, so each name is used once")
+                seen[name] = path
 
 
 def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
@@ -54,9 +79,3 @@ def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
         config.hook.pytest_deselected(items=deselected)
         gone = set(map(id, deselected))
         items[:] = [item for item in items if id(item) not in gone]
-
-
-@pytest.fixture(params=MODEL_FILES + ["sample.ptl"])
-def model_name(request: Any) -> str:
-    """Every real model file the tests hold."""
-    return str(request.param)

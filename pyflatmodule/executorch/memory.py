@@ -13,7 +13,7 @@ exir's planner (``TensorSpec.lifetime``) counts the nodes of the graph it emits 
 among them nodes that write no instruction (placeholders, ``memory.alloc``, ``getitem``,
 static ``memory.view``, the output); its span [a, b] is here [the instruction of the first
 node at or after a that writes one, that of the last at or before b]
-(tests/test_plan_lifetimes.py). It gives a view and its base one lifetime, the union of
+(tests/et/test_plan_lifetimes.py). It gives a view and its base one lifetime, the union of
 theirs; here each is a value with its own span, so the bytes they share are unnamed
 between the base's last use and the view's first, and ``peak`` does not count them there.
 """

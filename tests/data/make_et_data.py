@@ -434,7 +434,7 @@ def _runtime(path: str) -> Dict[str, Any]:
 
 # ------------------------------------------------- XNNPACK-lowered programs (child only)
 
-#: Programs lowered to XNNPACK whose payloads tests/test_xnnpack.py reads.
+#: Programs lowered to XNNPACK whose payloads tests/backends/test_xnnpack.py reads.
 XNN_NAMES = ["xnn_conv", "xnn_fp16", "xnn_q8_per_tensor", "xnn_q8_per_channel",
              "xnn_attention", "xnn_q4_group", "xnn_layouts", "xnn_layouts_fp16",
              "xnn_conv_bn", "xnn_conv1d"]

@@ -25,7 +25,7 @@ that a file it passes decodes in full (budgets aside: LATE_BUDGET_CODES); ("plan
 an input refused by one of verify="full" and the default load with a program's plans
 read (which checks them) and not by the other; and ("unverified_differs") a verified
 input that loads otherwise without verify.
-tests/test_sweep.py runs a deterministic strided subset of the same mutations.
+tests/fuzz/test_sweep.py runs a deterministic strided subset of the same mutations.
 """
 from __future__ import annotations
 

@@ -297,9 +297,9 @@ def test_a_truncated_file_is_refused_at_its_size_prefix() -> None:
 def test_an_error_in_an_etdump_or_a_data_file_is_not_an_invalid_model(tmp_path) -> None:
     for name, raw, called in [
             ("cut.etdump", BYTES[:100], "ETDump"),
-            ("cut.ptd", open(os.path.join(DATA, "external.ptd"), "rb").read()[:100],
+            ("cut.ptd", open(os.path.join(ET, "external.ptd"), "rb").read()[:100],
              "data file"),
-            ("cut.pte", open(os.path.join(DATA, "mlp.pte"), "rb").read()[:100], "model"),
+            ("cut.pte", open(os.path.join(ET, "mlp.pte"), "rb").read()[:100], "model"),
             ("text.txt", b"not a file of any format here", "file")]:
         path = tmp_path / name
         path.write_bytes(raw)

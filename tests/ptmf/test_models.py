@@ -12,6 +12,7 @@ import pyflatmodule as pfm
 
 from support import (
     HAS_TORCH,
+    MODEL_FILES,
     assert_info,
     assert_state_dict,
     assert_tensor,
@@ -22,6 +23,11 @@ from support import (
 )
 from support.decode_all import full_decode
 
+
+@pytest.fixture(params=MODEL_FILES + ["sample.ptl"])
+def model_name(request):
+    """Every real model file the tests hold."""
+    return str(request.param)
 
 def _part(doc, name):
     part = doc.get(name)

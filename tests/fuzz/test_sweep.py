@@ -2,7 +2,7 @@
 (fast, strided subset).
 
 The full exhaustive sweep (every position, 4 values each, every truncation, about
-900,000 inputs) is ``pytest tests/test_sweep.py --full-sweep`` (CI runs it) or
+900,000 inputs) is ``pytest tests/fuzz/test_sweep.py --full-sweep`` (CI runs it) or
 ``python tests/fuzz/sweep.py`` (see there).
 Here a deterministic strided subset of the same mutations runs on every file, in
 worker processes: a crash or a hang fails the test naming the saved input. Every

@@ -394,7 +394,7 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
         got["constant_segment"] = {"segment_index": cs.scalar("segment_index"),
                                    "offsets": cs.scalars("offsets")}
     # ExecuTorch's Double holds infinities as text; each instruction's fields and the
-    # stack traces are tests/test_executorch.py's
+    # stack traces are tests/et/test_executorch.py's
     for plan in want["execution_plan"]:
         for v in plan["values"]:
             if v["kind"] == "Double" and isinstance(v["value"], str):

@@ -254,7 +254,7 @@ def test_every_weight_of_the_exported_module_is_a_constant(stem: str) -> None:
             if any(d.id in ("XnnpackBackend", "CoreMLBackend")
                    for m in p.methods.values() for d in m.delegates):
                 # inside the delegate's payload in the backend's layout or precision:
-                # tests/test_xnnpack.py, tests/test_coreml.py (float16 by default)
+                # tests/backends/test_xnnpack.py, tests/backends/test_coreml.py (float16 by default)
                 continue
             assert any(c.shape == want.shape and np.array_equal(c, want) for c in constants), name
 

@@ -21,7 +21,7 @@ Opt in with ``--zoo-hf``: it needs optimum-executorch, a separate install of sev
 (torch, transformers, torchao, executorch), so CI leaves it out; run it in an
 environment that has it::
 
-    pip install optimum-executorch && pytest tests/test_zoo_hf.py --zoo-hf
+    pip install optimum-executorch && pytest tests/et/test_zoo_hf.py --zoo-hf
 """
 from __future__ import annotations
 

@@ -283,7 +283,7 @@ def _include_errors(rel: str, source: str) -> Iterator[str]:
     folder = rel.split("/")[0] if "/" in rel else ""
     allowed = C_INCLUDES.get(folder)
     if allowed is None:
-        yield f"csrc/{rel}: not in a folder of C_INCLUDES in tests/test_layers.py"
+        yield f"csrc/{rel}: not in a folder of C_INCLUDES in tests/project/test_layers.py"
         return
     stem = os.path.splitext(os.path.basename(rel))[0]
     inner = rel.split("/")[1] if rel.count("/") >= 2 else ""
