@@ -30,8 +30,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 REPO = os.path.dirname(TESTS)
 SAMPLE_PATH = os.path.join(REPO, "pyflatmodule", "data", "sample.ptl")
-sys.path.insert(0, TESTS)
-from support import torch_oracle as oracle  # noqa: E402
+# The oracle alone, not the support package: that imports pyflatmodule, and what torch
+# writes and reads back here must not depend on the reader under test.
+sys.path.insert(0, os.path.join(TESTS, "support"))
+import torch_oracle as oracle  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
