@@ -1,4 +1,5 @@
-"""Writes a model torch has never shown the tests before: ``python torch_fresh.py SEED OUT``.
+"""Writes a model torch has never shown the tests before:
+``python tests/support/torch_fresh.py SEED OUT``.
 
 The architecture, dtypes, attribute values and writer all follow from SEED, so the
 differential tests can check pyflatmodule on files that are not in tests/data.
