@@ -299,7 +299,7 @@ def test_cli_info_names_the_test_cases() -> None:
 def _oracle_tensors() -> Dict[str, np.ndarray]:
     """Each test tensor exir's deserializer gives, by ``test_suites.METHOD[CASE].PART[I]``."""
     out = {}
-    with np.load(os.path.join(DATA, "bundled.oracle.npz")) as z:
+    with np.load(os.path.join(ET, "bundled.oracle.npz")) as z:
         for suite in ORACLE["test_suites"]:
             for k, case in enumerate(suite["test_cases"]):
                 for part in ("inputs", "expected_outputs"):

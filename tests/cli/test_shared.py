@@ -16,13 +16,14 @@ from typing import Any, Dict, List, Set
 import pytest
 
 from support.cli import run_cli
+from support.paths import DATA
 from support.schemas import validate
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "shared")
+HERE = os.path.join(DATA, "shared")
 with open(os.path.join(HERE, "shared.oracle.json"), encoding="utf-8") as _f:
     ORACLE: Dict[str, Any] = json.load(_f)
 PROGRAMS = sorted(ORACLE["programs"])
-DATA = sorted(ORACLE["data_files"])
+DATA_FILES = sorted(ORACLE["data_files"])
 #: ExecuTorch's ScalarType numbers of the dtypes these files hold
 DTYPES = {6: "float32"}
 
@@ -43,7 +44,7 @@ def _shared(programs: List[str], data: List[str]) -> Any:
 
 
 def test_every_key_with_the_programs_that_read_it() -> None:
-    status, doc = _shared(PROGRAMS, DATA)
+    status, doc = _shared(PROGRAMS, DATA_FILES)
     paths = {os.path.join(HERE, p): p for p in PROGRAMS}
     for f in doc["data_files"]:
         want = ORACLE["data_files"][os.path.basename(f["file"])]
@@ -58,7 +59,7 @@ def test_every_key_with_the_programs_that_read_it() -> None:
                 [p for p in PROGRAMS if key in _reads(p)]
         assert f["unused"] == sorted(k for k in want
                                      if not any(k in _reads(p) for p in PROGRAMS))
-    held = {k for d in DATA for k in ORACLE["data_files"][d]}
+    held = {k for d in DATA_FILES for k in ORACLE["data_files"][d]}
     assert [(paths[p["file"]], p["reads"], p["missing"]) for p in doc["programs"]] == \
         [(p, len(_reads(p)), sorted(_reads(p) - held)) for p in PROGRAMS]
     assert status == (1 if any(_reads(p) - held for p in PROGRAMS) else 0) == 1
@@ -76,7 +77,7 @@ def test_the_programs_the_runtime_runs_against_a_file_miss_nothing_in_it() -> No
     """ExecuTorch's runtime runs a program against a data file exactly when every key the
     program reads is in that file, which is when ``shared`` reports nothing missing."""
     for program in PROGRAMS:
-        for data in DATA:
+        for data in DATA_FILES:
             status, doc = _shared([program], [data])
             (p,) = doc["programs"]
             runs = ORACLE["programs"][program]["runs_with"][data] is True

@@ -26,9 +26,10 @@ import pyflatmodule as pfm
 from pyflatmodule.core.torch_save import TorchSave, read_torch_save
 from pyflatmodule.core.zipview import ZipView
 
+from support import paths
 from support.cli import reads_in_both, run_cli
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "etrecord")
+DATA = os.path.join(paths.DATA, "etrecord")
 NAMES = ("portable", "xnnpack")
 
 

@@ -20,8 +20,8 @@ from typing import Any, Dict, List
 import pytest
 
 from support import run_cli
+from support.paths import DATA
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 with open(os.path.join(DATA, "oplist.oracle.json"), encoding="utf-8") as _f:
     ORACLE: Dict[str, Any] = json.load(_f)
 READ = sorted(p for p, doc in ORACLE["files"].items() if "error" not in doc)
