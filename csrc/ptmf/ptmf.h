@@ -37,7 +37,7 @@
     X(PTMF_E_UNHASHABLE_KEY, "dict key is not None, str, int, float, complex, bool or Tensor: no TorchScript dict key")
 
 FB_STATUS_CODES(ptmf_status, PTMF);
-extern const fb_status_block ptmf_statuses;   /* ptmf.c */
+extern const fb_status_block ptmf_statuses;   /* ptmf_open.c */
 
 /* --- cdef begin --- */
 

@@ -72,7 +72,7 @@ def test_the_count_sees_bookkeeping(tmp_path: object) -> None:
 #: the only FB_E_MISSING_FIELD failures a format file may raise itself, by function:
 #: fields a value's meaning requires, which no schema attribute can say
 _CONDITIONAL_REQUIREMENTS = {
-    "ptmf/ptmf.c": {"walk_qparams"},            # per-channel parameters need both tensors
+    "ptmf/ptmf_tensor.c": {"walk_qparams"},           # per-channel parameters need both tensors
     # an external tensor needs its name; an operator a kernel call names needs its name
     "executorch/et.c": {"extra_tensor_info", "used_operators_named"},
 }

@@ -305,7 +305,7 @@ def _include_errors(rel: str, source: str) -> Iterator[str]:
 
 def test_every_c_include_follows_the_folders() -> None:
     sources = list(_c_sources())
-    assert {"fb/fb.h", "ptmf/ptmf.c", "executorch/et.c", "gen/mobile_bytecode.h"} <= \
+    assert {"fb/fb.h", "ptmf/ptmf_open.c", "executorch/et.c", "gen/mobile_bytecode.h"} <= \
         set(sources)
     errors = []
     for rel in sources:
@@ -322,8 +322,8 @@ def test_the_c_checks_catch_what_they_forbid() -> None:
     assert check("fb/fb.c", '#include "ptmf/ptmf.h"\n')
     assert check("fb/fb.c", '  #  include "gen/mobile_bytecode.h"\n')
     assert check("fb/fb_verify.c", '#include "executorch/et.h"\n')
-    assert not check("ptmf/ptmf.c", '#include "fb/fb.h"\n#include "gen/mobile_bytecode.h"\n')
-    assert check("ptmf/ptmf.c", '#include "executorch/et.h"\n')
+    assert not check("ptmf/ptmf_index.c", '#include "fb/fb.h"\n#include "gen/mobile_bytecode.h"\n')
+    assert check("ptmf/ptmf_index.c", '#include "executorch/et.h"\n')
     assert check("ptmf/ptmf_walk.c", '#include "gen/xnnpack.h"\n')
     assert not check("backends/xnnpack/xnn.c",
                      '#include "gen/xnnpack.h"\n#include "backends/xnnpack/xnn.h"\n')
