@@ -62,26 +62,34 @@ typedef struct ptmf_summary {
     fb_counts visited;             /* by every pass so far */
 } ptmf_summary;
 
-/* One record per ivalue. pos is the union value (table or struct) position;
- * (a, n), (b, m), (c, k) are (position, count) pairs whose meaning depends on type:
- *   String, Device : a,n = UTF-8 bytes
- *   List           : a,n = uint32 items;  b,m = annotation_str bytes
- *   Tuple          : a,n = uint32 items
- *   Dict           : a,n = uint32 keys;   b = uint32 values (n of them); c,k = annotation
- *   IntList        : a,n = int64 items;   DoubleList: a,n = float64 items
- *   BoolList       : a,n = uint8 items
- *   Object         : a,n = uint32 attrs;  m = type_index; b = state; c = setstate_func
- *   EnumValue      : a,n = type_name bytes; m = value index
- *   Function       : a,n = qn bytes;      m = class_type
- *   TensorMetadata : m = tensor record index
- *   Int/Bool/Double/ComplexDouble: the struct at pos
- * depth: 1 for leaves, 1 + the deepest child otherwise. */
+/* One record per ivalue, its columns named for what they hold; a column a type does not
+ * use is 0. Per type:
+ *   String, Device : data, length = UTF-8 bytes
+ *   List           : data, length = uint32 items;  annotation, annotation_len = annotation_str
+ *   Tuple          : data, length = uint32 items
+ *   Dict           : data, length = uint32 keys;   values = uint32 values (length of them);
+ *                    annotation, annotation_len = annotation_str
+ *   IntList        : data, length = int64 items;   DoubleList: data, length = float64 items
+ *   BoolList       : data, length = uint8 items
+ *   Object         : data, length = uint32 attrs;  type_index; state; setstate
+ *   EnumValue      : data, length = type_name bytes; target = the value's ivalue
+ *   Function       : data, length = qn bytes;      type_index = class_type
+ *   TensorMetadata : target = its tensor record
+ *   Int/Bool/Double/ComplexDouble: the struct at pos */
 typedef struct ptmf_ivalue {
-    uint64_t pos, a, b, c;
-    uint32_t n, m, k;
-    uint32_t depth;
-    uint8_t type;
-    uint8_t reserved[7];
+    uint64_t pos;              /* the union value: its table, or a scalar's struct */
+    uint64_t data;             /* element 0 of the vector or string the value holds */
+    uint64_t values;           /* Dict: element 0 of its values vector */
+    uint64_t annotation;       /* List, Dict: annotation_str's first byte */
+    uint32_t length;           /* elements (bytes, for a string) at data */
+    uint32_t annotation_len;   /* bytes at annotation */
+    uint32_t type_index;       /* Object: its object type; Function: its class_type */
+    uint32_t target;           /* EnumValue: its value's ivalue; TensorMetadata: its record */
+    uint32_t state;            /* Object: the ivalue of its state */
+    uint32_t setstate;         /* Object: the ivalue of its setstate_func */
+    uint32_t depth;            /* 1 for leaves, 1 + the deepest child otherwise */
+    uint8_t type;              /* IValue union type */
+    uint8_t reserved[3];
 } ptmf_ivalue;
 
 typedef struct ptmf_storage {

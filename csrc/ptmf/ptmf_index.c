@@ -57,20 +57,20 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
     case UT_DEVICE:
         TRY(fld_text_at(c, t, r->type == UT_STRING ? FIELD(string, STRING_DATA)
                                                    : FIELD(device, DEVICE_STR), &v));
-        r->a = v.data;
-        r->n = v.count;
+        r->data = v.data;
+        r->length = v.count;
         break;
     case UT_LIST:
     case UT_TUPLE: {
         const fb_field *f = r->type == UT_LIST ? FIELD(list, LIST_ITEMS) : FIELD(tuple, TUPLE_ITEMS);
         TRY(fld_vec_at(c, t, f, &v));
         TRY(children(c, s, out, i, f, &v, depth));
-        r->a = v.data;
-        r->n = v.count;
+        r->data = v.data;
+        r->length = v.count;
         if (r->type == UT_LIST) {
             TRY(fld_text_at(c, t, FIELD(list, LIST_ANNOTATION_STR), &v));
-            r->b = v.data;
-            r->m = v.count;
+            r->annotation = v.data;
+            r->annotation_len = v.count;
         }
         break;
     }
@@ -83,12 +83,12 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
         if (values.count != v.count)
             return fail_at(c, FIELD(dict, DICT_VALUES), NO_INDEX, FB_E_LENGTH_MISMATCH, t->pos);
         TRY(children(c, s, out, i, FIELD(dict, DICT_VALUES), &values, depth));
-        r->a = v.data;
-        r->n = v.count;
-        r->b = values.data;
+        r->data = v.data;
+        r->length = v.count;
+        r->values = values.data;
         TRY(fld_text_at(c, t, FIELD(dict, DICT_ANNOTATION_STR), &v));
-        r->c = v.data;
-        r->k = v.count;
+        r->annotation = v.data;
+        r->annotation_len = v.count;
         break;
     }
     case UT_INT_LIST:
@@ -97,8 +97,8 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
         TRY(fld_vec_at(c, t, r->type == UT_INT_LIST ? FIELD(int_list, INT_LIST_ITEMS)
                              : r->type == UT_DOUBLE_LIST ? FIELD(double_list, DOUBLE_LIST_ITEMS)
                                                          : FIELD(bool_list, BOOL_LIST_ITEMS), &v));
-        r->a = v.data;
-        r->n = v.count;
+        r->data = v.data;
+        r->length = v.count;
         break;
     case UT_OBJECT: {
         uint32_t type_index, state, setstate;
@@ -113,11 +113,11 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
             return fail_at(c, FIELD(object, OBJECT_SETSTATE_FUNC), NO_INDEX, PTMF_E_BAD_INDEX, t->pos);
         TRY(fld_vec_at(c, t, FIELD(object, OBJECT_ATTRS), &v));
         TRY(children(c, s, out, i, FIELD(object, OBJECT_ATTRS), &v, depth));
-        r->a = v.data;
-        r->n = v.count;
-        r->m = type_index;
-        r->b = state;
-        r->c = setstate;
+        r->data = v.data;
+        r->length = v.count;
+        r->type_index = type_index;
+        r->state = state;
+        r->setstate = setstate;
         break;
     }
     case UT_ENUM: {
@@ -126,21 +126,21 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
         TRY(fld_u32_at(c, t, FIELD(enum_value, ENUM_VALUE_VALUE), &value));
         TRY(at_field(c, FIELD(enum_value, ENUM_VALUE_VALUE), NO_INDEX,
                      child(c, s, out, i, value, t->pos, depth)));
-        r->a = v.data;
-        r->n = v.count;
-        r->m = value;
+        r->data = v.data;
+        r->length = v.count;
+        r->target = value;
         break;
     }
     case UT_FUNCTION:
         TRY(fld_text_at(c, t, FIELD(function, FUNCTION_QN), &v));
-        TRY(fld_u32_at(c, t, FIELD(function, FUNCTION_CLASS_TYPE), &r->m));
-        r->a = v.data;
-        r->n = v.count;
+        TRY(fld_u32_at(c, t, FIELD(function, FUNCTION_CLASS_TYPE), &r->type_index));
+        r->data = v.data;
+        r->length = v.count;
         break;
     case UT_TENSOR: {
         int32_t idx;
         TRY(ptmf_walk_tensor(c, t, i, 0, k, &idx));
-        r->m = (uint32_t)idx;
+        r->target = (uint32_t)idx;
         break;
     }
     default:

@@ -270,7 +270,7 @@ static int index_tensor(ctx *c, ptmf_tensor_sink *k, ptmf_ivalue *ivalues, uint3
     int32_t idx;
     TRY_IN_MEMBER(c, FIELD(i_value, I_VALUE_VAL), &mobile_i_value_union[UT_TENSOR],
                   open_tensor(c, ivalues[i].pos, k, i, &idx));
-    ivalues[i].m = (uint32_t)idx;
+    ivalues[i].target = (uint32_t)idx;
     return FB_OK;
 }
 

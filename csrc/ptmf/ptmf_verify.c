@@ -67,16 +67,16 @@ static int verify_object(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalu
                          const vec *types, uint32_t i) {
     const ptmf_ivalue *o = &ivalues[i];
     ptmf_record ot;
-    TRY(ptmf_object_type_at(c, types, o->m, &ot));
+    TRY(ptmf_object_type_at(c, types, o->type_index, &ot));
     switch (ot.num) {
     case OT_CLASS_WITH_FIELD:
-        if (o->n > ot.v_len)
-            return fail_at(c, FIELD(object, OBJECT_ATTRS), NO_INDEX, FB_E_LENGTH_MISMATCH, o->a);
+        if (o->length > ot.v_len)
+            return fail_at(c, FIELD(object, OBJECT_ATTRS), NO_INDEX, FB_E_LENGTH_MISMATCH, o->data);
         break;
     case OT_CUSTOM_CLASS:
         break;
     case OT_CLASS_WITH_SETSTATE:
-        if (o->c >= s->n_ivalues || ivalues[o->c].type != UT_FUNCTION)
+        if (o->setstate >= s->n_ivalues || ivalues[o->setstate].type != UT_FUNCTION)
             return fail_at(c, FIELD(object, OBJECT_SETSTATE_FUNC), NO_INDEX, FB_E_KIND_MISMATCH,
                            o->pos);
         break;

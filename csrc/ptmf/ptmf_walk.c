@@ -85,40 +85,42 @@ static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types
                        uint64_t max_steps, uint64_t *n, ptmf_walk_step *stack,
                        uint64_t *sp) {
     const ptmf_ivalue *r = &ivalues[i];
-    uint32_t t = r->m, count = r->n, slot, pass;
+    uint32_t t = r->type_index, count = r->length, slot, pass;
     uint64_t first_child = *sp, last;
     if (t >= types->n_types) return fail(c, PTMF_E_BAD_TYPE_INDEX, r->pos);
     if (types->slot_count[t] > types->n_names
         || types->slot_base[t] > types->n_names - types->slot_count[t])
         return fail(c, FB_E_BAD_ARGUMENT, r->pos);
     if (count > types->slot_count[t]) count = types->slot_count[t];
-    if (!in_bounds(c, r->a, (uint64_t)r->n * 4)) return fail(c, FB_E_OUT_OF_BOUNDS, r->a);
+    if (!in_bounds(c, r->data, (uint64_t)r->length * 4))
+        return fail(c, FB_E_OUT_OF_BOUNDS, r->data);
     for (pass = 1; pass <= 3; pass++) {
         for (slot = 0; slot < count; slot++) {
-            uint64_t where = r->a + 4 * (uint64_t)slot;
+            uint64_t where = r->data + 4 * (uint64_t)slot;
             uint32_t j = ld32(c->buf + where), name = types->slot_base[t] + slot;
-            const ptmf_ivalue *target;
+            const ptmf_ivalue *attr;
             ptmf_walk_step step;
             if (j >= i)
                 return at_field(c, FIELD(object, OBJECT_ATTRS), slot,
                                 at_member(c, FIELD(i_value, I_VALUE_VAL),
                                           &mobile_i_value_union[UT_OBJECT],
                                           fail(c, PTMF_E_FORWARD_REFERENCE, where)));
-            target = &ivalues[j];
+            attr = &ivalues[j];
             step.parent = self;
             step.name = name;
             if (pass < 3) {
-                if (target->type != UT_TENSOR || types->role[name] != pass) continue;
-                step.target = target->m;
+                if (attr->type != UT_TENSOR || types->role[name] != pass) continue;
+                step.target = attr->target;
                 step.kind = pass;
                 TRY(walk_emit(c, steps, max_steps, n, step, where));
             } else {
-                if (target->type != UT_OBJECT) continue;
-                if (target->m >= types->n_types) return fail(c, PTMF_E_BAD_TYPE_INDEX, target->pos);
-                if (!types->module[target->m]) continue;
+                if (attr->type != UT_OBJECT) continue;
+                if (attr->type_index >= types->n_types)
+                    return fail(c, PTMF_E_BAD_TYPE_INDEX, attr->pos);
+                if (!types->module[attr->type_index]) continue;
                 step.target = j;
-                step.kind = types->module[target->m] == 1 ? PTMF_WALK_MODULE
-                                                          : PTMF_WALK_OTHER_MODULE;
+                step.kind = types->module[attr->type_index] == 1 ? PTMF_WALK_MODULE
+                                                             : PTMF_WALK_OTHER_MODULE;
                 TRY(walk_emit(c, stack, max_steps, sp, step, where));
             }
         }
@@ -159,8 +161,8 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
             pop(&c);
             continue;
         }
-        if (*budget < 1 + (uint64_t)r->n) return fail(&c, FB_E_ELEMENT_BUDGET, r->pos);
-        *budget -= 1 + (uint64_t)r->n;
+        if (*budget < 1 + (uint64_t)r->length) return fail(&c, FB_E_ELEMENT_BUDGET, r->pos);
+        *budget -= 1 + (uint64_t)r->length;
         TRY(walk_object(&c, ivalues, types, step.target, (uint32_t)self, steps, max_steps,
                         &n, stack, &sp));
         pop(&c);

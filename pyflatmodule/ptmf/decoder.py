@@ -1,6 +1,6 @@
 """One file's decoding state, at the top of the decoding layer.
 
-A ``Decoder`` joins what decoding one file takes: its ``Image`` (the index layer),
+A ``Decoder`` joins what decoding one file takes: its ``PtmfIndex`` (the index layer),
 its ``TensorTable`` (each tensor record made once), the one proxy object of each
 Object and Function ivalue, and the attributes each set-state object's
 ``__setstate__`` gives, replayed once. ``values.decode`` reads a file through it.
@@ -13,7 +13,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, cast
 
 from .functions import OPCODES, Function
-from .index import Image
+from .index import PtmfIndex
 from .setstate import replay
 from .tensors import TensorTable
 from .values import Object, decode
@@ -28,7 +28,7 @@ class Decoder:
 
     __slots__ = ("image", "tensors", "_proxies", "_proxy_lock", "_restored")
 
-    def __init__(self, image: Image) -> None:
+    def __init__(self, image: PtmfIndex) -> None:
         self.image = image
         self.tensors = TensorTable(image)
         # Weak, so proxies (which hold the decoder) never form a cycle with it. Plain
@@ -78,10 +78,10 @@ class Decoder:
 
     def _restore(self, i: int) -> Dict[str, Any]:
         image = self.image
-        _, _, _, _, state, m, setstate, _ = image.rows()[i]
-        decl = image.class_decl(m)
-        function = decode(self, setstate, {})
+        row = image.rows()[i]
+        decl = image.class_decl(row.type_index)
+        function = decode(self, row.setstate, {})
         if decl is None or not isinstance(function, Function):
             return {}
         return replay(function.instructions.tolist(), OPCODES, function.operators,
-                      function.constants, decode(self, state, {}), decl.attributes)
+                      function.constants, decode(self, row.state, {}), decl.attributes)

@@ -1,6 +1,6 @@
 """The index layer: the verified, indexed file that the decoding layer reads.
 
-``Image`` runs the C passes once (open, storages, ivalues, tensors and, when
+``PtmfIndex`` runs the C passes once (open, storages, ivalues, tensors and, when
 verifying, the rest), applies the readahead advice, keeps the flat index arrays and
 answers raw reads (strings, reference vectors, arrays over the buffer, the tables
 of object types and named blobs, the C module walk). It knows nothing of decoded
@@ -23,7 +23,7 @@ from ..core.source import RUN_GAP, Source, apply_advice
 from ..errors import FormatError
 from .jit_source import ClassDecl
 
-__all__ = ["Image", "ObjectType"]
+__all__ = ["Image", "IvalueRow", "ObjectType", "PtmfIndex"]
 
 #: An object type's kind by number: the schema's TypeType names, lower-cased, of the kinds
 #: a class may have (CLASS_WITH_FIELD .. CLASS_WITH_SETSTATE, what the verifier accepts);
@@ -105,11 +105,27 @@ WALK_STEP_DTYPE = struct_dtype("ptmf_walk_step")
 OBJECT_TYPE_DTYPE = struct_dtype("ptmf_object_type")
 SPAN_DTYPE = struct_dtype("ptmf_span")
 CLASS_DTYPE = struct_dtype("ptmf_class")
-_IVALUE_FIELDS = ("type", "pos", "a", "n", "b", "m", "c", "k")
 
 
-class Image:
-    """One PTMF buffer, verified and indexed."""
+class IvalueRow(NamedTuple):
+    """One ivalue's index record as Python ints: the columns of ``ptmf_ivalue`` (its
+    comment in csrc/ptmf/ptmf.h says which types use which)."""
+
+    type: int             #: IValue union type
+    pos: int              #: the union value: its table, or a scalar's struct
+    data: int             #: element 0 of the vector or string the value holds
+    length: int           #: elements (bytes, for a string) at ``data``
+    values: int           #: Dict: element 0 of its values (``length`` of them)
+    annotation: int       #: List, Dict: annotation_str's first byte
+    annotation_len: int   #: bytes at ``annotation``
+    type_index: int       #: Object: its object type; Function: its class_type
+    target: int           #: EnumValue: its value's ivalue; TensorMetadata: its tensor record
+    state: int            #: Object: the ivalue of its state
+    setstate: int         #: Object: the ivalue of its setstate_func
+
+
+class PtmfIndex:
+    """One PTMF buffer, verified and indexed: the C passes' summary and records."""
 
     def __init__(self, source: Source, options: Options) -> None:
         self.source = source
@@ -123,7 +139,7 @@ class Image:
         self.immutable = view.readonly
         self.size = len(source)
         self.cbuf = c_buffer(source.obj, "uint8_t[]")
-        self._rows: Optional[List[Tuple[int, ...]]] = None
+        self._rows: Optional[List[IvalueRow]] = None
         self._flats: Dict[np.dtype, np.ndarray] = {}
         self._storages: Optional[List[np.ndarray]] = None
         self._object_types: Optional[List[ObjectType]] = None
@@ -170,10 +186,11 @@ class Image:
 
     # ------------------------------------------------------------ raw reads
 
-    def rows(self) -> List[Tuple[int, ...]]:
-        """Per ivalue: (type, pos, a, n, b, m, c, k), as Python ints."""
+    def rows(self) -> List[IvalueRow]:
+        """Per ivalue: its index record as Python ints."""
         if self._rows is None:
-            self._rows = list(zip(*[self.index[f].tolist() for f in _IVALUE_FIELDS]))
+            self._rows = list(map(IvalueRow._make,
+                                  zip(*[self.index[f].tolist() for f in IvalueRow._fields])))
         return self._rows
 
     def text(self, pos: int, size: int, where: str) -> str:
@@ -464,8 +481,9 @@ class Image:
         field object holds it (first holder wins)."""
         parent: Dict[int, Tuple[int, int]] = {}
         for j in np.flatnonzero(self.index["type"] == OBJECT).tolist():
-            _, _, a, n, _, _, _, _ = self.rows()[j]   # an Object: attrs at a, n of them
-            for slot, child in enumerate(self.refs(j, a, n, f"ivalues[{j}].val<Object>.attrs")):
+            row = self.rows()[j]   # an Object: its attributes' ivalues
+            for slot, child in enumerate(self.refs(j, row.data, row.length,
+                                                   f"ivalues[{j}].val<Object>.attrs")):
                 parent.setdefault(child, (j, slot))
         names: List[str] = []
         node = target
@@ -474,6 +492,10 @@ class Image:
             if node not in parent or len(names) > len(parent):
                 return None
             node, slot = parent[node]
-            attr_names = self.object_types()[int(self.index["m"][node])].attr_names
+            attr_names = self.object_types()[int(self.index["type_index"][node])].attr_names
             names.append(attr_names[slot] if slot < len(attr_names) else f"<slot {slot}>")
         return ".".join(reversed(names))
+
+
+#: The name this class had before it said what it is: kept for code that imports it.
+Image = PtmfIndex

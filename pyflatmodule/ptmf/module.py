@@ -26,7 +26,18 @@ from ..core.options import Options
 from ..core.source import Holder, Openable, check_same_file, file_identity, open_source
 from .decoder import Decoder
 from .functions import Function, Methods
-from .index import DICT, ENUM, FUNCTION, LIST, OBJECT, TENSOR, TUPLE, UNION_NAMES, Image, ObjectType
+from .index import (
+    DICT,
+    ENUM,
+    FUNCTION,
+    LIST,
+    OBJECT,
+    TENSOR,
+    TUPLE,
+    UNION_NAMES,
+    ObjectType,
+    PtmfIndex,
+)
 from .state_dict import walk_state_dict
 from .tensors import TensorRecord
 from .type_names import contained_type_names
@@ -58,10 +69,10 @@ def open_module(source: Openable, options: Options) -> "Module":
     return Module(_open_image(source, options), options)
 
 
-def _open_image(source: Openable, options: Options) -> Image:
+def _open_image(source: Openable, options: Options) -> PtmfIndex:
     opened = open_source(source, options)
     try:
-        return Image(opened, options)
+        return PtmfIndex(opened, options)
     finally:
         opened.release_fd()   # the descriptor kept for the index, whatever happened
 
@@ -125,18 +136,20 @@ class IValues(Sequence[Any]):
         image = self._image
         if not 0 <= i < len(self):
             raise IndexError("ivalue index out of range")
-        t, _, a, n, b, m, _, _ = image.rows()[i]
+        row = image.rows()[i]
+        t = row.type
         where = f"ivalues[{i}].val<{UNION_NAMES[t]}>"
         if t in (LIST, TUPLE):
-            return list(image.refs(i, a, n, where + ".items"))
+            return list(image.refs(i, row.data, row.length, where + ".items"))
         if t == DICT:
-            return [*image.refs(i, a, n, where + ".keys"), *image.refs(i, b, n, where + ".values")]
+            return [*image.refs(i, row.data, row.length, where + ".keys"),
+                    *image.refs(i, row.values, row.length, where + ".values")]
         if t == OBJECT:
-            if image.object_types()[m].kind == "class_with_field":
-                return list(image.refs(i, a, n, where + ".attrs"))
-            return [b]
+            if image.object_types()[row.type_index].kind == "class_with_field":
+                return list(image.refs(i, row.data, row.length, where + ".attrs"))
+            return [row.state]
         if t == ENUM:
-            return [m]
+            return [row.target]
         return []
 
     def __repr__(self) -> str:
@@ -204,7 +217,7 @@ class Module(Holder):
     """An open PTMF file. Every array and proxy it hands out keeps the file's memory
     alive by itself; ``close()`` only drops the module's own hold."""
 
-    def __init__(self, image: Image, options: Options) -> None:
+    def __init__(self, image: PtmfIndex, options: Options) -> None:
         self._file: Optional[Decoder] = Decoder(image)
         #: The options it was opened with: what re-opening the file in another process takes.
         self._options = options
@@ -219,7 +232,7 @@ class Module(Holder):
             raise ValueError("operation on a closed pyflatmodule.Module")
         return file
 
-    def _img(self) -> Image:
+    def _img(self) -> PtmfIndex:
         return self._decoder().image
 
     def close(self) -> None:

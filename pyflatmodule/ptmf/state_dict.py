@@ -1,7 +1,7 @@
 """The state_dict walk: parameters and buffers by dotted name, as torch gives them.
 
 With ``jit_sources`` the classes' ``__parameters__``/``__buffers__`` decide: the C core
-walks the field-object modules (``Image.walk_modules``) and each set-state module is
+walks the field-object modules (``PtmfIndex.walk_modules``) and each set-state module is
 expanded here, where it sits. Without them every tensor attribute reachable through
 field objects is listed by its attribute path; a file written by
 ``torch._C._save_parameters`` gives the dictionary it saved.
@@ -15,7 +15,7 @@ import numpy as np
 from ..core.dtypes import QuantizedTensor
 from ..core.native import ffi, format_error, lib
 from .decoder import Decoder
-from .index import WALK_TOO_LARGE, Image
+from .index import WALK_TOO_LARGE, PtmfIndex
 from .values import Object
 
 __all__ = ["walk_state_dict"]
@@ -32,7 +32,7 @@ def walk_state_dict(file: Decoder, root: Object) -> Dict[str, Tensor]:
     # Shared objects are walked once per path, as torch does; the walk is paid in
     # attributes visited and stops at a few times what a tree of this file holds.
     budget = [_WALK_FLOOR + 4 * int(image.summary.n_ivalues)]
-    root_type = int(image.index["m"][root.index])
+    root_type = int(image.index["type_index"][root.index])
     if not image.summary.n_jit_sources and image.type_name(root_type) == _SAVED_PARAMETERS:
         data = root.attributes.get("data")
         if isinstance(data, dict):
@@ -53,7 +53,7 @@ def walk_state_dict(file: Decoder, root: Object) -> Dict[str, Tensor]:
 _WALK_FLOOR = 65_536
 
 
-def _spend(budget: List[int], image: Image, i: int, attributes: int) -> None:
+def _spend(budget: List[int], image: PtmfIndex, i: int, attributes: int) -> None:
     budget[0] -= 1 + attributes
     if budget[0] < 0:
         raise format_error(lib.FB_E_ELEMENT_BUDGET, int(image.index["pos"][i]), f"ivalues[{i}]",
@@ -85,7 +85,7 @@ def _walk_declared(file: Decoder, root: int, budget: List[int]) -> Dict[str, Any
 class _ModuleWalk:
     """One file's declared modules, as the C walk reads them: per object type, whether
     it is a module (and of which kind) and each attribute name's role
-    (``Image.module_types``)."""
+    (``PtmfIndex.module_types``)."""
 
     def __init__(self, file: Decoder) -> None:
         self.file = file
@@ -107,7 +107,7 @@ class _ModuleWalk:
         """Module ``i``'s entries under ``prefix``: its tensors go to ``out`` in order;
         each submodule this walk does not enter is yielded, where it sits, as
         (ivalue, its prefix)."""
-        if self.module[int(self.image.index["m"][i])] == 1:
+        if self.module[int(self.image.index["type_index"][i])] == 1:
             return self._field_entries(i, prefix, out, budget)
         return self._other_entries(i, prefix, out, budget)
 
@@ -134,8 +134,8 @@ class _ModuleWalk:
         """A module that is not a field object (a set-state one): its attributes are
         those its ``__setstate__`` sets."""
         image = self.image
-        _spend(budget, image, i, int(image.index["n"][i]))
-        decl = image.class_decl(int(image.index["m"][i]))
+        _spend(budget, image, i, int(image.index["length"][i]))
+        decl = image.class_decl(int(image.index["type_index"][i]))
         assert decl is not None   # module types have a class
         params, buffers = set(decl.parameters), set(decl.buffers)
         attributes = self.file.objects([i])[0]._tensors_and_objects()
@@ -145,11 +145,12 @@ class _ModuleWalk:
         out.update((prefix + name, value) for name, value in tensors
                    if name not in params and name in buffers)
         for name, value in attributes:
-            if isinstance(value, Object) and self.module[int(image.index["m"][value.index])]:
+            if (isinstance(value, Object)
+                    and self.module[int(image.index["type_index"][value.index])]):
                 yield value.index, f"{prefix}{name}."
 
 
-def _walk_fields(image: Image, obj: Object, prefix: str, out: Dict[str, Tensor],
+def _walk_fields(image: PtmfIndex, obj: Object, prefix: str, out: Dict[str, Tensor],
                  budget: List[int]) -> None:
     # Attributes in slot order, each object's entries where it sits among them;
     # depth-first without recursion (a stack of the objects' attribute iterators).
@@ -157,7 +158,7 @@ def _walk_fields(image: Image, obj: Object, prefix: str, out: Dict[str, Tensor],
         if obj.kind != "class_with_field":
             _spend(budget, image, obj.index, 0)
             return iter(())
-        _spend(budget, image, obj.index, int(image.index["n"][obj.index]))
+        _spend(budget, image, obj.index, int(image.index["length"][obj.index]))
         return ((prefix + name, value) for name, value in obj._tensors_and_objects())
 
     stack = [attributes(obj, prefix)]

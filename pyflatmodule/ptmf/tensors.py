@@ -17,7 +17,7 @@ from ..core.dtypes import (
 )
 from ..core.native import format_error, lib
 from ..core.records import c_array, columns, distinct
-from .index import Image
+from .index import PtmfIndex
 
 __all__ = ["TensorRecord", "TensorTable"]
 
@@ -95,7 +95,7 @@ class TensorTable:
 
     __slots__ = ("image", "_tensors", "_tensor_cache", "_dim_cache", "_by_id", "_described")
 
-    def __init__(self, image: Image) -> None:
+    def __init__(self, image: PtmfIndex) -> None:
         self.image = image
         self._tensors: Dict[int, Any] = {}
         self._tensor_cache: Optional[Tuple[List[Tuple[Any, ...]], List[int], List[int]]] = None

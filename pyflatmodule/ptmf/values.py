@@ -37,8 +37,8 @@ from .index import (
     TENSOR,
     TUPLE,
     UNION_NAMES,
-    Image,
     ObjectType,
+    PtmfIndex,
 )
 from .tensors import TensorTable
 
@@ -54,7 +54,7 @@ class Decoding(Protocol):
     one proxy object of each Object and Function ivalue."""
 
     @property
-    def image(self) -> Image:
+    def image(self) -> PtmfIndex:
         """The verified, indexed file."""
 
     @property
@@ -172,7 +172,8 @@ def decode(file: Decoding, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
         # Python's own stack bounds recursion too: each level costs a few frames.
         raise format_error(lib.FB_E_DEPTH_BUDGET, int(image.index["pos"][i]),
                            f"ivalues[{i}]")
-    t, pos, a, n, b, m, c, k = image.rows()[i]
+    row = image.rows()[i]
+    t, pos, data, n = row.type, row.pos, row.data, row.length
     view = image.view
     if t == NONE:
         out: Any = None
@@ -185,33 +186,33 @@ def decode(file: Decoding, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     elif t == COMPLEX:
         out = complex(*_COMPLEX(view, pos))
     elif t == STRING:
-        out = image.text(a, n, _where(i, t) + ".data")
+        out = image.text(data, n, _where(i, t) + ".data")
     elif t == TENSOR:
-        out = file.tensors.tensor(m)
+        out = file.tensors.tensor(row.target)
     elif t == LIST or t == TUPLE:
         items = [decode(file, j, memo, depth + 1)
-                 for j in image.refs(i, a, n, _where(i, t) + ".items")]
+                 for j in image.refs(i, data, n, _where(i, t) + ".items")]
         out = items if t == LIST else tuple(items)
     elif t == DICT:
         keys = [_key(decode(file, j, memo, depth + 1))
-                for j in image.refs(i, a, n, _where(i, t) + ".keys")]
+                for j in image.refs(i, data, n, _where(i, t) + ".keys")]
         values = [decode(file, j, memo, depth + 1)
-                  for j in image.refs(i, b, n, _where(i, t) + ".values")]
+                  for j in image.refs(i, row.values, n, _where(i, t) + ".values")]
         try:
             out = dict(zip(keys, values))
         except TypeError:
-            raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a, _where(i, t) + ".keys") from None
+            raise format_error(lib.PTMF_E_UNHASHABLE_KEY, data, _where(i, t) + ".keys") from None
     elif t == INT_LIST:
-        out = list(struct.unpack_from(f"<{n}q", view, a))
+        out = list(struct.unpack_from(f"<{n}q", view, data))
     elif t == DOUBLE_LIST:
-        out = list(struct.unpack_from(f"<{n}d", view, a))
+        out = list(struct.unpack_from(f"<{n}d", view, data))
     elif t == BOOL_LIST:
-        out = [x != 0 for x in view[a:a + n]]
+        out = [x != 0 for x in view[data:data + n]]
     elif t == DEVICE:
-        out = Device(image.text(a, n, _where(i, t) + ".str"))
+        out = Device(image.text(data, n, _where(i, t) + ".str"))
     elif t == ENUM:
-        out = EnumValue(image.text(a, n, _where(i, t) + ".type_name"),
-                        decode(file, m, memo, depth + 1))
+        out = EnumValue(image.text(data, n, _where(i, t) + ".type_name"),
+                        decode(file, row.target, memo, depth + 1))
     elif t == OBJECT:
         out = file.objects([i])[0]
     else:
@@ -221,7 +222,7 @@ def decode(file: Decoding, i: int, memo: Dict[int, Any], depth: int = 0) -> Any:
     return out
 
 
-def _gather(image: Image, indices: np.ndarray, width: int, dtype: str) -> List[Any]:
+def _gather(image: PtmfIndex, indices: np.ndarray, width: int, dtype: str) -> List[Any]:
     """The ``width``-byte scalars at the positions of ivalues ``indices``, in one go."""
     whole = np.frombuffer(image.view, np.uint8)
     positions = image.index["pos"][indices].astype(np.int64)
@@ -230,31 +231,31 @@ def _gather(image: Image, indices: np.ndarray, width: int, dtype: str) -> List[A
     return values
 
 
-def _strings(image: Image, where: np.ndarray, out: List[Any]) -> None:
+def _strings(image: PtmfIndex, where: np.ndarray, out: List[Any]) -> None:
     """Decode the String ivalues ``where`` into ``out``; the C index proved every
     extent, so only the UTF-8 can fail (then the error names the first bad one)."""
     view = image.view
     rows = image.index[where]
     try:
-        for i, a, n in zip(where.tolist(), rows["a"].tolist(), rows["n"].tolist()):
+        for i, a, n in zip(where.tolist(), rows["data"].tolist(), rows["length"].tolist()):
             out[i] = str(view[a:a + n], "utf-8")
     except UnicodeDecodeError:
-        for i, a, n in zip(where.tolist(), rows["a"].tolist(), rows["n"].tolist()):
+        for i, a, n in zip(where.tolist(), rows["data"].tolist(), rows["length"].tolist()):
             out[i] = image.text(a, n, _where(i, STRING) + ".data")
 
 
-def references(image: Image, containers: np.ndarray) -> np.ndarray:
+def references(image: PtmfIndex, containers: np.ndarray) -> np.ndarray:
     """Every ivalue index that the List, Tuple, Dict and Object ivalues ``containers``
     name, read in one go: each one's items (a Dict's keys, then its values; an
     Object's attributes), in order.
     Read once, then checked to point backwards (a caller's writable buffer may have
     changed since the index was built); a bad reference is reported by ``refs``."""
-    cols = columns(image.index, ("type", "a", "b", "n"), containers)
+    cols = columns(image.index, ("type", "data", "values", "length"), containers)
     is_dict = cols["type"] == DICT
     ends = np.cumsum(1 + is_dict)
-    segment_pos = np.repeat(cols["a"].astype(np.int64), 1 + is_dict)
-    segment_pos[ends[is_dict] - 1] = cols["b"][is_dict]
-    counts = np.repeat(cols["n"].astype(np.int64), 1 + is_dict)
+    segment_pos = np.repeat(cols["data"].astype(np.int64), 1 + is_dict)
+    segment_pos[ends[is_dict] - 1] = cols["values"][is_dict]
+    counts = np.repeat(cols["length"].astype(np.int64), 1 + is_dict)
     owners = np.repeat(np.repeat(containers, 1 + is_dict), counts)
     first = np.cumsum(counts) - counts
     positions = np.repeat(segment_pos - 4 * first, counts) + 4 * np.arange(len(owners))
@@ -266,11 +267,12 @@ def references(image: Image, containers: np.ndarray) -> np.ndarray:
     if (refs >= owners).any():
         k = int(np.argmax(refs >= owners))
         bad = int(owners[k])
-        t, _, a, n, b, _, _, _ = image.rows()[bad]
-        keys = a <= int(positions[k]) < a + 4 * n
+        row = image.rows()[bad]
+        t = row.type
+        keys = row.data <= int(positions[k]) < row.data + 4 * row.length
         field = (".attrs" if t == OBJECT else ".items" if t != DICT
                  else ".keys" if keys else ".values")
-        start = a if keys else b
+        start = row.data if keys else row.values
         raise format_error(lib.PTMF_E_FORWARD_REFERENCE, int(positions[k]),
                            f"{_where(bad, t)}{field}[{(int(positions[k]) - start) // 4}]")
     return refs.astype(np.int64)
@@ -296,7 +298,8 @@ def decode_all(file: Decoding, stop: int) -> List[Any]:
                           else v[0])
     _strings(image, np.flatnonzero(types == STRING), out)
     where = np.flatnonzero(types == TENSOR)
-    for i, value in zip(where.tolist(), file.tensors.tensors(image.index["m"][where].tolist())):
+    records = image.index["target"][where].tolist()
+    for i, value in zip(where.tolist(), file.tensors.tensors(records)):
         out[i] = value
     for kind, make in ((OBJECT, file.objects), (FUNCTION, file.functions)):
         indices: List[int] = np.flatnonzero(types == kind).tolist()
@@ -326,7 +329,7 @@ _CONTAINER_KINDS = _kind_table(LIST, TUPLE, DICT, ENUM)
 _COLUMNS_MIN = 8
 
 
-def _containers(image: Image, ordered: np.ndarray, out: List[Any]) -> None:
+def _containers(image: PtmfIndex, ordered: np.ndarray, out: List[Any]) -> None:
     """Build the List, Tuple, Dict and Enum ivalues ``ordered`` into ``out``, whose
     other values are decoded.
 
@@ -338,8 +341,8 @@ def _containers(image: Image, ordered: np.ndarray, out: List[Any]) -> None:
     where they disagree, everything is built one by one in file order, which needs
     only that references point backwards.
     """
-    cols = columns(image.index, ("type", "a", "n", "m", "depth"), ordered)
-    t, n, depth = cols["type"], cols["n"].astype(np.int64), cols["depth"]
+    cols = columns(image.index, ("type", "data", "length", "target", "depth"), ordered)
+    t, n, depth = cols["type"], cols["length"].astype(np.int64), cols["depth"]
     width = np.where(t == DICT, 2 * n, np.where(t == ENUM, 0, n))
     first = np.cumsum(width) - width
     refs = references(image, ordered[t != ENUM])
@@ -374,7 +377,7 @@ def _pick(out: List[Any], indices: List[int]) -> Sequence[Any]:
     return operator.itemgetter(*indices)(out)  # type: ignore[no-any-return]
 
 
-def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
+def _one_by_one(image: PtmfIndex, ordered: np.ndarray, cols: Dict[str, np.ndarray],
                 first: np.ndarray, width: np.ndarray, refs: np.ndarray,
                 out: List[Any]) -> None:
     """Build each of ``ordered`` in turn (columns ``cols``); an item's references are
@@ -383,8 +386,9 @@ def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
     start = np.cumsum(width) - width
     own = refs[np.repeat(first - start, width) + np.arange(int(width.sum()))].tolist()
     get = out.__getitem__
-    for i, t, a, n, m, k in zip(ordered.tolist(), cols["type"].tolist(), cols["a"].tolist(),
-                                cols["n"].tolist(), cols["m"].tolist(), start.tolist()):
+    for i, t, data, n, value, k in zip(ordered.tolist(), cols["type"].tolist(),
+                                       cols["data"].tolist(), cols["length"].tolist(),
+                                       cols["target"].tolist(), start.tolist()):
         if t == TUPLE:
             out[i] = tuple(map(get, own[k:k + n]))
         elif t == LIST:
@@ -394,9 +398,10 @@ def _one_by_one(image: Image, ordered: np.ndarray, cols: Dict[str, np.ndarray],
                 out[i] = dict(zip(map(_key, map(get, own[k:k + n])),
                                   map(get, own[k + n:k + 2 * n])))
             except TypeError:
-                raise format_error(lib.PTMF_E_UNHASHABLE_KEY, a, _where(i, t) + ".keys") from None
+                raise format_error(lib.PTMF_E_UNHASHABLE_KEY, data,
+                                   _where(i, t) + ".keys") from None
         else:
-            out[i] = EnumValue(image.text(a, n, _where(i, t) + ".type_name"), out[m])
+            out[i] = EnumValue(image.text(data, n, _where(i, t) + ".type_name"), out[value])
 
 
 class Object:
@@ -424,7 +429,7 @@ class Object:
         return int(self._file.image.index[name][self._index])
 
     def _type(self) -> ObjectType:
-        return self._file.image.object_types()[self._field("m")]
+        return self._file.image.object_types()[self._field("type_index")]
 
     @property
     def type_name(self) -> str:
@@ -445,19 +450,19 @@ class Object:
     @property
     def state(self) -> Any:
         """What ``__getstate__`` returned, for set-state and custom-class objects."""
-        return decode(self._file, self._field("b"), {})
+        return decode(self._file, self._field("state"), {})
 
     @property
     def setstate_function(self) -> Any:
         """The ``__setstate__`` Function of a set-state object, else None."""
         if self.kind != "class_with_setstate":
             return None
-        return decode(self._file, self._field("c"), {})
+        return decode(self._file, self._field("setstate"), {})
 
     def _attr_names(self) -> Tuple[str, ...]:
         if self.kind == "class_with_setstate":
             return tuple(self._file.restored_attributes(self._index))
-        return self._type().attr_names[:self._field("n")]
+        return self._type().attr_names[:self._field("length")]
 
     def _tensors_and_objects(self) -> List[Tuple[str, Any]]:
         """(name, value) of the attributes holding a tensor or an object, in slot
@@ -468,15 +473,15 @@ class Object:
                     if isinstance(v, (np.ndarray, QuantizedTensor, Object))]
         image = file.image
         rows = image.rows()
-        _, _, a, n, _, m, _, _ = rows[self._index]
-        names = image.object_types()[m].attr_names[:n]
+        row = rows[self._index]
+        names = image.object_types()[row.type_index].attr_names[:row.length]
         out = []
-        for name, j in zip(names, image.refs(self._index, a, n,
+        for name, j in zip(names, image.refs(self._index, row.data, row.length,
                                              _where(self._index, OBJECT) + ".attrs")):
-            t, _, _, _, _, record, _, _ = rows[j]
-            if t == TENSOR:
-                out.append((name, file.tensors.tensor(record)))
-            elif t == OBJECT:
+            attr = rows[j]
+            if attr.type == TENSOR:
+                out.append((name, file.tensors.tensor(attr.target)))
+            elif attr.type == OBJECT:
                 out.append((name, file.objects([j])[0]))
         return out
 
@@ -484,13 +489,13 @@ class Object:
         """The attribute's value; KeyError when the object has no such attribute."""
         file = self._file
         image = file.image
-        _, _, a, n, _, m, _, _ = image.rows()[self._index]
-        if image.object_types()[m].kind == "class_with_setstate":
+        row = image.rows()[self._index]
+        if image.object_types()[row.type_index].kind == "class_with_setstate":
             return file.restored_attributes(self._index)[name]
-        slot = image.slots(m).get(name)
-        if slot is None or slot >= n:
+        slot = image.slots(row.type_index).get(name)
+        if slot is None or slot >= row.length:
             raise KeyError(name)
-        child = image.refs(self._index, a + 4 * slot, 1,
+        child = image.refs(self._index, row.data + 4 * slot, 1,
                            f"{_where(self._index, OBJECT)}.attrs[{slot}]")[0]
         return decode(file, child, {})
 

@@ -129,12 +129,12 @@ def _runs_by_the_rule(layout, page, gap):
 
 
 def test_readahead_runs_follow_the_rule():
-    """The C core's payload runs (ptmf_payload_runs, through Image) equal the rule
+    """The C core's payload runs (ptmf_payload_runs, through PtmfIndex) equal the rule
     above on 3,000 random storage layouts (overlaps, gaps on both sides of 64 KiB,
     sizes around a page)."""
     from pyflatmodule.core.records import c_array
     from pyflatmodule.core.source import RUN_GAP
-    from pyflatmodule.ptmf.index import STORAGE_DTYPE, Image
+    from pyflatmodule.ptmf.index import STORAGE_DTYPE, PtmfIndex
     rng = np.random.default_rng(7)
     page = mmap.PAGESIZE
     for _ in range(3000):
@@ -143,7 +143,7 @@ def test_readahead_runs_follow_the_rule():
         storages["pos"] = rng.integers(0, 1 << 22, n)
         storages["size"] = rng.choice([0, 100, page - 1, page, page + 904, RUN_GAP - 1,
                                        RUN_GAP, 300_000], n)
-        image = Image.__new__(Image)   # only the storage index is needed
+        image = PtmfIndex.__new__(PtmfIndex)   # only the storage index is needed
         image.storage_index = storages
         expected = _runs_by_the_rule(storages[["pos", "size"]].tolist(), page, RUN_GAP)
         assert image._payload_runs(c_array("ptmf_storage", storages)) == expected

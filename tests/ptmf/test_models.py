@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import pyflatmodule as pfm
+from pyflatmodule.ptmf.index import DOUBLE_LIST, INT_LIST
 
 from support import (
     HAS_TORCH,
@@ -268,7 +269,8 @@ def _empty_vectors_at_4_mod_8(m: pfm.Module, data: bytes) -> int:
     """How many empty IntList/DoubleList items or debug-handle vectors start at 4 mod 8
     (each one's stored length, just before it, read from the bytes: 0)."""
     index = m._img().index
-    starts = index["a"][np.isin(index["type"], [11, 12]) & (index["n"] == 0)].tolist()
+    empty_lists = np.isin(index["type"], [INT_LIST, DOUBLE_LIST]) & (index["length"] == 0)
+    starts = index["data"][empty_lists].tolist()
     starts += [f._f.debug_handles for f in m.functions()
                if f._f.n_debug_handles == 0 and f._f.debug_handles]
     return sum(1 for a in starts
@@ -328,8 +330,8 @@ def test_non_empty_unaligned_vectors_read_exactly():
         data = _unaligned_lists(pad)
         with pfm.load(data) as m:
             n = len(m.ivalues)
-            a = int(m._img().index["a"][n - 3])
-            if a % 8 == 4 and int(m._img().index["a"][n - 2]) % 8 == 4:
+            a = int(m._img().index["data"][n - 3])
+            if a % 8 == 4 and int(m._img().index["data"][n - 2]) % 8 == 4:
                 break
     else:
         pytest.fail("no padding put both lists at 4 mod 8")
