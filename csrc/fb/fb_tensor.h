@@ -9,9 +9,11 @@
 
 /* c10::ScalarType numbers read apart; a tensor holds types 0 .. FB_SCALAR_TYPE_COUNT - 1. */
 enum fb_scalar_type {
+    FB_SCALAR_TYPE_FLOAT64 = 7,        /* the last of the plain real types 0 .. 7 */
     FB_SCALAR_TYPE_QINT8 = 12,
     FB_SCALAR_TYPE_QUINT8 = 13,
     FB_SCALAR_TYPE_QINT32 = 14,
+    FB_SCALAR_TYPE_BFLOAT16 = 15,
     FB_SCALAR_TYPE_QUINT4X2 = 16,      /* 2 values a byte, low nibble first */
     FB_SCALAR_TYPE_QUINT2X4 = 17,      /* 4 values a byte */
     FB_SCALAR_TYPE_COUNT = 46

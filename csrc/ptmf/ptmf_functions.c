@@ -10,9 +10,9 @@
 /* A function's schema table: its arguments and returns. */
 static int read_schema(ctx *c, const tbl *t, ptmf_function *f) {
     vec v;
-    TRY(fld_vec_at(c, t, FIELD(schema, SCHEMA_ARGUMENTS), &v));
+    TRY(fld_vec_at(c, t, &mobile_schema[MOBILE_SCHEMA_ARGUMENTS], &v));
     f->arguments = v.data; f->n_arguments = v.count;
-    TRY(fld_vec_at(c, t, FIELD(schema, SCHEMA_RETURNS), &v));
+    TRY(fld_vec_at(c, t, &mobile_schema[MOBILE_SCHEMA_RETURNS], &v));
     f->returns = v.data; f->n_returns = v.count;
     return FB_OK;
 }
@@ -25,36 +25,39 @@ int ptmf_function_at(ctx *c, const ptmf_summary *s, uint64_t pos, ptmf_function 
     uint32_t j;
     memset(f, 0, sizeof *f);
     TRY(tbl_open(c, pos, &t));
-    TRY(fld_text_at(c, &t, FIELD(function, FUNCTION_QN), &v));
+    TRY(fld_text_at(c, &t, &mobile_function[MOBILE_FUNCTION_QN], &v));
     f->qn = v.data; f->qn_len = v.count;
-    TRY(fld_vec_at(c, &t, FIELD(function, FUNCTION_INSTRUCTIONS), &v));
+    TRY(fld_vec_at(c, &t, &mobile_function[MOBILE_FUNCTION_INSTRUCTIONS], &v));
     f->instructions = v.data; f->n_instructions = v.count;
-    TRY(fld_vec_at(c, &t, FIELD(function, FUNCTION_OPERATORS), &v));
+    TRY(fld_vec_at(c, &t, &mobile_function[MOBILE_FUNCTION_OPERATORS], &v));
     f->operators = v.data; f->n_operators = v.count;
-    TRY(fld_vec_at(c, &t, FIELD(function, FUNCTION_CONSTANTS), &v));
+    TRY(fld_vec_at(c, &t, &mobile_function[MOBILE_FUNCTION_CONSTANTS], &v));
     f->constants = v.data; f->n_constants = v.count;
     if (s) {
-        TRY(at_field(c, FIELD(function, FUNCTION_CONSTANTS), NO_INDEX,
+        TRY(at_field(c, &mobile_function[MOBILE_FUNCTION_CONSTANTS], NO_INDEX,
                      count_elements(c, v.count, v.data)));
         for (j = 0; j < v.count; j++)
             if (vec_u32(c, &v, j) >= s->n_ivalues)
-                return fail_at(c, FIELD(function, FUNCTION_CONSTANTS), j, PTMF_E_BAD_INDEX,
+                return fail_at(c, &mobile_function[MOBILE_FUNCTION_CONSTANTS], j, PTMF_E_BAD_INDEX,
                                v.data + 4 * (uint64_t)j);
     }
-    TRY(fld_vec_at(c, &t, FIELD(function, FUNCTION_TYPE_ANNOTATIONS), &v));
+    TRY(fld_vec_at(c, &t, &mobile_function[MOBILE_FUNCTION_TYPE_ANNOTATIONS], &v));
     f->type_annotations = v.data; f->n_type_annotations = v.count;
-    TRY(fld_i32_at(c, &t, FIELD(function, FUNCTION_REGISTER_SIZE), &f->register_size));
-    TRY(fld_table_at(c, &t, FIELD(function, FUNCTION_SCHEMA), &sub, &present));
+    TRY(fld_i32_at(c, &t, &mobile_function[MOBILE_FUNCTION_REGISTER_SIZE], &f->register_size));
+    TRY(fld_table_at(c, &t, &mobile_function[MOBILE_FUNCTION_SCHEMA], &sub, &present));
     f->has_schema = present != 0;
-    if (present) TRY_IN_FIELD(c, FIELD(function, FUNCTION_SCHEMA), NO_INDEX, read_schema(c, &sub, f));
-    TRY(fld_table_at(c, &t, FIELD(function, FUNCTION_DEBUG_INFO), &sub, &present));
+    if (present)
+        TRY_IN_FIELD(c, &mobile_function[MOBILE_FUNCTION_SCHEMA], NO_INDEX,
+                     read_schema(c, &sub, f));
+    TRY(fld_table_at(c, &t, &mobile_function[MOBILE_FUNCTION_DEBUG_INFO], &sub, &present));
     if (present) {
-        TRY(at_field(c, FIELD(debug_info, DEBUG_INFO_DEBUG_HANDLE), NO_INDEX,
-                     at_field(c, FIELD(function, FUNCTION_DEBUG_INFO), NO_INDEX,
-                              fld_vec(c, &sub, FIELD(debug_info, DEBUG_INFO_DEBUG_HANDLE), &v))));
+        TRY(at_field(c, &mobile_debug_info[MOBILE_DEBUG_INFO_DEBUG_HANDLE], NO_INDEX,
+                     at_field(c, &mobile_function[MOBILE_FUNCTION_DEBUG_INFO], NO_INDEX,
+                              fld_vec(c, &sub,
+                                      &mobile_debug_info[MOBILE_DEBUG_INFO_DEBUG_HANDLE], &v))));
         f->debug_handles = v.data; f->n_debug_handles = v.count;
     }
-    TRY(fld_u32_at(c, &t, FIELD(function, FUNCTION_CLASS_TYPE), &f->class_type));
+    TRY(fld_u32_at(c, &t, &mobile_function[MOBILE_FUNCTION_CLASS_TYPE], &f->class_type));
     return FB_OK;
 }
 
@@ -79,18 +82,19 @@ static int read_pair(ctx *c, const vec *v, uint32_t i, const fb_field *s0, const
 }
 
 static int read_operator(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
-    return read_pair(c, v, i, FIELD(operator, OPERATOR_NAME), FIELD(operator, OPERATOR_OVERLOAD_NAME),
-                     1, FIELD(operator, OPERATOR_NUM_ARGS_SERIALIZED), out);
+    return read_pair(c, v, i, &mobile_operator[MOBILE_OPERATOR_NAME],
+                     &mobile_operator[MOBILE_OPERATOR_OVERLOAD_NAME],
+                     1, &mobile_operator[MOBILE_OPERATOR_NUM_ARGS_SERIALIZED], out);
 }
 
 int ptmf_arg_at(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
-    return read_pair(c, v, i, FIELD(arg, ARG_NAME), FIELD(arg, ARG_TYPE),
-                     1, FIELD(arg, ARG_DEFAULT_VALUE), out);
+    return read_pair(c, v, i, &mobile_arg[MOBILE_ARG_NAME], &mobile_arg[MOBILE_ARG_TYPE],
+                     1, &mobile_arg[MOBILE_ARG_DEFAULT_VALUE], out);
 }
 
 static int read_extra_file(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
-    return read_pair(c, v, i, FIELD(extra_file, EXTRA_FILE_NAME),
-                     FIELD(extra_file, EXTRA_FILE_CONTENT), 0, NULL, out);
+    return read_pair(c, v, i, &mobile_extra_file[MOBILE_EXTRA_FILE_NAME],
+                     &mobile_extra_file[MOBILE_EXTRA_FILE_CONTENT], 0, NULL, out);
 }
 
 int ptmf_object_type_at(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
@@ -99,11 +103,11 @@ int ptmf_object_type_at(ctx *c, const vec *v, uint32_t i, ptmf_record *out) {
     uint8_t kind;
     memset(out, 0, sizeof *out);
     TRY(vec_table(c, v, i, &t));
-    TRY(fld_text_at(c, &t, FIELD(object_type, OBJECT_TYPE_TYPE_NAME), &s));
+    TRY(fld_text_at(c, &t, &mobile_object_type[MOBILE_OBJECT_TYPE_TYPE_NAME], &s));
     out->s0 = s.data; out->s0_len = s.count;
-    TRY(fld_u8_at(c, &t, FIELD(object_type, OBJECT_TYPE_TYPE), &kind));
+    TRY(fld_u8_at(c, &t, &mobile_object_type[MOBILE_OBJECT_TYPE_TYPE], &kind));
     out->num = kind;
-    TRY(fld_vec_at(c, &t, FIELD(object_type, OBJECT_TYPE_ATTR_NAMES), &s));
+    TRY(fld_vec_at(c, &t, &mobile_object_type[MOBILE_OBJECT_TYPE_ATTR_NAMES], &s));
     out->v = s.data; out->v_len = s.count;
     return FB_OK;
 }
@@ -167,10 +171,12 @@ int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32
     if (!in_bounds(&c, data, (uint64_t)count * 4)) return fail(&c, FB_E_OUT_OF_BOUNDS, data);
     for (i = 0; i < count; i++) {
         ptmf_record r;
-        TRY_IN_FIELD(&c, FIELD(module, MODULE_OBJECT_TYPES), i, ptmf_object_type_at(&c, &v, i, &r));
+        TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_OBJECT_TYPES], i,
+                     ptmf_object_type_at(&c, &v, i, &r));
         /* Types may share one attr_names vector: its names count once per type. */
         if (r.v_len > cap - total)
-            return fail_at(&c, FIELD(module, MODULE_OBJECT_TYPES), i, FB_E_ELEMENT_BUDGET, r.v);
+            return fail_at(&c, &mobile_module[MOBILE_MODULE_OBJECT_TYPES], i, FB_E_ELEMENT_BUDGET,
+                           r.v);
         types[i].name.pos = r.s0;
         types[i].name.len = r.s0_len;
         types[i].attr_names = r.v;
@@ -185,13 +191,13 @@ int ptmf_read_object_types(const uint8_t *buf, size_t len, uint64_t data, uint32
         vec names;
         names.data = types[i].attr_names;
         names.count = types[i].n_attrs;
-        push(&c, field_segment(&c, FIELD(module, MODULE_OBJECT_TYPES)), i);
+        push(&c, field_segment(&c, &mobile_module[MOBILE_MODULE_OBJECT_TYPES]), i);
         for (k = 0; k < names.count; k++) {
             uint64_t target;
             vec s;
             int rc = vec_ref(&c, &names, k, &target);
             if (rc == FB_OK) rc = str_at(&c, target, &s);
-            TRY(at_field(&c, FIELD(object_type, OBJECT_TYPE_ATTR_NAMES), k, rc));
+            TRY(at_field(&c, &mobile_object_type[MOBILE_OBJECT_TYPE_ATTR_NAMES], k, rc));
             attrs[types[i].first_attr + k].pos = s.data;
             attrs[types[i].first_attr + k].len = s.count;
         }

@@ -42,7 +42,7 @@ static int dict_keys(ctx *c, const ptmf_ivalue *out, const vec *keys) {
         uint8_t t = out[ld32(c->buf + where)].type;
         if (t != UT_NONE && t != UT_INT && t != UT_BOOL && t != UT_DOUBLE
             && t != UT_COMPLEX && t != UT_STRING && t != UT_TENSOR)
-            return fail_at(c, FIELD(dict, DICT_KEYS), i, PTMF_E_UNHASHABLE_KEY, where);
+            return fail_at(c, &mobile_dict[MOBILE_DICT_KEYS], i, PTMF_E_UNHASHABLE_KEY, where);
     }
     return FB_OK;
 }
@@ -55,20 +55,21 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
     switch (r->type) {
     case UT_STRING:
     case UT_DEVICE:
-        TRY(fld_text_at(c, t, r->type == UT_STRING ? FIELD(string, STRING_DATA)
-                                                   : FIELD(device, DEVICE_STR), &v));
+        TRY(fld_text_at(c, t, r->type == UT_STRING ? &mobile_string[MOBILE_STRING_DATA]
+                                                   : &mobile_device[MOBILE_DEVICE_STR], &v));
         r->data = v.data;
         r->length = v.count;
         break;
     case UT_LIST:
     case UT_TUPLE: {
-        const fb_field *f = r->type == UT_LIST ? FIELD(list, LIST_ITEMS) : FIELD(tuple, TUPLE_ITEMS);
+        const fb_field *f = r->type == UT_LIST ? &mobile_list[MOBILE_LIST_ITEMS]
+                                               : &mobile_tuple[MOBILE_TUPLE_ITEMS];
         TRY(fld_vec_at(c, t, f, &v));
         TRY(children(c, s, out, i, f, &v, depth));
         r->data = v.data;
         r->length = v.count;
         if (r->type == UT_LIST) {
-            TRY(fld_text_at(c, t, FIELD(list, LIST_ANNOTATION_STR), &v));
+            TRY(fld_text_at(c, t, &mobile_list[MOBILE_LIST_ANNOTATION_STR], &v));
             r->annotation = v.data;
             r->annotation_len = v.count;
         }
@@ -76,17 +77,18 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
     }
     case UT_DICT: {
         vec values;
-        TRY(fld_vec_at(c, t, FIELD(dict, DICT_KEYS), &v));
-        TRY(children(c, s, out, i, FIELD(dict, DICT_KEYS), &v, depth));
+        TRY(fld_vec_at(c, t, &mobile_dict[MOBILE_DICT_KEYS], &v));
+        TRY(children(c, s, out, i, &mobile_dict[MOBILE_DICT_KEYS], &v, depth));
         if (c->verify) TRY(dict_keys(c, out, &v));
-        TRY(fld_vec_at(c, t, FIELD(dict, DICT_VALUES), &values));
+        TRY(fld_vec_at(c, t, &mobile_dict[MOBILE_DICT_VALUES], &values));
         if (values.count != v.count)
-            return fail_at(c, FIELD(dict, DICT_VALUES), NO_INDEX, FB_E_LENGTH_MISMATCH, t->pos);
-        TRY(children(c, s, out, i, FIELD(dict, DICT_VALUES), &values, depth));
+            return fail_at(c, &mobile_dict[MOBILE_DICT_VALUES], NO_INDEX, FB_E_LENGTH_MISMATCH,
+                           t->pos);
+        TRY(children(c, s, out, i, &mobile_dict[MOBILE_DICT_VALUES], &values, depth));
         r->data = v.data;
         r->length = v.count;
         r->values = values.data;
-        TRY(fld_text_at(c, t, FIELD(dict, DICT_ANNOTATION_STR), &v));
+        TRY(fld_text_at(c, t, &mobile_dict[MOBILE_DICT_ANNOTATION_STR], &v));
         r->annotation = v.data;
         r->annotation_len = v.count;
         break;
@@ -94,25 +96,29 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
     case UT_INT_LIST:
     case UT_DOUBLE_LIST:
     case UT_BOOL_LIST:
-        TRY(fld_vec_at(c, t, r->type == UT_INT_LIST ? FIELD(int_list, INT_LIST_ITEMS)
-                             : r->type == UT_DOUBLE_LIST ? FIELD(double_list, DOUBLE_LIST_ITEMS)
-                                                         : FIELD(bool_list, BOOL_LIST_ITEMS), &v));
+        TRY(fld_vec_at(c, t,
+                       r->type == UT_INT_LIST      ? &mobile_int_list[MOBILE_INT_LIST_ITEMS]
+                       : r->type == UT_DOUBLE_LIST ? &mobile_double_list[MOBILE_DOUBLE_LIST_ITEMS]
+                                                   : &mobile_bool_list[MOBILE_BOOL_LIST_ITEMS],
+                       &v));
         r->data = v.data;
         r->length = v.count;
         break;
     case UT_OBJECT: {
         uint32_t type_index, state, setstate;
-        TRY(fld_u32_at(c, t, FIELD(object, OBJECT_TYPE_INDEX), &type_index));
+        TRY(fld_u32_at(c, t, &mobile_object[MOBILE_OBJECT_TYPE_INDEX], &type_index));
         if (type_index >= s->n_object_types)
-            return fail_at(c, FIELD(object, OBJECT_TYPE_INDEX), NO_INDEX, PTMF_E_BAD_TYPE_INDEX, t->pos);
-        TRY(fld_u32_at(c, t, FIELD(object, OBJECT_STATE), &state));
-        TRY(at_field(c, FIELD(object, OBJECT_STATE), NO_INDEX,
+            return fail_at(c, &mobile_object[MOBILE_OBJECT_TYPE_INDEX], NO_INDEX,
+                           PTMF_E_BAD_TYPE_INDEX, t->pos);
+        TRY(fld_u32_at(c, t, &mobile_object[MOBILE_OBJECT_STATE], &state));
+        TRY(at_field(c, &mobile_object[MOBILE_OBJECT_STATE], NO_INDEX,
                      child(c, s, out, i, state, t->pos, depth)));
-        TRY(fld_u32_at(c, t, FIELD(object, OBJECT_SETSTATE_FUNC), &setstate));
+        TRY(fld_u32_at(c, t, &mobile_object[MOBILE_OBJECT_SETSTATE_FUNC], &setstate));
         if (setstate >= s->n_ivalues)
-            return fail_at(c, FIELD(object, OBJECT_SETSTATE_FUNC), NO_INDEX, PTMF_E_BAD_INDEX, t->pos);
-        TRY(fld_vec_at(c, t, FIELD(object, OBJECT_ATTRS), &v));
-        TRY(children(c, s, out, i, FIELD(object, OBJECT_ATTRS), &v, depth));
+            return fail_at(c, &mobile_object[MOBILE_OBJECT_SETSTATE_FUNC], NO_INDEX,
+                           PTMF_E_BAD_INDEX, t->pos);
+        TRY(fld_vec_at(c, t, &mobile_object[MOBILE_OBJECT_ATTRS], &v));
+        TRY(children(c, s, out, i, &mobile_object[MOBILE_OBJECT_ATTRS], &v, depth));
         r->data = v.data;
         r->length = v.count;
         r->type_index = type_index;
@@ -122,9 +128,9 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
     }
     case UT_ENUM: {
         uint32_t value;
-        TRY(fld_text_at(c, t, FIELD(enum_value, ENUM_VALUE_TYPE_NAME), &v));
-        TRY(fld_u32_at(c, t, FIELD(enum_value, ENUM_VALUE_VALUE), &value));
-        TRY(at_field(c, FIELD(enum_value, ENUM_VALUE_VALUE), NO_INDEX,
+        TRY(fld_text_at(c, t, &mobile_enum_value[MOBILE_ENUM_VALUE_TYPE_NAME], &v));
+        TRY(fld_u32_at(c, t, &mobile_enum_value[MOBILE_ENUM_VALUE_VALUE], &value));
+        TRY(at_field(c, &mobile_enum_value[MOBILE_ENUM_VALUE_VALUE], NO_INDEX,
                      child(c, s, out, i, value, t->pos, depth)));
         r->data = v.data;
         r->length = v.count;
@@ -132,8 +138,8 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
         break;
     }
     case UT_FUNCTION:
-        TRY(fld_text_at(c, t, FIELD(function, FUNCTION_QN), &v));
-        TRY(fld_u32_at(c, t, FIELD(function, FUNCTION_CLASS_TYPE), &r->type_index));
+        TRY(fld_text_at(c, t, &mobile_function[MOBILE_FUNCTION_QN], &v));
+        TRY(fld_u32_at(c, t, &mobile_function[MOBILE_FUNCTION_CLASS_TYPE], &r->type_index));
         r->data = v.data;
         r->length = v.count;
         break;
@@ -152,7 +158,7 @@ static int index_member(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf
 /* IValue i of vector `all`. */
 static int index_one(ctx *c, const ptmf_summary *s, ptmf_tensor_sink *k, ptmf_ivalue *out,
                      uint32_t i, const vec *all) {
-    const fb_field *val = FIELD(i_value, I_VALUE_VAL);
+    const fb_field *val = &mobile_i_value[MOBILE_I_VALUE_VAL];
     ptmf_ivalue *r = &out[i];
     union_value u;
     uint32_t depth = 1;
@@ -183,7 +189,8 @@ int ptmf_index_ivalues(const uint8_t *buf, size_t len, const fb_options *opt,
     TRY(count_elements(&c, s->n_ivalues, s->ivalues));
     for (i = 0; i < s->n_ivalues; i++) {
         memset(&out[i], 0, sizeof out[i]);
-        TRY_IN_FIELD(&c, FIELD(module, MODULE_IVALUES), i, index_one(&c, s, &k, out, i, &all));
+        TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_IVALUES], i,
+                     index_one(&c, s, &k, out, i, &all));
     }
     s->n_tensors = k.n_tensors;
     s->n_dims = k.n_dims;

@@ -60,7 +60,7 @@ int ptmf_open(const uint8_t *buf, size_t len, const fb_options *opt,
     TRY(read_header(&c, &s->root));
     TRY_IN(&c, "module", NO_INDEX, tbl_open(&c, s->root, &m));
 
-#define MODULE_FIELD(NAME, read, out) TRY(read(&c, &m, FIELD(module, MODULE_##NAME), out))
+#define MODULE_FIELD(NAME, read, out) TRY(read(&c, &m, &mobile_module[MOBILE_MODULE_##NAME], out))
     MODULE_FIELD(BYTECODE_VERSION, fld_u32_at, &s->bytecode_version);
     MODULE_FIELD(OPERATOR_VERSION, fld_u32_at, &s->operator_version);
     MODULE_FIELD(STATE_OBJ, fld_u32_at, &s->state_obj);
@@ -84,7 +84,8 @@ int ptmf_open(const uint8_t *buf, size_t len, const fb_options *opt,
 #undef MODULE_FIELD
 
     if (s->state_obj >= s->n_ivalues)
-        return fail_at(&c, FIELD(module, MODULE_STATE_OBJ), NO_INDEX, PTMF_E_BAD_INDEX, s->root);
+        return fail_at(&c, &mobile_module[MOBILE_MODULE_STATE_OBJ], NO_INDEX, PTMF_E_BAD_INDEX,
+                       s->root);
     ctx_finish(&c);
     return FB_OK;
 }

@@ -1,7 +1,9 @@
 /*
- * ptmf_schema.h: the PTMF schema (gen/mobile_bytecode.h, generated from
- * schemas/mobile_bytecode.fbs) under the short names the PTMF reader uses, with the
- * reader's own declarations (ptmf.h).
+ * ptmf_schema.h: the numbers of the PTMF schema's IValue union and ObjectType kinds
+ * (gen/mobile_bytecode.h, generated from schemas/mobile_bytecode.fbs) under the short
+ * names the PTMF reader switches on, with the reader's own declarations (ptmf.h). Field
+ * descriptors keep their generated names, as in every format: the descriptor of field
+ * F of table T is &mobile_T[MOBILE_T_F] (&mobile_module[MOBILE_MODULE_IVALUES]).
  */
 #ifndef PTMF_SCHEMA_H
 #define PTMF_SCHEMA_H
@@ -38,8 +40,5 @@ enum {
     OT_CUSTOM_CLASS = MOBILE_TYPE_TYPE_CUSTOM_CLASS,
     OT_CLASS_WITH_SETSTATE = MOBILE_TYPE_TYPE_CLASS_WITH_SETSTATE
 };
-
-/* The descriptor of field NAME of a table: FIELD(module, MODULE_IVALUES). */
-#define FIELD(table, NAME) (&mobile_##table[MOBILE_##NAME])
 
 #endif /* PTMF_SCHEMA_H */

@@ -30,7 +30,7 @@ static int index_storage(ctx *c, const vec *all, uint32_t i, int fd,
         c->win_len = got > 0 ? (uint64_t)got : 0;
     }
     TRY(tbl_open(c, target, &t));
-    TRY(fld_vec_at(c, &t, FIELD(storage_data, STORAGE_DATA_DATA), &data));
+    TRY(fld_vec_at(c, &t, &mobile_storage_data[MOBILE_STORAGE_DATA_DATA], &data));
     out->pos = data.data;
     out->size = data.count;
     return FB_OK;
@@ -46,7 +46,7 @@ int ptmf_index_storages(const uint8_t *buf, size_t len, const fb_options *opt,
     if (s->n_storages == 0 || (uint64_t)len / s->n_storages < PREAD_BYTES_PER_STORAGE)
         fd = -1;
     for (i = 0; i < s->n_storages; i++) {
-        TRY_IN_FIELD(&c, FIELD(module, MODULE_STORAGE_DATA), i,
+        TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_STORAGE_DATA], i,
                      index_storage(&c, &all, i, fd, window, &out[i]));
         c.win_len = 0;
     }

@@ -78,9 +78,6 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
     return FB_OK;
 }
 
-/* TensorMetadata's field NAME. */
-#define TM(NAME) FIELD(tensor_metadata, TENSOR_METADATA_##NAME)
-
 /* One per-channel parameter tensor: one dimension of `axis_size` reals. */
 static int walk_qparam(ctx *c, const tbl *sub, int64_t axis_size, ptmf_tensor_sink *k,
                        int32_t *slot) {
@@ -90,7 +87,8 @@ static int walk_qparam(ctx *c, const tbl *sub, int64_t axis_size, ptmf_tensor_si
         const ptmf_tensor *p = &k->records[idx];
         if (p->ndim != 1 || k->dims[p->dims] != axis_size)
             return fail(c, FB_E_LENGTH_MISMATCH, sub->pos);
-        if (p->scalar_type > 7 && p->scalar_type != 15)   /* real, unquantized */
+        if (p->scalar_type > FB_SCALAR_TYPE_FLOAT64            /* real, unquantized */
+            && p->scalar_type != FB_SCALAR_TYPE_BFLOAT16)
             return fail(c, FB_E_BAD_QUANTIZATION, sub->pos);
     }
     *slot = idx;
@@ -121,10 +119,10 @@ static int walk_quantized(ctx *c, const tbl *q, const vec *sizes, ptmf_tensor_si
                           ptmf_tensor *r) {
     uint8_t qs;
     int32_t zp;
-    TRY(fld_u8(c, q, FIELD(quantized_schema, QUANTIZED_SCHEMA_QSCHEME), &qs));
-    TRY(fld_f64(c, q, FIELD(quantized_schema, QUANTIZED_SCHEMA_SCALE), &r->scale));
-    TRY(fld_i32(c, q, FIELD(quantized_schema, QUANTIZED_SCHEMA_ZERO_POINT), &zp));
-    TRY(fld_i32(c, q, FIELD(quantized_schema, QUANTIZED_SCHEMA_AXIS), &r->axis));
+    TRY(fld_u8(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], &qs));
+    TRY(fld_f64(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_SCALE], &r->scale));
+    TRY(fld_i32(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_ZERO_POINT], &zp));
+    TRY(fld_i32(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_AXIS], &r->axis));
     r->zero_point = zp;
     r->qscheme = (int8_t)qs;
     if (qs == FB_QSCHEME_PER_CHANNEL_AFFINE || qs == FB_QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) {
@@ -135,7 +133,7 @@ static int walk_quantized(ctx *c, const tbl *q, const vec *sizes, ptmf_tensor_si
         return walk_qparams(c, q, axis_size, k, r);
     }
     if (qs != FB_QSCHEME_PER_TENSOR_AFFINE)
-        return fail_at(c, FIELD(quantized_schema, QUANTIZED_SCHEMA_QSCHEME), NO_INDEX,
+        return fail_at(c, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], NO_INDEX,
                        FB_E_BAD_QUANTIZATION, q->pos);
     return FB_OK;
 }
@@ -169,12 +167,14 @@ int ptmf_walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, ptmf_ten
     if (k->records && self >= k->capacity) return fail(c, FB_E_BAD_ARGUMENT, t->pos);
     k->n_tensors++;
     *record_index = (int32_t)self;
-    TRY(fld_vec_at(c, t, TM(SIZES), &sizes));
-    TRY(fld_vec_at(c, t, TM(STRIDES), &strides));
+    TRY(fld_vec_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SIZES], &sizes));
+    TRY(fld_vec_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STRIDES], &strides));
     if (strides.count != sizes.count)
-        return fail_at(c, TM(STRIDES), NO_INDEX, FB_E_LENGTH_MISMATCH, t->pos);
+        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STRIDES], NO_INDEX,
+                       FB_E_LENGTH_MISMATCH, t->pos);
     TRY(count_elements(c, 2 * (uint64_t)sizes.count, t->pos));
-    TRY(fld_table_at(c, t, TM(QUANTIZED_SCHEMA), &q, &quantized));
+    TRY(fld_table_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA], &q,
+                     &quantized));
     if (k->records) {
         if (k->n_dims > k->dims_capacity || 2 * (uint64_t)sizes.count > k->dims_capacity - k->n_dims)
             return fail(c, FB_E_BAD_ARGUMENT, t->pos);
@@ -191,24 +191,31 @@ int ptmf_walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, ptmf_ten
     if (!r) {
         /* Counting: only the nested parameter tensors matter. */
         uint8_t qs = 0;
-        if (quantized) TRY(fld_u8(c, &q, FIELD(quantized_schema, QUANTIZED_SCHEMA_QSCHEME), &qs));
+        if (quantized)
+            TRY(fld_u8(c, &q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], &qs));
         if (quantized && (qs == FB_QSCHEME_PER_CHANNEL_AFFINE
                           || qs == FB_QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS)) {
             if (nested) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
-            TRY_IN_FIELD(c, TM(QUANTIZED_SCHEMA), NO_INDEX, count_qparams(c, &q, k));
+            TRY_IN_FIELD(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA],
+                         NO_INDEX, count_qparams(c, &q, k));
         }
         return FB_OK;
     }
 
-    TRY(fld_u32_at(c, t, TM(STORAGE_LOCATION_INDEX), &storage));
+    TRY(fld_u32_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_LOCATION_INDEX],
+                   &storage));
     if (storage >= k->n_storages)
-        return fail_at(c, TM(STORAGE_LOCATION_INDEX), NO_INDEX, FB_E_BAD_STORAGE_INDEX, t->pos);
-    TRY(fld_u8_at(c, t, TM(SCALAR_TYPE), &st_raw));
+        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_LOCATION_INDEX],
+                       NO_INDEX, FB_E_BAD_STORAGE_INDEX, t->pos);
+    TRY(fld_u8_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SCALAR_TYPE], &st_raw));
     if (st_raw >= FB_SCALAR_TYPE_COUNT)
-        return fail_at(c, TM(SCALAR_TYPE), NO_INDEX, FB_E_BAD_SCALAR_TYPE, t->pos);
-    TRY(fld_i32_at(c, t, TM(STORAGE_OFFSET), &offset));
-    if (offset < 0) return fail_at(c, TM(STORAGE_OFFSET), NO_INDEX, FB_E_NEGATIVE_DIMENSION, t->pos);
-    TRY(fld_u8(c, t, TM(REQUIRES_GRAD), &grad));
+        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SCALAR_TYPE], NO_INDEX,
+                       FB_E_BAD_SCALAR_TYPE, t->pos);
+    TRY(fld_i32_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_OFFSET], &offset));
+    if (offset < 0)
+        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_OFFSET], NO_INDEX,
+                       FB_E_NEGATIVE_DIMENSION, t->pos);
+    TRY(fld_u8(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_REQUIRES_GRAD], &grad));
     r->storage = storage;
     r->scalar_type = (int8_t)st_raw;
     r->storage_offset = offset;
@@ -217,7 +224,9 @@ int ptmf_walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, ptmf_ten
         int32_t size = as_i32(vec_u32(c, &sizes, i));
         int32_t stride = as_i32(vec_u32(c, &strides, i));
         if (size < 0 || stride < 0)
-            return fail_at(c, size < 0 ? TM(SIZES) : TM(STRIDES), i, FB_E_NEGATIVE_DIMENSION,
+            return fail_at(c, &mobile_tensor_metadata[size < 0 ? MOBILE_TENSOR_METADATA_SIZES
+                                                               : MOBILE_TENSOR_METADATA_STRIDES],
+                           i, FB_E_NEGATIVE_DIMENSION,
                            (size < 0 ? sizes.data : strides.data) + 4 * (uint64_t)i);
         k->dims[r->dims + i] = size;
         k->dims[r->dims + sizes.count + i] = stride;
@@ -227,8 +236,11 @@ int ptmf_walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, ptmf_ten
 
     if (quantized != is_quantized_type(st_raw)) return fail(c, FB_E_BAD_QUANTIZATION, t->pos);
     if (quantized) {
-        if (nested) return fail_at(c, TM(QUANTIZED_SCHEMA), NO_INDEX, FB_E_BAD_QUANTIZATION, q.pos);
-        TRY_IN_FIELD(c, TM(QUANTIZED_SCHEMA), NO_INDEX, walk_quantized(c, &q, &sizes, k, r));
+        if (nested)
+            return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA],
+                           NO_INDEX, FB_E_BAD_QUANTIZATION, q.pos);
+        TRY_IN_FIELD(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA], NO_INDEX,
+                     walk_quantized(c, &q, &sizes, k, r));
     }
     return FB_OK;
 }
@@ -268,7 +280,7 @@ static int open_tensor(ctx *c, uint64_t pos, ptmf_tensor_sink *k, uint32_t i, in
 /* The tensor record of tensor ivalue i. */
 static int index_tensor(ctx *c, ptmf_tensor_sink *k, ptmf_ivalue *ivalues, uint32_t i) {
     int32_t idx;
-    TRY_IN_MEMBER(c, FIELD(i_value, I_VALUE_VAL), &mobile_i_value_union[UT_TENSOR],
+    TRY_IN_MEMBER(c, &mobile_i_value[MOBILE_I_VALUE_VAL], &mobile_i_value_union[UT_TENSOR],
                   open_tensor(c, ivalues[i].pos, k, i, &idx));
     ivalues[i].target = (uint32_t)idx;
     return FB_OK;
@@ -291,11 +303,12 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const fb_options *opt,
     k.dims_capacity = s->n_dims;
     for (i = 0; i < s->n_ivalues; i++) {
         if (ivalues[i].type != UT_TENSOR) continue;
-        TRY_IN_FIELD(&c, FIELD(module, MODULE_IVALUES), i,
+        TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_IVALUES], i,
                      index_tensor(&c, &k, ivalues, i));
     }
     if (k.n_tensors != s->n_tensors || k.n_dims != s->n_dims)   /* the buffer changed */
-        return fail_at(&c, FIELD(module, MODULE_IVALUES), NO_INDEX, FB_E_BAD_ARGUMENT, s->ivalues);
+        return fail_at(&c, &mobile_module[MOBILE_MODULE_IVALUES], NO_INDEX, FB_E_BAD_ARGUMENT,
+                       s->ivalues);
     ctx_finish(&c);
     return FB_OK;
 }

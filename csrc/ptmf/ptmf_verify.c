@@ -11,14 +11,15 @@
  * them, and the contents of ExtraFile tables, which are bytes in extra_files and text
  * in jit_sources (verify_jit_sources). */
 static const fb_field *const module_shallow[] = {
-    FIELD(module, MODULE_IVALUES), FIELD(module, MODULE_STORAGE_DATA),
-    FIELD(extra_file, EXTRA_FILE_CONTENT), NULL};
+    &mobile_module[MOBILE_MODULE_IVALUES], &mobile_module[MOBILE_MODULE_STORAGE_DATA],
+    &mobile_extra_file[MOBILE_EXTRA_FILE_CONTENT], NULL};
 
 /* Runs `expr` inside "ivalues[i].val<Member>" for ivalue i of union type `type`. */
 #define TRY_IN_IVALUE(c, i, type, expr)                                                \
     do {                                                                               \
-        push((c), field_segment((c), FIELD(module, MODULE_IVALUES)), (i));            \
-        TRY_IN_MEMBER((c), FIELD(i_value, I_VALUE_VAL), &mobile_i_value_union[type], expr); \
+        push((c), field_segment((c), &mobile_module[MOBILE_MODULE_IVALUES]), (i));    \
+        TRY_IN_MEMBER((c), &mobile_i_value[MOBILE_I_VALUE_VAL], &mobile_i_value_union[type], \
+                      expr);                                                           \
         pop(c);                                                                        \
     } while (0)
 
@@ -27,19 +28,20 @@ static int verify_arg(ctx *c, const ptmf_summary *s, const vec *v, uint32_t i) {
     ptmf_record a;
     TRY(ptmf_arg_at(c, v, i, &a));
     if ((uint64_t)a.num >= s->n_ivalues)
-        return fail_at(c, FIELD(arg, ARG_DEFAULT_VALUE), NO_INDEX, PTMF_E_BAD_INDEX,
+        return fail_at(c, &mobile_arg[MOBILE_ARG_DEFAULT_VALUE], NO_INDEX, PTMF_E_BAD_INDEX,
                        v->data + 4 * (uint64_t)i);
     return FB_OK;
 }
 
 static int verify_args(ctx *c, const ptmf_summary *s, const ptmf_function *f, int returns) {
-    const fb_field *list = returns ? FIELD(schema, SCHEMA_RETURNS) : FIELD(schema, SCHEMA_ARGUMENTS);
+    const fb_field *list =
+        &mobile_schema[returns ? MOBILE_SCHEMA_RETURNS : MOBILE_SCHEMA_ARGUMENTS];
     vec v;
     uint32_t i;
     v.data = returns ? f->returns : f->arguments;
     v.count = returns ? f->n_returns : f->n_arguments;
     TRY(count_elements(c, v.count, v.data));
-    push(c, field_segment(c, FIELD(function, FUNCTION_SCHEMA)), NO_INDEX);
+    push(c, field_segment(c, &mobile_function[MOBILE_FUNCTION_SCHEMA]), NO_INDEX);
     for (i = 0; i < v.count; i++) TRY_IN_FIELD(c, list, i, verify_arg(c, s, &v, i));
     pop(c);
     return FB_OK;
@@ -51,13 +53,13 @@ static int verify_function(ctx *c, const ptmf_summary *s, const ptmf_ivalue *iva
     ptmf_function f;
     TRY(ptmf_function_at(c, s, ivalues[i].pos, &f));
     if (f.class_type >= s->n_object_types)
-        return fail_at(c, FIELD(function, FUNCTION_CLASS_TYPE), NO_INDEX, PTMF_E_BAD_TYPE_INDEX,
-                       ivalues[i].pos);
+        return fail_at(c, &mobile_function[MOBILE_FUNCTION_CLASS_TYPE], NO_INDEX,
+                       PTMF_E_BAD_TYPE_INDEX, ivalues[i].pos);
     TRY(verify_args(c, s, &f, 0));
     TRY(verify_args(c, s, &f, 1));
     if (f.n_debug_handles != 0 && f.n_debug_handles != f.n_instructions)
-        return at_field(c, FIELD(debug_info, DEBUG_INFO_DEBUG_HANDLE), NO_INDEX,
-                        fail_at(c, FIELD(function, FUNCTION_DEBUG_INFO), NO_INDEX,
+        return at_field(c, &mobile_debug_info[MOBILE_DEBUG_INFO_DEBUG_HANDLE], NO_INDEX,
+                        fail_at(c, &mobile_function[MOBILE_FUNCTION_DEBUG_INFO], NO_INDEX,
                                 FB_E_LENGTH_MISMATCH, f.debug_handles));
     return FB_OK;
 }
@@ -71,18 +73,19 @@ static int verify_object(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalu
     switch (ot.num) {
     case OT_CLASS_WITH_FIELD:
         if (o->length > ot.v_len)
-            return fail_at(c, FIELD(object, OBJECT_ATTRS), NO_INDEX, FB_E_LENGTH_MISMATCH, o->data);
+            return fail_at(c, &mobile_object[MOBILE_OBJECT_ATTRS], NO_INDEX, FB_E_LENGTH_MISMATCH,
+                           o->data);
         break;
     case OT_CUSTOM_CLASS:
         break;
     case OT_CLASS_WITH_SETSTATE:
         if (o->setstate >= s->n_ivalues || ivalues[o->setstate].type != UT_FUNCTION)
-            return fail_at(c, FIELD(object, OBJECT_SETSTATE_FUNC), NO_INDEX, FB_E_KIND_MISMATCH,
-                           o->pos);
+            return fail_at(c, &mobile_object[MOBILE_OBJECT_SETSTATE_FUNC], NO_INDEX,
+                           FB_E_KIND_MISMATCH, o->pos);
         break;
     default:
-        return fail_at(c, FIELD(object, OBJECT_TYPE_INDEX), NO_INDEX, PTMF_E_BAD_OBJECT_KIND,
-                       o->pos);
+        return fail_at(c, &mobile_object[MOBILE_OBJECT_TYPE_INDEX], NO_INDEX,
+                       PTMF_E_BAD_OBJECT_KIND, o->pos);
     }
     return FB_OK;
 }
@@ -92,14 +95,14 @@ static int verify_object_type(ctx *c, const vec *types, uint32_t i) {
     ptmf_record ot;
     TRY(ptmf_object_type_at(c, types, i, &ot));
     if (ot.num < OT_CLASS_WITH_FIELD || ot.num > OT_CLASS_WITH_SETSTATE)
-        return fail_at(c, FIELD(object_type, OBJECT_TYPE_TYPE), NO_INDEX, PTMF_E_BAD_OBJECT_KIND,
-                       ot.s0);
+        return fail_at(c, &mobile_object_type[MOBILE_OBJECT_TYPE_TYPE], NO_INDEX,
+                       PTMF_E_BAD_OBJECT_KIND, ot.s0);
     return FB_OK;
 }
 
 /* TorchScript source i is text (an extra file's content is bytes). */
 static int verify_jit_source(ctx *c, const vec *v, uint32_t i) {
-    const fb_field *content = FIELD(extra_file, EXTRA_FILE_CONTENT);
+    const fb_field *content = &mobile_extra_file[MOBILE_EXTRA_FILE_CONTENT];
     tbl t;
     vec text;
     TRY(vec_table(c, v, i, &t));
@@ -119,7 +122,8 @@ static int verify_structure(ctx *c, const ptmf_summary *s, const ptmf_ivalue *iv
             TRY_IN_IVALUE(c, i, UT_FUNCTION, fb_verify_table(c, &mobile_schema_file,
                                                              MOBILE_DECL_FUNCTION, ivalues[i].pos));
     for (i = 0; i < sources.count; i++)
-        TRY_IN_FIELD(c, FIELD(module, MODULE_JIT_SOURCES), i, verify_jit_source(c, &sources, i));
+        TRY_IN_FIELD(c, &mobile_module[MOBILE_MODULE_JIT_SOURCES], i,
+                     verify_jit_source(c, &sources, i));
     return FB_OK;
 }
 
@@ -149,10 +153,11 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const fb_options *opt,
     /* What follows reads only what was verified, for what it means. */
     c.verify = c.utf8 = 0;
     if (s->storage_data_size != (int32_t)s->n_storages)
-        return fail_at(&c, FIELD(module, MODULE_STORAGE_DATA_SIZE), NO_INDEX,
+        return fail_at(&c, &mobile_module[MOBILE_MODULE_STORAGE_DATA_SIZE], NO_INDEX,
                        FB_E_LENGTH_MISMATCH, s->root);
     for (i = 0; i < s->n_object_types; i++)
-        TRY_IN_FIELD(&c, FIELD(module, MODULE_OBJECT_TYPES), i, verify_object_type(&c, &types, i));
+        TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_OBJECT_TYPES], i,
+                     verify_object_type(&c, &types, i));
     for (i = 0; i < s->n_ivalues; i++) {
         if (ivalues[i].type == UT_FUNCTION)
             TRY_IN_IVALUE(&c, i, UT_FUNCTION, verify_function(&c, s, ivalues, i));
@@ -160,10 +165,12 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const fb_options *opt,
             TRY_IN_IVALUE(&c, i, UT_OBJECT, verify_object(&c, s, ivalues, &types, i));
     }
     if (ivalues[s->state_obj].type != UT_OBJECT)
-        return fail_at(&c, FIELD(module, MODULE_STATE_OBJ), NO_INDEX, FB_E_KIND_MISMATCH, s->root);
-    TRY(verify_roots(&c, s, ivalues, s->methods, s->n_methods, FIELD(module, MODULE_METHODS), 1));
+        return fail_at(&c, &mobile_module[MOBILE_MODULE_STATE_OBJ], NO_INDEX, FB_E_KIND_MISMATCH,
+                       s->root);
+    TRY(verify_roots(&c, s, ivalues, s->methods, s->n_methods,
+                     &mobile_module[MOBILE_MODULE_METHODS], 1));
     TRY(verify_roots(&c, s, ivalues, s->jit_constants, s->n_jit_constants,
-                     FIELD(module, MODULE_JIT_CONSTANTS), 0));
+                     &mobile_module[MOBILE_MODULE_JIT_CONSTANTS], 0));
     ctx_finish(&c);
     return FB_OK;
 }

@@ -101,8 +101,8 @@ static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types
             const ptmf_ivalue *attr;
             ptmf_walk_step step;
             if (j >= i)
-                return at_field(c, FIELD(object, OBJECT_ATTRS), slot,
-                                at_member(c, FIELD(i_value, I_VALUE_VAL),
+                return at_field(c, &mobile_object[MOBILE_OBJECT_ATTRS], slot,
+                                at_member(c, &mobile_i_value[MOBILE_I_VALUE_VAL],
                                           &mobile_i_value_union[UT_OBJECT],
                                           fail(c, PTMF_E_FORWARD_REFERENCE, where)));
             attr = &ivalues[j];

@@ -441,7 +441,7 @@ class XnnGraph:
                                             if kind == "per_channel_group" else None))
         if not len(scales):
             scales = self._refs[i, "scales"].view(
-                "<f4" if kind == "per_channel" else numpy_dtype(15))   # bfloat16
+                "<f4" if kind == "per_channel" else numpy_dtype(lib.FB_SCALAR_TYPE_BFLOAT16))
         channel_dim = int(q.scalar("channel_dim"))
         if kind == "per_channel":
             return Quantization(kind, scales=scales, channel_dim=channel_dim)
@@ -498,7 +498,8 @@ class XnnGraph:
         dims = tuple(self._tensor_table(i).vector("dims").tolist())
         raw = self._refs[i, "constant"]
         shape = dims[:-1] + (-(-dims[-1] // 2),) if datatype in _PACKED and dims else dims
-        array = raw.view(numpy_dtype(15) if datatype == "bf16" else _DTYPES[datatype])
+        array = raw.view(numpy_dtype(lib.FB_SCALAR_TYPE_BFLOAT16) if datatype == "bf16"
+                         else _DTYPES[datatype])
         array = array.reshape(shape)
         q = self._quantization(i)
         if q is None or q.kind == "per_token_dynamic":
