@@ -25,13 +25,13 @@ typedef struct payload_header {
 
 #define PAYLOAD_HEADER_LENGTH 30u
 
-struct ctx;
+struct fb_ctx;
 
 /* Reads the header of the payload buf[0, len) (of `len` bytes, the magic at 4..8 checked
  * by the caller), located under "header": its length, at least 30, the flatbuffer (at
  * least its root offset and identifier) after it and the constant data after that, both
  * inside the payload; `code` is the backend's status for a malformed one. */
-int payload_header_read(struct ctx *c, const uint8_t *buf, uint64_t len, int code,
+int payload_header_read(struct fb_ctx *c, const uint8_t *buf, uint64_t len, int code,
                         payload_header *h);
 
 #endif /* PAYLOAD_HEADER_H */

@@ -18,73 +18,73 @@ FB_STATUS_BLOCK(bp_statuses, BP);
 #define BP_MAX_DIM 16
 
 /* A test tensor: its layout, and data for all of it. */
-static int tensor(ctx *c, const tbl *t) {
+static int tensor(fb_ctx *c, const fb_tbl *t) {
     et_record r;
-    vec sizes, order, data;
+    fb_vec sizes, order, data;
     memset(&r, 0, sizeof r);
     /* located reads first: a required field absent fails at its name */
-    TRY(fld_vec_at(c, t, &bp_tensor[BP_TENSOR_SIZES], &sizes));
-    TRY(fld_vec_at(c, t, &bp_tensor[BP_TENSOR_DIM_ORDER], &order));
-    if (sizes.count > BP_MAX_DIM) return fail_at(c, &bp_tensor[BP_TENSOR_SIZES], NO_INDEX,
+    FB_TRY(fb_fld_vec_at(c, t, &bp_tensor[BP_TENSOR_SIZES], &sizes));
+    FB_TRY(fb_fld_vec_at(c, t, &bp_tensor[BP_TENSOR_DIM_ORDER], &order));
+    if (sizes.count > BP_MAX_DIM) return fb_fail_at(c, &bp_tensor[BP_TENSOR_SIZES], FB_NO_INDEX,
                                                  BP_E_BAD_TENSOR, sizes.data);
-    TRY(et_tensor_layout(c, t, &bp_tensor[BP_TENSOR_SCALAR_TYPE], &bp_tensor[BP_TENSOR_SIZES],
+    FB_TRY(et_tensor_layout(c, t, &bp_tensor[BP_TENSOR_SCALAR_TYPE], &bp_tensor[BP_TENSOR_SIZES],
                          &bp_tensor[BP_TENSOR_DIM_ORDER], &r));
-    TRY(fld_vec_at(c, t, &bp_tensor[BP_TENSOR_DATA], &data));
+    FB_TRY(fb_fld_vec_at(c, t, &bp_tensor[BP_TENSOR_DATA], &data));
     if (data.count < r.nbytes)
-        return fail_at(c, &bp_tensor[BP_TENSOR_DATA], NO_INDEX, BP_E_BAD_TENSOR, data.data);
+        return fb_fail_at(c, &bp_tensor[BP_TENSOR_DATA], FB_NO_INDEX, BP_E_BAD_TENSOR, data.data);
     return FB_OK;
 }
 
 /* The values of a test case's field f (inputs or expected outputs); counts the tensors. */
-static int values(ctx *c, const tbl *t, const fb_field *f, bp_summary *s) {
-    vec v;
+static int values(fb_ctx *c, const fb_tbl *t, const fb_field *f, bp_summary *s) {
+    fb_vec v;
     uint32_t i;
-    TRY(fld_vec_at(c, t, f, &v));
+    FB_TRY(fb_fld_vec_at(c, t, f, &v));
     for (i = 0; i < v.count; i++) {
-        tbl value;
-        union_value u;
+        fb_tbl value;
+        fb_union_value u;
         const fb_field *val = &bp_value[BP_VALUE_VAL];
-        TRY_IN_FIELD(c, f, i, vec_table(c, &v, i, &value));
-        push(c, field_segment(c, f), i);
-        TRY(union_open(c, &value, val, &bp_decl_table[BP_DECL_VALUE_UNION], &u));
+        FB_TRY_IN_FIELD(c, f, i, fb_vec_table(c, &v, i, &value));
+        fb_push(c, fb_field_segment(c, f), i);
+        FB_TRY(fb_union_open(c, &value, val, &bp_decl_table[BP_DECL_VALUE_UNION], &u));
         if (u.type == BP_VALUE_UNION_TENSOR) {
-            TRY_IN_MEMBER(c, val, u.member, tensor(c, &u.table));
+            FB_TRY_IN_MEMBER(c, val, u.member, tensor(c, &u.table));
             s->n_tensors++;
         }
-        pop(c);
+        fb_pop(c);
     }
     return FB_OK;
 }
 
 /* Every suite's cases; each suite's method name is read (the runtime compares it). */
-static int suites(ctx *c, const tbl *root, bp_summary *s) {
+static int suites(fb_ctx *c, const fb_tbl *root, bp_summary *s) {
     const fb_field *suites_f = &bp_bundled_program[BP_BUNDLED_PROGRAM_METHOD_TEST_SUITES];
     const fb_field *cases_f = &bp_bundled_method_test_suite[BP_BUNDLED_METHOD_TEST_SUITE_TEST_CASES];
-    vec v;
+    fb_vec v;
     uint32_t i, j;
-    TRY(fld_vec_at(c, root, suites_f, &v));
+    FB_TRY(fb_fld_vec_at(c, root, suites_f, &v));
     for (i = 0; i < v.count; i++) {
-        tbl suite;
-        vec name, cases;
-        push(c, field_segment(c, suites_f), i);
-        TRY(vec_table(c, &v, i, &suite));
-        TRY(fld_text_at(c, &suite,
+        fb_tbl suite;
+        fb_vec name, cases;
+        fb_push(c, fb_field_segment(c, suites_f), i);
+        FB_TRY(fb_vec_table(c, &v, i, &suite));
+        FB_TRY(fb_fld_text_at(c, &suite,
                         &bp_bundled_method_test_suite[BP_BUNDLED_METHOD_TEST_SUITE_METHOD_NAME],
                         &name));
-        TRY(fld_vec_at(c, &suite, cases_f, &cases));
+        FB_TRY(fb_fld_vec_at(c, &suite, cases_f, &cases));
         for (j = 0; j < cases.count; j++) {
-            tbl tc;
-            push(c, field_segment(c, cases_f), j);
-            TRY(vec_table(c, &cases, j, &tc));
-            TRY(values(c, &tc, &bp_bundled_method_test_case[BP_BUNDLED_METHOD_TEST_CASE_INPUTS],
+            fb_tbl tc;
+            fb_push(c, fb_field_segment(c, cases_f), j);
+            FB_TRY(fb_vec_table(c, &cases, j, &tc));
+            FB_TRY(values(c, &tc, &bp_bundled_method_test_case[BP_BUNDLED_METHOD_TEST_CASE_INPUTS],
                        s));
-            TRY(values(c, &tc,
+            FB_TRY(values(c, &tc,
                        &bp_bundled_method_test_case[BP_BUNDLED_METHOD_TEST_CASE_EXPECTED_OUTPUTS],
                        s));
-            pop(c);
+            fb_pop(c);
         }
         s->n_cases += cases.count;
-        pop(c);
+        fb_pop(c);
     }
     s->n_suites = v.count;
     return FB_OK;
@@ -92,26 +92,26 @@ static int suites(ctx *c, const tbl *root, bp_summary *s) {
 
 int bp_open(const uint8_t *buf, size_t len, const fb_options *opt, bp_summary *s,
             fb_error *err) {
-    ctx c;
-    tbl root;
-    vec program;
+    fb_ctx c;
+    fb_tbl root;
+    fb_vec program;
     memset(s, 0, sizeof *s);
-    ctx_init(&c, buf, len, opt, NULL, err);
-    if (len < 8) return fail(&c, FB_E_TOO_SMALL, 0);
-    if (ld32(buf + 4) != BP_FILE_IDENTIFIER) return fail(&c, FB_E_BAD_IDENTIFIER, 4);
-    push(&c, "root", NO_INDEX);
-    TRY(deref(&c, 0, &s->root));
-    TRY(tbl_open(&c, s->root, &root));
-    pop(&c);
-    TRY(fb_verify_table(&c, &bp_schema_file, bp_schema_file.root, s->root));
+    fb_ctx_init(&c, buf, len, opt, NULL, err);
+    if (len < 8) return fb_fail(&c, FB_E_TOO_SMALL, 0);
+    if (fb_ld32(buf + 4) != BP_FILE_IDENTIFIER) return fb_fail(&c, FB_E_BAD_IDENTIFIER, 4);
+    fb_push(&c, "root", FB_NO_INDEX);
+    FB_TRY(fb_deref(&c, 0, &s->root));
+    FB_TRY(fb_tbl_open(&c, s->root, &root));
+    fb_pop(&c);
+    FB_TRY(fb_verify_table(&c, &bp_schema_file, bp_schema_file.root, s->root));
     s->tables_visited = c.tables;
     s->elements_visited = c.elements;
     /* the meaning walk, on budgets of its own (the structural pass bounded it) */
     c.tables = c.elements = 0;
-    TRY(fld_vec_at(&c, &root, &bp_bundled_program[BP_BUNDLED_PROGRAM_PROGRAM], &program));
+    FB_TRY(fb_fld_vec_at(&c, &root, &bp_bundled_program[BP_BUNDLED_PROGRAM_PROGRAM], &program));
     s->program = program.data;
     s->program_size = program.count;
-    TRY(suites(&c, &root, s));
+    FB_TRY(suites(&c, &root, s));
     s->tables_visited += c.tables;
     s->elements_visited += c.elements;
     return FB_OK;

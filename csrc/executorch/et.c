@@ -44,58 +44,58 @@ unsigned et_element_size(int type) {
 
 /* The walk over a verified file: counts, or fills the records when they are given. */
 typedef struct walk {
-    ctx c;
+    fb_ctx c;
     const et_summary *s;
     et_record *tensors;
     et_blob *blobs;
     uint32_t n_tensors, n_blobs;
     uint64_t n_delegates_all;      /* of every plan walked so far */
-    vec segments;                  /* DataSegment tables */
-    vec constant_buffer;           /* Buffer tables (inline constants) */
-    vec constant_offsets;          /* uint64 offsets into the constant segment */
-    vec mutable_segments;          /* SubsegmentOffsets tables: mutable buffers' first values */
+    fb_vec segments;                  /* DataSegment tables */
+    fb_vec constant_buffer;           /* Buffer tables (inline constants) */
+    fb_vec constant_offsets;          /* uint64 offsets into the constant segment */
+    fb_vec mutable_segments;          /* SubsegmentOffsets tables: mutable buffers' first values */
     uint64_t constant_start, constant_size;   /* the constant segment, file offsets */
     /* the execution plan being walked */
     uint32_t plan, n_values, n_operators, n_delegates;
-    vec values;                    /* EValue tables */
-    vec buffer_sizes;              /* int64 non_const_buffer_sizes */
+    fb_vec values;                    /* EValue tables */
+    fb_vec buffer_sizes;              /* int64 non_const_buffer_sizes */
 } walk;
 
 /* ---------------------------------------------------------------- headers */
 
 /* The checks both headers end with: the flatbuffer after the header and inside the file,
  * the segment data inside the file (its base offset at byte `at`, its size after it). */
-static int check_extents(ctx *c, uint32_t length, uint64_t flatbuffer_end, uint64_t base,
+static int check_extents(fb_ctx *c, uint32_t length, uint64_t flatbuffer_end, uint64_t base,
                          uint64_t size, uint64_t at) {
-    if (flatbuffer_end < 8 + (uint64_t)length) return fail(c, ET_E_BAD_HEADER, 16);
+    if (flatbuffer_end < 8 + (uint64_t)length) return fb_fail(c, ET_E_BAD_HEADER, 16);
     if (flatbuffer_end > c->len) return fb_truncated(c, ET_E_BAD_HEADER, 16, flatbuffer_end);
     if (base > c->len) return fb_truncated(c, ET_E_BAD_HEADER, at, base);
     if (size > c->len - base)
-        return size > UINT64_MAX - base ? fail(c, ET_E_BAD_HEADER, at + 8)
+        return size > UINT64_MAX - base ? fb_fail(c, ET_E_BAD_HEADER, at + 8)
                                         : fb_truncated(c, ET_E_BAD_HEADER, at + 8, base + size);
     return FB_OK;
 }
 
 int et_read_extended_header(const uint8_t *buf, size_t size, et_extended_header *h,
                             fb_error *err) {
-    ctx c;
+    fb_ctx c;
     uint64_t len = (uint64_t)size;
-    ctx_init(&c, buf, size, NULL, NULL, err);
+    fb_ctx_init(&c, buf, size, NULL, NULL, err);
     memset(h, 0, sizeof *h);
-    if (len < 16 || ld32(buf + 8) != EH_MAGIC) {   /* none: all flatbuffer, no segments */
+    if (len < 16 || fb_ld32(buf + 8) != EH_MAGIC) {   /* none: all flatbuffer, no segments */
         h->program_size = len;
         h->segment_base_offset = len;
         return FB_OK;
     }
-    push(&c, "header", NO_INDEX);
+    fb_push(&c, "header", FB_NO_INDEX);
     /* eh00, u32 length, u64 program size, u64 segment base[, u64 segment data size] */
-    h->length = ld32(buf + 12);
-    if (h->length < 24) return fail(&c, ET_E_BAD_HEADER, 12);
+    h->length = fb_ld32(buf + 12);
+    if (h->length < 24) return fb_fail(&c, ET_E_BAD_HEADER, 12);
     if (h->length > len - 8)
         return fb_truncated(&c, ET_E_BAD_HEADER, 12, 8 + (uint64_t)h->length);
-    h->program_size = ld64(buf + 16);
-    h->segment_base_offset = ld64(buf + 24);
-    h->segment_data_size = h->length >= 32 ? ld64(buf + 32)
+    h->program_size = fb_ld64(buf + 16);
+    h->segment_base_offset = fb_ld64(buf + 24);
+    h->segment_data_size = h->length >= 32 ? fb_ld64(buf + 32)
                            : (h->segment_base_offset <= len ? len - h->segment_base_offset : 0);
     return check_extents(&c, h->length, h->program_size, h->segment_base_offset,
                          h->segment_data_size, 24);
@@ -103,52 +103,52 @@ int et_read_extended_header(const uint8_t *buf, size_t size, et_extended_header 
 
 int et_read_flat_tensor_header(const uint8_t *buf, size_t size, et_flat_tensor_header *h,
                                fb_error *err) {
-    ctx c;
+    fb_ctx c;
     uint64_t len = (uint64_t)size;
-    ctx_init(&c, buf, size, NULL, NULL, err);
+    fb_ctx_init(&c, buf, size, NULL, NULL, err);
     memset(h, 0, sizeof *h);
-    push(&c, "header", NO_INDEX);
+    fb_push(&c, "header", FB_NO_INDEX);
     /* FH01, u32 length, u64 flatbuffer offset, u64 flatbuffer size, u64 segment base,
      * u64 segment data size */
-    if (len < 16 || ld32(buf + 8) != FH_MAGIC) return fail(&c, ET_E_BAD_HEADER, 8);
-    h->length = ld32(buf + 12);
-    if (h->length < 40) return fail(&c, ET_E_BAD_HEADER, 12);
+    if (len < 16 || fb_ld32(buf + 8) != FH_MAGIC) return fb_fail(&c, ET_E_BAD_HEADER, 8);
+    h->length = fb_ld32(buf + 12);
+    if (h->length < 40) return fb_fail(&c, ET_E_BAD_HEADER, 12);
     if (h->length > len - 8)
         return fb_truncated(&c, ET_E_BAD_HEADER, 12, 8 + (uint64_t)h->length);
-    h->flatbuffer_offset = ld64(buf + 16);
-    h->flatbuffer_size = ld64(buf + 24);
+    h->flatbuffer_offset = fb_ld64(buf + 16);
+    h->flatbuffer_size = fb_ld64(buf + 24);
     if (h->flatbuffer_size > UINT64_MAX - h->flatbuffer_offset)
-        return fail(&c, ET_E_BAD_HEADER, 16);
+        return fb_fail(&c, ET_E_BAD_HEADER, 16);
     if (h->flatbuffer_offset + h->flatbuffer_size > len)
         return fb_truncated(&c, ET_E_BAD_HEADER, 16, h->flatbuffer_offset + h->flatbuffer_size);
-    h->segment_base_offset = ld64(buf + 32);
-    h->segment_data_size = ld64(buf + 40);
+    h->segment_base_offset = fb_ld64(buf + 32);
+    h->segment_data_size = fb_ld64(buf + 40);
     return check_extents(&c, h->length, h->flatbuffer_offset + h->flatbuffer_size,
                          h->segment_base_offset, h->segment_data_size, 32);
 }
 
 /* The identifier, then the header of a program or a data file, as the summary's extents. */
 static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error *err) {
-    ctx c;
-    ctx_init(&c, buf, len, NULL, NULL, err);
-    if (len < 8) return fail(&c, FB_E_TOO_SMALL, 0);
-    s->identifier = ld32(buf + 4);
+    fb_ctx c;
+    fb_ctx_init(&c, buf, len, NULL, NULL, err);
+    if (len < 8) return fb_fail(&c, FB_E_TOO_SMALL, 0);
+    s->identifier = fb_ld32(buf + 4);
     if (s->identifier == ET_FILE_IDENTIFIER) {
         et_extended_header h;
-        TRY(et_read_extended_header(buf, (size_t)len, &h, err));
+        FB_TRY(et_read_extended_header(buf, (size_t)len, &h, err));
         s->header_length = h.length;
         s->flatbuffer_end = h.program_size;
         s->segment_base = h.segment_base_offset;
         s->segment_size = h.segment_data_size;
     } else if (s->identifier == FT_FILE_IDENTIFIER) {
         et_flat_tensor_header h;
-        TRY(et_read_flat_tensor_header(buf, (size_t)len, &h, err));
+        FB_TRY(et_read_flat_tensor_header(buf, (size_t)len, &h, err));
         s->header_length = h.length;
         s->flatbuffer_end = h.flatbuffer_offset + h.flatbuffer_size;
         s->segment_base = h.segment_base_offset;
         s->segment_size = h.segment_data_size;
     } else {
-        return fail(&c, FB_E_BAD_IDENTIFIER, 4);
+        return fb_fail(&c, FB_E_BAD_IDENTIFIER, 4);
     }
     return FB_OK;
 }
@@ -162,16 +162,16 @@ static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error
  * refuses it). */
 static int segment_at(walk *w, uint32_t index, uint64_t where, int cut, uint64_t *start,
                       uint64_t *size) {
-    ctx *c = &w->c;
-    tbl t;
+    fb_ctx *c = &w->c;
+    fb_tbl t;
     uint64_t off, n;
-    if (index >= w->segments.count) return fail(c, FB_E_BAD_INDEX, where);
-    TRY(vec_table(c, &w->segments, index, &t));
-    TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_OFFSET], &off));
-    TRY(fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_SIZE], &n));
-    if (off > w->s->segment_size) return fail(c, ET_E_BAD_SEGMENT, t.pos);
+    if (index >= w->segments.count) return fb_fail(c, FB_E_BAD_INDEX, where);
+    FB_TRY(fb_vec_table(c, &w->segments, index, &t));
+    FB_TRY(fb_fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_OFFSET], &off));
+    FB_TRY(fb_fld_u64(c, &t, &et_data_segment[ET_DATA_SEGMENT_SIZE], &n));
+    if (off > w->s->segment_size) return fb_fail(c, ET_E_BAD_SEGMENT, t.pos);
     if (n > w->s->segment_size - off) {
-        if (!cut || c->strict) return fail(c, ET_E_BAD_SEGMENT, t.pos);
+        if (!cut || c->strict) return fb_fail(c, ET_E_BAD_SEGMENT, t.pos);
         n = w->s->segment_size - off;
     }
     *start = w->s->segment_base + off;
@@ -187,22 +187,22 @@ static int check_segments(walk *w, const fb_field *f) {
     if (!w->c.strict) return FB_OK;
     for (i = 0; i < w->segments.count; i++) {
         uint64_t start, size;
-        TRY(at_field(&w->c, f, i, segment_at(w, i, w->segments.data, 0, &start, &size)));
+        FB_TRY(fb_at_field(&w->c, f, i, segment_at(w, i, w->segments.data, 0, &start, &size)));
     }
     return FB_OK;
 }
 
 /* A named data entry (both formats' NamedData start with key, segment_index). */
-static int named_data(walk *w, const tbl *t, const fb_field *key, const fb_field *segment,
+static int named_data(walk *w, const fb_tbl *t, const fb_field *key, const fb_field *segment,
                       int32_t tensor) {
-    vec k;
+    fb_vec k;
     uint32_t index;
     uint64_t start, size;
     /* looked up by strcmp, and logged when missing (et_c_string) */
-    TRY(et_c_string(&w->c, t, key, &k, 1));
-    TRY(fld_u32(&w->c, t, segment, &index));
-    TRY(segment_at(w, index, t->pos, 0, &start, &size));
-    if (w->blobs && w->n_blobs >= w->s->n_blobs) return fail(&w->c, FB_E_BAD_ARGUMENT, 0);
+    FB_TRY(et_c_string(&w->c, t, key, &k, 1));
+    FB_TRY(fb_fld_u32(&w->c, t, segment, &index));
+    FB_TRY(segment_at(w, index, t->pos, 0, &start, &size));
+    if (w->blobs && w->n_blobs >= w->s->n_blobs) return fb_fail(&w->c, FB_E_BAD_ARGUMENT, 0);
     if (w->blobs) {
         et_blob *b = &w->blobs[w->n_blobs];
         b->key = k.data;
@@ -221,44 +221,44 @@ static int named_data(walk *w, const tbl *t, const fb_field *key, const fb_field
 /* Where the next tensor record goes: the caller's array (never past the count et_open
  * found: the buffer may have changed since), or `scratch` when only counting. */
 static int record_slot(walk *w, et_record *scratch, et_record **r) {
-    if (w->tensors && w->n_tensors >= w->s->n_tensors) return fail(&w->c, FB_E_BAD_ARGUMENT, 0);
+    if (w->tensors && w->n_tensors >= w->s->n_tensors) return fb_fail(&w->c, FB_E_BAD_ARGUMENT, 0);
     *r = w->tensors ? &w->tensors[w->n_tensors] : scratch;
     memset(*r, 0, sizeof **r);
     return FB_OK;
 }
 
-int et_tensor_layout(ctx *c, const tbl *t, const fb_field *type_f, const fb_field *sizes_f,
+int et_tensor_layout(fb_ctx *c, const fb_tbl *t, const fb_field *type_f, const fb_field *sizes_f,
                      const fb_field *order_f, et_record *r) {
-    vec sizes, order;
+    fb_vec sizes, order;
     uint8_t type;
     uint64_t numel = 1, at;
     unsigned esize;
     uint32_t i;
-    TRY(fld_u8(c, t, type_f, &type));
+    FB_TRY(fb_fld_u8(c, t, type_f, &type));
     r->scalar_type = (int8_t)type;
     esize = et_element_size((int8_t)type);
     if (!esize) {
-        TRY(tbl_field(c, t, type_f->id, 1, &at));
-        return fail(c, FB_E_BAD_SCALAR_TYPE, at ? at : t->pos);
+        FB_TRY(fb_tbl_field(c, t, type_f->id, 1, &at));
+        return fb_fail(c, FB_E_BAD_SCALAR_TYPE, at ? at : t->pos);
     }
-    TRY(fld_vec(c, t, sizes_f, &sizes));
-    TRY(fld_vec(c, t, order_f, &order));
+    FB_TRY(fb_fld_vec(c, t, sizes_f, &sizes));
+    FB_TRY(fb_fld_vec(c, t, order_f, &order));
     for (i = 0; i < sizes.count; i++) {
-        int32_t d = as_i32(vec_u32(c, &sizes, i));
-        if (d < 0) return fail(c, FB_E_NEGATIVE_DIMENSION, sizes.data + 4 * (uint64_t)i);
+        int32_t d = fb_as_i32(fb_vec_u32(c, &sizes, i));
+        if (d < 0) return fb_fail(c, FB_E_NEGATIVE_DIMENSION, sizes.data + 4 * (uint64_t)i);
         if (d != 0 && numel > UINT64_MAX / (uint64_t)d)
-            return fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
+            return fb_fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
         numel *= (uint64_t)d;
     }
-    if (numel > UINT64_MAX / esize) return fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
+    if (numel > UINT64_MAX / esize) return fb_fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
     {   /* the runtime reads as many entries as there are sizes */
         uint8_t seen[256];
         if (order.count != sizes.count || sizes.count > 256)
-            return fail(c, ET_E_BAD_DIM_ORDER, order.data ? order.data : t->pos);
+            return fb_fail(c, ET_E_BAD_DIM_ORDER, order.data ? order.data : t->pos);
         memset(seen, 0, sizeof seen);
         for (i = 0; i < order.count; i++) {
             uint8_t d = c->buf[order.data + i];
-            if (d >= order.count || seen[d]) return fail(c, ET_E_BAD_DIM_ORDER, order.data + i);
+            if (d >= order.count || seen[d]) return fb_fail(c, ET_E_BAD_DIM_ORDER, order.data + i);
             seen[d] = 1;
         }
     }
@@ -274,13 +274,13 @@ int et_tensor_layout(ctx *c, const tbl *t, const fb_field *type_f, const fb_fiel
  * bytes, cut at `offsets`, and the bytes from there to the segment's end: as the runtime
  * reads a constant or a mutable tensor's first values, at offsets[index], bounded by the
  * segment alone (the next offset plays no part, nor do offsets no tensor uses). */
-static int subsegment(walk *w, const vec *offsets, uint64_t start, uint64_t size,
+static int subsegment(walk *w, const fb_vec *offsets, uint64_t start, uint64_t size,
                       uint32_t index, uint64_t where, uint64_t *at, uint64_t *n) {
-    ctx *c = &w->c;
+    fb_ctx *c = &w->c;
     uint64_t off;
-    if (index >= offsets->count) return fail(c, FB_E_BAD_STORAGE_INDEX, where);
-    off = ld64(c->buf + offsets->data + 8 * (uint64_t)index);
-    if (off > size) return fail(c, ET_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
+    if (index >= offsets->count) return fb_fail(c, FB_E_BAD_STORAGE_INDEX, where);
+    off = fb_ld64(c->buf + offsets->data + 8 * (uint64_t)index);
+    if (off > size) return fb_fail(c, ET_E_BAD_SEGMENT, offsets->data + 8 * (uint64_t)index);
     *at = start + off;
     *n = size - off;
     return FB_OK;
@@ -289,40 +289,40 @@ static int subsegment(walk *w, const vec *offsets, uint64_t start, uint64_t size
 /* Where a constant's bytes are: buffer `index` of the constant segment, or of the inline
  * constant_buffer when the program has one (the runtime's order). */
 static int constant_data(walk *w, uint32_t index, uint64_t where, et_record *r) {
-    ctx *c = &w->c;
+    fb_ctx *c = &w->c;
     uint64_t start, end;
     if (w->constant_buffer.count) {
-        tbl b;
-        vec storage;
-        if (index >= w->constant_buffer.count) return fail(c, FB_E_BAD_STORAGE_INDEX, where);
-        TRY(vec_table(c, &w->constant_buffer, index, &b));
-        TRY(fld_vec(c, &b, &et_buffer[ET_BUFFER_STORAGE], &storage));
+        fb_tbl b;
+        fb_vec storage;
+        if (index >= w->constant_buffer.count) return fb_fail(c, FB_E_BAD_STORAGE_INDEX, where);
+        FB_TRY(fb_vec_table(c, &w->constant_buffer, index, &b));
+        FB_TRY(fb_fld_vec(c, &b, &et_buffer[ET_BUFFER_STORAGE], &storage));
         start = storage.data;
         end = storage.data + storage.count;
     } else {
         uint64_t n;
-        TRY(subsegment(w, &w->constant_offsets, w->constant_start, w->constant_size, index,
+        FB_TRY(subsegment(w, &w->constant_offsets, w->constant_start, w->constant_size, index,
                        where, &start, &n));
         end = start + n;
     }
-    if (r->nbytes > end - start) return fail(c, FB_E_OUTSIDE_STORAGE, where);
+    if (r->nbytes > end - start) return fb_fail(c, FB_E_OUTSIDE_STORAGE, where);
     r->data = start;
     return FB_OK;
 }
 
 /* A tensor's ExtraTensorInfo: where its data is and, when external, its name. */
-static int extra_tensor_info(walk *w, const tbl *extra, uint8_t *location, et_record *r) {
-    ctx *c = &w->c;
+static int extra_tensor_info(walk *w, const fb_tbl *extra, uint8_t *location, et_record *r) {
+    fb_ctx *c = &w->c;
     const fb_field *name_f = &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_FULLY_QUALIFIED_NAME];
-    vec name;
-    TRY(fld_u8(c, extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_LOCATION], location));
-    TRY(fld_text(c, extra, name_f, &name));
-    if (*location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fail(c, FB_E_BAD_INDEX, extra->pos);
+    fb_vec name;
+    FB_TRY(fb_fld_u8(c, extra, &et_extra_tensor_info[ET_EXTRA_TENSOR_INFO_LOCATION], location));
+    FB_TRY(fb_fld_text(c, extra, name_f, &name));
+    if (*location > ET_TENSOR_DATA_LOCATION_EXTERNAL) return fb_fail(c, FB_E_BAD_INDEX, extra->pos);
     if (*location == ET_TENSOR_DATA_LOCATION_EXTERNAL) {
-        if (name.data == 0) return fail(c, FB_E_MISSING_FIELD, extra->pos);   /* its meaning */
+        if (name.data == 0) return fb_fail(c, FB_E_MISSING_FIELD, extra->pos);   /* its meaning */
         /* the runtime looks an external tensor up by this name read as a C string, and
          * this reader by the whole name: one with a NUL inside would resolve otherwise */
-        TRY(et_c_string(c, extra, name_f, &name, 1));
+        FB_TRY(et_c_string(c, extra, name_f, &name, 1));
     }
     r->name = name.data;
     r->name_len = name.count;
@@ -330,72 +330,72 @@ static int extra_tensor_info(walk *w, const tbl *extra, uint8_t *location, et_re
 }
 
 /* A memory-planned tensor's AllocationDetails: inside its arena. */
-static int allocation_info(walk *w, const tbl *alloc, et_record *r) {
-    ctx *c = &w->c;
+static int allocation_info(walk *w, const fb_tbl *alloc, et_record *r) {
+    fb_ctx *c = &w->c;
     uint32_t id, low, high;
     int64_t size;
-    TRY(fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_ID], &id));
-    TRY(fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_LOW], &low));
-    TRY(fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_HIGH], &high));
-    if (id >= w->buffer_sizes.count) return fail(c, FB_E_BAD_INDEX, alloc->pos);
-    size = (int64_t)ld64(c->buf + w->buffer_sizes.data + 8 * (uint64_t)id);
+    FB_TRY(fb_fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_ID], &id));
+    FB_TRY(fb_fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_LOW], &low));
+    FB_TRY(fb_fld_u32(c, alloc, &et_allocation_details[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_HIGH], &high));
+    if (id >= w->buffer_sizes.count) return fb_fail(c, FB_E_BAD_INDEX, alloc->pos);
+    size = (int64_t)fb_ld64(c->buf + w->buffer_sizes.data + 8 * (uint64_t)id);
     r->memory_id = id;
     r->memory_offset = (uint64_t)low | ((uint64_t)high << 32);
     if (size < 0 || r->memory_offset > (uint64_t)size
         || r->nbytes > (uint64_t)size - r->memory_offset)
-        return fail(c, FB_E_OUTSIDE_STORAGE, alloc->pos);
+        return fb_fail(c, FB_E_OUTSIDE_STORAGE, alloc->pos);
     r->stored = ET_STORED_PLANNED;
     return FB_OK;
 }
 
-static int tensor_value(walk *w, const tbl *t, uint32_t value) {
-    ctx *c = &w->c;
+static int tensor_value(walk *w, const fb_tbl *t, uint32_t value) {
+    fb_ctx *c = &w->c;
     et_record rec, *r;
-    tbl alloc, extra;
+    fb_tbl alloc, extra;
     int has_alloc, has_extra;
     uint32_t index;
     uint8_t location = ET_TENSOR_DATA_LOCATION_SEGMENT, dynamism;
-    TRY(record_slot(w, &rec, &r));
+    FB_TRY(record_slot(w, &rec, &r));
     r->plan = w->plan;
     r->value = value;
-    TRY(et_tensor_layout(c, t, &et_tensor[ET_TENSOR_SCALAR_TYPE], &et_tensor[ET_TENSOR_SIZES],
+    FB_TRY(et_tensor_layout(c, t, &et_tensor[ET_TENSOR_SCALAR_TYPE], &et_tensor[ET_TENSOR_SIZES],
                          &et_tensor[ET_TENSOR_DIM_ORDER], r));
-    TRY(fld_u8(c, t, &et_tensor[ET_TENSOR_SHAPE_DYNAMISM], &dynamism));
+    FB_TRY(fb_fld_u8(c, t, &et_tensor[ET_TENSOR_SHAPE_DYNAMISM], &dynamism));
     r->shape_dynamism = dynamism;
-    TRY(fld_u32(c, t, &et_tensor[ET_TENSOR_DATA_BUFFER_IDX], &index));
-    TRY(fld_table(c, t, &et_tensor[ET_TENSOR_ALLOCATION_INFO], &alloc, &has_alloc));
-    TRY(fld_table(c, t, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], &extra, &has_extra));
+    FB_TRY(fb_fld_u32(c, t, &et_tensor[ET_TENSOR_DATA_BUFFER_IDX], &index));
+    FB_TRY(fb_fld_table(c, t, &et_tensor[ET_TENSOR_ALLOCATION_INFO], &alloc, &has_alloc));
+    FB_TRY(fb_fld_table(c, t, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], &extra, &has_extra));
     if (has_extra)
-        TRY_IN_FIELD(c, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], NO_INDEX,
+        FB_TRY_IN_FIELD(c, &et_tensor[ET_TENSOR_EXTRA_TENSOR_INFO], FB_NO_INDEX,
                      extra_tensor_info(w, &extra, &location, r));
     if (location == ET_TENSOR_DATA_LOCATION_EXTERNAL) {
         r->stored = ET_STORED_EXTERNAL;
     } else if (has_alloc) {
-        TRY(at_field(c, &et_tensor[ET_TENSOR_ALLOCATION_INFO], NO_INDEX,
+        FB_TRY(fb_at_field(c, &et_tensor[ET_TENSOR_ALLOCATION_INFO], FB_NO_INDEX,
                      allocation_info(w, &alloc, r)));
         if (index > 0 && w->mutable_segments.count) {
             /* a mutable buffer's first values: sub-buffer data_buffer_idx of mutable data
              * segment extra_tensor_info.mutable_data_segments_idx */
             uint64_t which = 0, start, size, at, n;
             uint32_t segment;
-            tbl m;
-            vec offsets;
+            fb_tbl m;
+            fb_vec offsets;
             if (has_extra)
-                TRY(fld_u64(c, &extra, &et_extra_tensor_info[
+                FB_TRY(fb_fld_u64(c, &extra, &et_extra_tensor_info[
                                            ET_EXTRA_TENSOR_INFO_MUTABLE_DATA_SEGMENTS_IDX], &which));
-            if (which >= w->mutable_segments.count) return fail(c, FB_E_BAD_INDEX, t->pos);
-            TRY(vec_table(c, &w->mutable_segments, (uint32_t)which, &m));
-            TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX],
+            if (which >= w->mutable_segments.count) return fb_fail(c, FB_E_BAD_INDEX, t->pos);
+            FB_TRY(fb_vec_table(c, &w->mutable_segments, (uint32_t)which, &m));
+            FB_TRY(fb_fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX],
                         &segment));
-            TRY(segment_at(w, segment, m.pos, 1, &start, &size));
-            TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
-            TRY(subsegment(w, &offsets, start, size, index, t->pos, &at, &n));
-            if (r->nbytes > n) return fail(c, FB_E_OUTSIDE_STORAGE, t->pos);
+            FB_TRY(segment_at(w, segment, m.pos, 1, &start, &size));
+            FB_TRY(fb_fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
+            FB_TRY(subsegment(w, &offsets, start, size, index, t->pos, &at, &n));
+            if (r->nbytes > n) return fb_fail(c, FB_E_OUTSIDE_STORAGE, t->pos);
             r->data = at;
             r->initial = 1;
         }
     } else if (index > 0) {
-        TRY(constant_data(w, index, t->pos, r));
+        FB_TRY(constant_data(w, index, t->pos, r));
         r->stored = ET_STORED_CONSTANT;
     }
     w->n_tensors++;
@@ -405,147 +405,147 @@ static int tensor_value(walk *w, const tbl *t, uint32_t value) {
 /* ---------------------------------------------------------- execution plans */
 
 /* Every int32 of `v` must index a value (-1 too when `optional`). */
-static int value_indices(walk *w, const vec *v, int optional) {
+static int value_indices(walk *w, const fb_vec *v, int optional) {
     uint32_t i;
     for (i = 0; i < v->count; i++) {
-        int32_t x = as_i32(vec_u32(&w->c, v, i));
+        int32_t x = fb_as_i32(fb_vec_u32(&w->c, v, i));
         if (optional && x == -1) continue;
         if (x < 0 || (uint32_t)x >= w->n_values)
-            return fail(&w->c, FB_E_BAD_INDEX, v->data + 4 * (uint64_t)i);
+            return fb_fail(&w->c, FB_E_BAD_INDEX, v->data + 4 * (uint64_t)i);
     }
     return FB_OK;
 }
 
-static int index_field(walk *w, const tbl *t, const fb_field *f, uint64_t bound) {
+static int index_field(walk *w, const fb_tbl *t, const fb_field *f, uint64_t bound) {
     int32_t x;
-    TRY(fld_i32(&w->c, t, f, &x));
+    FB_TRY(fb_fld_i32(&w->c, t, f, &x));
     if (x < 0 || (uint64_t)x >= bound) {
         uint64_t at;
-        TRY(tbl_field(&w->c, t, f->id, 4, &at));
-        return fail(&w->c, FB_E_BAD_INDEX, at ? at : t->pos);
+        FB_TRY(fb_tbl_field(&w->c, t, f->id, 4, &at));
+        return fb_fail(&w->c, FB_E_BAD_INDEX, at ? at : t->pos);
     }
     return FB_OK;
 }
 
-static int value_list_field(walk *w, const tbl *t, const fb_field *f, int optional) {
-    vec v;
-    TRY(fld_vec(&w->c, t, f, &v));
+static int value_list_field(walk *w, const fb_tbl *t, const fb_field *f, int optional) {
+    fb_vec v;
+    FB_TRY(fb_fld_vec(&w->c, t, f, &v));
     return value_indices(w, &v, optional);
 }
 
 /* What the arguments `a` of an instruction of type `type` index. */
-static int instruction_args(walk *w, uint8_t type, const tbl *a, uint32_t n_instructions) {
+static int instruction_args(walk *w, uint8_t type, const fb_tbl *a, uint32_t n_instructions) {
     switch (type) {
     case ET_INSTRUCTION_ARGUMENTS_KERNEL_CALL:
-        TRY(index_field(w, a, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], w->n_operators));
-        TRY(value_list_field(w, a, &et_kernel_call[ET_KERNEL_CALL_ARGS], 0));
+        FB_TRY(index_field(w, a, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], w->n_operators));
+        FB_TRY(value_list_field(w, a, &et_kernel_call[ET_KERNEL_CALL_ARGS], 0));
         break;
     case ET_INSTRUCTION_ARGUMENTS_DELEGATE_CALL:
-        TRY(index_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_DELEGATE_INDEX],
+        FB_TRY(index_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_DELEGATE_INDEX],
                         w->n_delegates));
-        TRY(value_list_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_ARGS], 0));
+        FB_TRY(value_list_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_ARGS], 0));
         break;
     case ET_INSTRUCTION_ARGUMENTS_MOVE_CALL:
-        TRY(index_field(w, a, &et_move_call[ET_MOVE_CALL_MOVE_FROM], w->n_values));
-        TRY(index_field(w, a, &et_move_call[ET_MOVE_CALL_MOVE_TO], w->n_values));
+        FB_TRY(index_field(w, a, &et_move_call[ET_MOVE_CALL_MOVE_FROM], w->n_values));
+        FB_TRY(index_field(w, a, &et_move_call[ET_MOVE_CALL_MOVE_TO], w->n_values));
         break;
     case ET_INSTRUCTION_ARGUMENTS_JUMP_FALSE_CALL:
-        TRY(index_field(w, a, &et_jump_false_call[ET_JUMP_FALSE_CALL_COND_VALUE_INDEX],
+        FB_TRY(index_field(w, a, &et_jump_false_call[ET_JUMP_FALSE_CALL_COND_VALUE_INDEX],
                         w->n_values));
         /* One past the last instruction is the end of the chain: ExecuTorch jumps there
          * past a branch that ends the chain (torch.cond). The runtime ends a chain at any
          * destination past its last instruction (Method::execute runs while the index is
          * below the count; Method::step refuses one past it): strict mode only. */
         if (w->c.strict)
-            TRY(index_field(w, a,
+            FB_TRY(index_field(w, a,
                             &et_jump_false_call[ET_JUMP_FALSE_CALL_DESTINATION_INSTRUCTION],
                             (uint64_t)n_instructions + 1));
         break;
     default:
-        TRY(index_field(w, a, &et_free_call[ET_FREE_CALL_VALUE_INDEX], w->n_values));
+        FB_TRY(index_field(w, a, &et_free_call[ET_FREE_CALL_VALUE_INDEX], w->n_values));
         break;
     }
     return FB_OK;
 }
 
 /* Instruction i of a chain's `instructions`. */
-static int instruction(walk *w, const vec *instructions, uint32_t i) {
+static int instruction(walk *w, const fb_vec *instructions, uint32_t i) {
     const fb_field *f = &et_instruction[ET_INSTRUCTION_INSTR_ARGS];
-    union_value u;
-    tbl t;
-    TRY(vec_table(&w->c, instructions, i, &t));
-    TRY(union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
-    return at_member(&w->c, f, u.member,
+    fb_union_value u;
+    fb_tbl t;
+    FB_TRY(fb_vec_table(&w->c, instructions, i, &t));
+    FB_TRY(fb_union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
+    return fb_at_member(&w->c, f, u.member,
                      instruction_args(w, u.type, &u.table, instructions->count));
 }
 
 /* Chain i of a plan's `chains`. */
-static int chain(walk *w, const vec *chains, uint32_t i) {
+static int chain(walk *w, const fb_vec *chains, uint32_t i) {
     const fb_field *f = &et_chain[ET_CHAIN_INSTRUCTIONS];
-    vec instructions;
-    tbl t;
+    fb_vec instructions;
+    fb_tbl t;
     uint32_t k;
-    TRY(vec_table(&w->c, chains, i, &t));
+    FB_TRY(fb_vec_table(&w->c, chains, i, &t));
     /* The runtime never reads a chain's inputs and outputs (a method's are its plan's):
      * they are indices only strict mode holds to the values. */
     if (w->c.strict) {
-        TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_INPUTS], 0));
-        TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_OUTPUTS], 0));
+        FB_TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_INPUTS], 0));
+        FB_TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_OUTPUTS], 0));
     }
-    TRY(fld_vec(&w->c, &t, f, &instructions));
+    FB_TRY(fb_fld_vec(&w->c, &t, f, &instructions));
     for (k = 0; k < instructions.count; k++)
-        TRY_IN_FIELD(&w->c, f, k, instruction(w, &instructions, k));
+        FB_TRY_IN_FIELD(&w->c, f, k, instruction(w, &instructions, k));
     return FB_OK;
 }
 
 /* Where a delegate's payload is (ref): inline data or a segment. */
-static int processed(walk *w, const tbl *ref, uint32_t n_inline) {
-    ctx *c = &w->c;
+static int processed(walk *w, const fb_tbl *ref, uint32_t n_inline) {
+    fb_ctx *c = &w->c;
     uint8_t location;
     uint32_t index;
-    TRY(fld_u8(c, ref, &et_backend_delegate_data_reference[
+    FB_TRY(fb_fld_u8(c, ref, &et_backend_delegate_data_reference[
                            ET_BACKEND_DELEGATE_DATA_REFERENCE_LOCATION], &location));
-    TRY(fld_u32(c, ref, &et_backend_delegate_data_reference[
+    FB_TRY(fb_fld_u32(c, ref, &et_backend_delegate_data_reference[
                             ET_BACKEND_DELEGATE_DATA_REFERENCE_INDEX], &index));
     if (location == ET_DATA_LOCATION_INLINE) {
-        if (index >= n_inline) return fail(c, FB_E_BAD_INDEX, ref->pos);
+        if (index >= n_inline) return fb_fail(c, FB_E_BAD_INDEX, ref->pos);
     } else if (location == ET_DATA_LOCATION_SEGMENT) {
         uint64_t start, size;
-        TRY(segment_at(w, index, ref->pos, 0, &start, &size));
+        FB_TRY(segment_at(w, index, ref->pos, 0, &start, &size));
     } else {
-        return fail(c, FB_E_BAD_INDEX, ref->pos);
+        return fb_fail(c, FB_E_BAD_INDEX, ref->pos);
     }
     return FB_OK;
 }
 
-int et_c_string(ctx *c, const tbl *t, const fb_field *f, vec *s, int refuse) {
+int et_c_string(fb_ctx *c, const fb_tbl *t, const fb_field *f, fb_vec *s, int refuse) {
     const uint8_t *nul;
-    vec name;
-    TRY(fld_str(c, t, f, s));
+    fb_vec name;
+    FB_TRY(fb_fld_str(c, t, f, s));
     nul = s->count ? memchr(c->buf + s->data, 0, s->count) : NULL;
-    if ((refuse || c->strict) && nul) return fail_at(c, f, NO_INDEX, ET_E_NUL_IN_NAME, s->data);
+    if ((refuse || c->strict) && nul) return fb_fail_at(c, f, FB_NO_INDEX, ET_E_NUL_IN_NAME, s->data);
     /* The runtime logs these names, up to their first NUL, when it cannot find what they
      * name, and its Python bindings terminate the process on a log line that is not UTF-8
      * (the fidelity campaign: "Missing operator", "Backend ... is not registered") */
     name = *s;
     if (nul) name.count = (uint32_t)(nul - (c->buf + s->data));
-    if (c->verify) TRY(at_field(c, f, NO_INDEX, utf8_text(c, &name)));
+    if (c->verify) FB_TRY(fb_at_field(c, f, FB_NO_INDEX, fb_utf8_text(c, &name)));
     return FB_OK;
 }
 
-static int c_string(ctx *c, const tbl *t, const fb_field *f, int refuse) {
-    vec s;
+static int c_string(fb_ctx *c, const fb_tbl *t, const fb_field *f, int refuse) {
+    fb_vec s;
     return et_c_string(c, t, f, &s, refuse);
 }
 
 /* Operator i of a plan's `operators`: the runtime looks its kernel up by name and
  * overload, read as C strings (a NUL inside ends them: strict mode only). Counts in
  * *nameless an operator without its name. */
-static int operator_names(ctx *c, const vec *operators, uint32_t i, uint32_t *nameless) {
-    tbl t;
-    TRY(vec_table(c, operators, i, &t));
-    if (!tbl_has(c, &t, et_operator[ET_OPERATOR_NAME].id)) (*nameless)++;
-    TRY(c_string(c, &t, &et_operator[ET_OPERATOR_NAME], 0));
+static int operator_names(fb_ctx *c, const fb_vec *operators, uint32_t i, uint32_t *nameless) {
+    fb_tbl t;
+    FB_TRY(fb_vec_table(c, operators, i, &t));
+    if (!fb_tbl_has(c, &t, et_operator[ET_OPERATOR_NAME].id)) (*nameless)++;
+    FB_TRY(c_string(c, &t, &et_operator[ET_OPERATOR_NAME], 0));
     return c_string(c, &t, &et_operator[ET_OPERATOR_OVERLOAD], 0);
 }
 
@@ -554,27 +554,27 @@ static int operator_names(ctx *c, const vec *operators, uint32_t i, uint32_t *na
  * operator no call names is never read (the fidelity campaign: a plan with a nameless
  * unused operator loads and runs). One pass over the calls, run only when some operator
  * has no name. */
-static int used_operators_named(walk *w, const vec *chains, const vec *operators) {
-    ctx *c = &w->c;
+static int used_operators_named(walk *w, const fb_vec *chains, const fb_vec *operators) {
+    fb_ctx *c = &w->c;
     const fb_field *args = &et_instruction[ET_INSTRUCTION_INSTR_ARGS];
     uint32_t i, k;
     for (i = 0; i < chains->count; i++) {
-        tbl t;
-        vec instructions;
-        TRY(vec_table(c, chains, i, &t));
-        TRY(fld_vec(c, &t, &et_chain[ET_CHAIN_INSTRUCTIONS], &instructions));
+        fb_tbl t;
+        fb_vec instructions;
+        FB_TRY(fb_vec_table(c, chains, i, &t));
+        FB_TRY(fb_fld_vec(c, &t, &et_chain[ET_CHAIN_INSTRUCTIONS], &instructions));
         for (k = 0; k < instructions.count; k++) {
-            union_value u;
-            tbl ins, op;
+            fb_union_value u;
+            fb_tbl ins, op;
             int32_t index;
-            TRY(vec_table(c, &instructions, k, &ins));
-            TRY(union_open(c, &ins, args, &et_schema_file.decls[args->ref], &u));
+            FB_TRY(fb_vec_table(c, &instructions, k, &ins));
+            FB_TRY(fb_union_open(c, &ins, args, &et_schema_file.decls[args->ref], &u));
             if (u.type != ET_INSTRUCTION_ARGUMENTS_KERNEL_CALL) continue;
-            TRY(fld_i32(c, &u.table, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], &index));
-            TRY(vec_table(c, operators, (uint32_t)index, &op));   /* in range: walked */
-            if (!tbl_has(c, &op, et_operator[ET_OPERATOR_NAME].id))
-                TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], index,
-                             fail_at(c, &et_operator[ET_OPERATOR_NAME], NO_INDEX,
+            FB_TRY(fb_fld_i32(c, &u.table, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], &index));
+            FB_TRY(fb_vec_table(c, operators, (uint32_t)index, &op));   /* in range: walked */
+            if (!fb_tbl_has(c, &op, et_operator[ET_OPERATOR_NAME].id))
+                FB_TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], index,
+                             fb_fail_at(c, &et_operator[ET_OPERATOR_NAME], FB_NO_INDEX,
                                      FB_E_MISSING_FIELD, op.pos));
         }
     }
@@ -583,56 +583,56 @@ static int used_operators_named(walk *w, const vec *chains, const vec *operators
 
 /* Compile spec i of a delegate's `compile_specs`: the runtime hands its key to the
  * backend as a C string (a NUL inside ends it: strict mode only). */
-static int compile_spec(ctx *c, const vec *specs, uint32_t i) {
-    tbl t;
-    TRY(vec_table(c, specs, i, &t));
+static int compile_spec(fb_ctx *c, const fb_vec *specs, uint32_t i) {
+    fb_tbl t;
+    FB_TRY(fb_vec_table(c, specs, i, &t));
     return c_string(c, &t, &et_compile_spec[ET_COMPILE_SPEC_KEY], 0);
 }
 
 /* Delegate i of a plan's `delegates`. */
-static int delegate(walk *w, const vec *delegates, uint32_t i, uint32_t n_inline) {
+static int delegate(walk *w, const fb_vec *delegates, uint32_t i, uint32_t n_inline) {
     const fb_field *f = &et_backend_delegate[ET_BACKEND_DELEGATE_PROCESSED];
     const fb_field *specs_f = &et_backend_delegate[ET_BACKEND_DELEGATE_COMPILE_SPECS];
-    tbl t, ref;
-    vec specs;
+    fb_tbl t, ref;
+    fb_vec specs;
     uint32_t k;
     int present;
-    TRY(vec_table(&w->c, delegates, i, &t));
+    FB_TRY(fb_vec_table(&w->c, delegates, i, &t));
     /* a backend id with bytes after a NUL crashed the runtime's load_method (the
      * gate's campaign, docs/verified.md): refused */
-    TRY(c_string(&w->c, &t, &et_backend_delegate[ET_BACKEND_DELEGATE_ID], 1));
-    TRY(fld_vec(&w->c, &t, specs_f, &specs));
+    FB_TRY(c_string(&w->c, &t, &et_backend_delegate[ET_BACKEND_DELEGATE_ID], 1));
+    FB_TRY(fb_fld_vec(&w->c, &t, specs_f, &specs));
     for (k = 0; k < specs.count; k++)
-        TRY_IN_FIELD(&w->c, specs_f, k, compile_spec(&w->c, &specs, k));
-    TRY(fld_table(&w->c, &t, f, &ref, &present));
-    return at_field(&w->c, f, NO_INDEX, processed(w, &ref, n_inline));
+        FB_TRY_IN_FIELD(&w->c, specs_f, k, compile_spec(&w->c, &specs, k));
+    FB_TRY(fb_fld_table(&w->c, &t, f, &ref, &present));
+    return fb_at_field(&w->c, f, FB_NO_INDEX, processed(w, &ref, n_inline));
 }
 
 /* The items of a list value: indices of values of kind `kind` (boxed lists: an IntList
  * holds the indices of Int values, a TensorList of Tensor values), -1 too in an
  * OptionalTensorList; `wide` items are int64, others int32. */
-static int list_items(walk *w, const tbl *t, const fb_field *f, uint8_t kind, int wide,
+static int list_items(walk *w, const fb_tbl *t, const fb_field *f, uint8_t kind, int wide,
                       int optional) {
-    ctx *c = &w->c;
-    vec items;
+    fb_ctx *c = &w->c;
+    fb_vec items;
     uint32_t i;
-    TRY(fld_vec(c, t, f, &items));
+    FB_TRY(fb_fld_vec(c, t, f, &items));
     for (i = 0; i < items.count; i++) {
         uint64_t at = items.data + (wide ? 8 : 4) * (uint64_t)i;
-        int64_t x = wide ? (int64_t)ld64(c->buf + at) : (int64_t)as_i32(ld32(c->buf + at));
-        tbl v;
+        int64_t x = wide ? (int64_t)fb_ld64(c->buf + at) : (int64_t)fb_as_i32(fb_ld32(c->buf + at));
+        fb_tbl v;
         uint8_t type;
         if (optional && x == -1) continue;
-        if (x < 0 || (uint64_t)x >= w->n_values) return fail(c, FB_E_BAD_INDEX, at);
-        TRY(vec_table(c, &w->values, (uint32_t)x, &v));
-        TRY(fld_u8(c, &v, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
-        if (type != kind) return fail(c, FB_E_KIND_MISMATCH, at);
+        if (x < 0 || (uint64_t)x >= w->n_values) return fb_fail(c, FB_E_BAD_INDEX, at);
+        FB_TRY(fb_vec_table(c, &w->values, (uint32_t)x, &v));
+        FB_TRY(fb_fld_u8(c, &v, &et_e_value[ET_E_VALUE_VAL_TYPE], &type));
+        if (type != kind) return fb_fail(c, FB_E_KIND_MISMATCH, at);
     }
     return FB_OK;
 }
 
 /* What value `value` of union type `type` (table v) holds. */
-static int evalue_member(walk *w, uint8_t type, const tbl *v, uint32_t value) {
+static int evalue_member(walk *w, uint8_t type, const fb_tbl *v, uint32_t value) {
     if (type == ET_KERNEL_TYPES_TENSOR)
         return tensor_value(w, v, value);
     if (type == ET_KERNEL_TYPES_INT_LIST)
@@ -648,56 +648,56 @@ static int evalue_member(walk *w, uint8_t type, const tbl *v, uint32_t value) {
 /* Value i of the plan's `values`. */
 static int evalue(walk *w, uint32_t i) {
     const fb_field *f = &et_e_value[ET_E_VALUE_VAL];
-    union_value u;
-    tbl t;
-    TRY(vec_table(&w->c, &w->values, i, &t));
-    TRY(union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
+    fb_union_value u;
+    fb_tbl t;
+    FB_TRY(fb_vec_table(&w->c, &w->values, i, &t));
+    FB_TRY(fb_union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
     if (u.type != ET_KERNEL_TYPES_NONE)
-        TRY_IN_MEMBER(&w->c, f, u.member, evalue_member(w, u.type, &u.table, i));
+        FB_TRY_IN_MEMBER(&w->c, f, u.member, evalue_member(w, u.type, &u.table, i));
     return FB_OK;
 }
 
 /* Execution plan `index` of `plans`. */
-static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_inline) {
-    ctx *c = &w->c;
-    vec chains, operators, delegates, devices;
-    tbl plan;
-    const tbl *t = &plan;
+static int execution_plan(walk *w, const fb_vec *plans, uint32_t index, uint32_t n_inline) {
+    fb_ctx *c = &w->c;
+    fb_vec chains, operators, delegates, devices;
+    fb_tbl plan;
+    const fb_tbl *t = &plan;
     uint32_t i, nameless = 0;
     int rc;
-    TRY(vec_table(c, plans, index, &plan));
-    TRY(c_string(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NAME], 0));
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], &delegates));
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_SIZES],
+    FB_TRY(fb_vec_table(c, plans, index, &plan));
+    FB_TRY(c_string(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NAME], 0));
+    FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
+    FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
+    FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], &operators));
+    FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], &delegates));
+    FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_SIZES],
                 &w->buffer_sizes));
-    TRY(fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], &devices));
+    FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], &devices));
     w->n_values = w->values.count;
     w->n_operators = operators.count;
     w->n_delegates = delegates.count;
     w->n_delegates_all += delegates.count;
-    TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_INPUTS], 0));
-    TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_OUTPUTS], 0));
+    FB_TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_INPUTS], 0));
+    FB_TRY(value_list_field(w, t, &et_execution_plan[ET_EXECUTION_PLAN_OUTPUTS], 0));
     for (i = 0; i < w->values.count; i++)
-        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], i, evalue(w, i));
+        FB_TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], i, evalue(w, i));
     for (i = 0; i < chains.count; i++)
-        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], i, chain(w, &chains, i));
+        FB_TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], i, chain(w, &chains, i));
     for (i = 0; i < operators.count; i++)
-        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], i,
+        FB_TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_OPERATORS], i,
                      operator_names(c, &operators, i, &nameless));
-    if (nameless) TRY(used_operators_named(w, &chains, &operators));
+    if (nameless) FB_TRY(used_operators_named(w, &chains, &operators));
     for (i = 0; i < delegates.count; i++)
-        TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], i,
+        FB_TRY_IN_FIELD(c, &et_execution_plan[ET_EXECUTION_PLAN_DELEGATES], i,
                      delegate(w, &delegates, i, n_inline));
     for (i = 0; i < devices.count; i++) {
-        tbl d;
-        rc = vec_table(c, &devices, i, &d);
+        fb_tbl d;
+        rc = fb_vec_table(c, &devices, i, &d);
         if (rc == FB_OK)
             rc = index_field(w, &d, &et_non_const_buffer_device[ET_NON_CONST_BUFFER_DEVICE_BUFFER_IDX],
                              w->buffer_sizes.count);
-        TRY(at_field(c, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], i, rc));
+        FB_TRY(fb_at_field(c, &et_execution_plan[ET_EXECUTION_PLAN_NON_CONST_BUFFER_DEVICE], i, rc));
     }
     return FB_OK;
 }
@@ -707,97 +707,97 @@ static int execution_plan(walk *w, const vec *plans, uint32_t index, uint32_t n_
 /* The program's constant segment (cs): its offsets and its segment. The runtime loads
  * the segment only when the offsets hold more than the placeholder of buffer 0 (no
  * constants: the segment index is never read). */
-static int constant_segment(walk *w, const tbl *cs) {
+static int constant_segment(walk *w, const fb_tbl *cs) {
     uint32_t index;
-    TRY(fld_vec(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS],
+    FB_TRY(fb_fld_vec(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS],
                 &w->constant_offsets));
-    TRY(fld_u32(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
+    FB_TRY(fb_fld_u32(&w->c, cs, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
     if (w->constant_offsets.count > 1)
-        TRY(segment_at(w, index, cs->pos, 0, &w->constant_start, &w->constant_size));
+        FB_TRY(segment_at(w, index, cs->pos, 0, &w->constant_start, &w->constant_size));
     return FB_OK;
 }
 
 /* Mutable data segment i: its segment, and (strict mode) its offsets inside it; otherwise
  * each offset a tensor uses is checked there (subsegment), as the runtime does. */
 static int mutable_segment(walk *w, uint32_t i) {
-    ctx *c = &w->c;
-    tbl m;
+    fb_ctx *c = &w->c;
+    fb_tbl m;
     uint32_t index, k;
     uint64_t start, size;
-    vec offsets;
-    TRY(vec_table(c, &w->mutable_segments, i, &m));
-    TRY(fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
-    TRY(segment_at(w, index, m.pos, 1, &start, &size));
-    TRY(fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
+    fb_vec offsets;
+    FB_TRY(fb_vec_table(c, &w->mutable_segments, i, &m));
+    FB_TRY(fb_fld_u32(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_SEGMENT_INDEX], &index));
+    FB_TRY(segment_at(w, index, m.pos, 1, &start, &size));
+    FB_TRY(fb_fld_vec(c, &m, &et_subsegment_offsets[ET_SUBSEGMENT_OFFSETS_OFFSETS], &offsets));
     for (k = 0; c->strict && k < offsets.count; k++)
-        if (ld64(c->buf + offsets.data + 8 * (uint64_t)k) > size)
-            return fail(c, ET_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
+        if (fb_ld64(c->buf + offsets.data + 8 * (uint64_t)k) > size)
+            return fb_fail(c, ET_E_BAD_SEGMENT, offsets.data + 8 * (uint64_t)k);
     return FB_OK;
 }
 
 /* The program's meaning: what its execution plans use (segments, constants, named
  * data), then, when `plans`, every plan. */
-static int program(walk *w, const tbl *root, int plans) {
-    ctx *c = &w->c;
-    vec all, inline_data, named;
-    tbl cs;
+static int program(walk *w, const fb_tbl *root, int plans) {
+    fb_ctx *c = &w->c;
+    fb_vec all, inline_data, named;
+    fb_tbl cs;
     int has_cs, rc;
     uint32_t i;
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_SEGMENTS], &w->segments));
-    TRY(check_segments(w, &et_program[ET_PROGRAM_SEGMENTS]));
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_CONSTANT_BUFFER], &w->constant_buffer));
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_BACKEND_DELEGATE_DATA], &inline_data));
-    TRY(fld_table(c, root, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], &cs, &has_cs));
+    FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_SEGMENTS], &w->segments));
+    FB_TRY(check_segments(w, &et_program[ET_PROGRAM_SEGMENTS]));
+    FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_CONSTANT_BUFFER], &w->constant_buffer));
+    FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_BACKEND_DELEGATE_DATA], &inline_data));
+    FB_TRY(fb_fld_table(c, root, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], &cs, &has_cs));
     if (has_cs)
-        TRY(at_field(c, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], NO_INDEX,
+        FB_TRY(fb_at_field(c, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], FB_NO_INDEX,
                      constant_segment(w, &cs)));
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &w->mutable_segments));
+    FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], &w->mutable_segments));
     for (i = 0; i < w->mutable_segments.count; i++)
-        TRY(at_field(c, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], i,
+        FB_TRY(fb_at_field(c, &et_program[ET_PROGRAM_MUTABLE_DATA_SEGMENTS], i,
                      mutable_segment(w, i)));
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_NAMED_DATA], &named));
+    FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_NAMED_DATA], &named));
     for (i = 0; i < named.count; i++) {
-        tbl nd;
-        rc = vec_table(c, &named, i, &nd);
+        fb_tbl nd;
+        rc = fb_vec_table(c, &named, i, &nd);
         if (rc == FB_OK)
             rc = named_data(w, &nd, &et_named_data[ET_NAMED_DATA_KEY],
                             &et_named_data[ET_NAMED_DATA_SEGMENT_INDEX], -1);
-        TRY(at_field(c, &et_program[ET_PROGRAM_NAMED_DATA], i, rc));
+        FB_TRY(fb_at_field(c, &et_program[ET_PROGRAM_NAMED_DATA], i, rc));
     }
     if (!plans) return FB_OK;
-    TRY(fld_vec(c, root, &et_program[ET_PROGRAM_EXECUTION_PLAN], &all));
+    FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_EXECUTION_PLAN], &all));
     for (i = 0; i < all.count; i++) {
         w->plan = i;
-        TRY_IN_FIELD(c, &et_program[ET_PROGRAM_EXECUTION_PLAN], i,
+        FB_TRY_IN_FIELD(c, &et_program[ET_PROGRAM_EXECUTION_PLAN], i,
                      execution_plan(w, &all, i, inline_data.count));
     }
     return FB_OK;
 }
 
 /* Entry i of a data file's named data: its blob and, with a layout, its tensor. */
-static int data_entry(walk *w, const vec *named, uint32_t i) {
+static int data_entry(walk *w, const fb_vec *named, uint32_t i) {
     const fb_field *layout_f = &ft_named_data[FT_NAMED_DATA_TENSOR_LAYOUT];
-    ctx *c = &w->c;
-    tbl nd, layout;
+    fb_ctx *c = &w->c;
+    fb_tbl nd, layout;
     int has_layout;
     int32_t tensor = -1;
-    TRY(vec_table(c, named, i, &nd));
-    TRY(fld_table(c, &nd, layout_f, &layout, &has_layout));
+    FB_TRY(fb_vec_table(c, named, i, &nd));
+    FB_TRY(fb_fld_table(c, &nd, layout_f, &layout, &has_layout));
     if (has_layout) {
         et_record rec, *r;
         uint32_t index;
         uint64_t size;
-        vec key;
-        TRY(record_slot(w, &rec, &r));
-        TRY(at_field(c, layout_f, NO_INDEX,
+        fb_vec key;
+        FB_TRY(record_slot(w, &rec, &r));
+        FB_TRY(fb_at_field(c, layout_f, FB_NO_INDEX,
                      et_tensor_layout(c, &layout,
                                       &ft_tensor_layout[FT_TENSOR_LAYOUT_SCALAR_TYPE],
                                       &ft_tensor_layout[FT_TENSOR_LAYOUT_SIZES],
                                       &ft_tensor_layout[FT_TENSOR_LAYOUT_DIM_ORDER], r)));
-        TRY(fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
-        TRY(segment_at(w, index, nd.pos, 0, &r->data, &size));
-        if (r->nbytes > size) return fail(c, FB_E_OUTSIDE_STORAGE, nd.pos);
-        TRY(fld_str(c, &nd, &ft_named_data[FT_NAMED_DATA_KEY], &key));
+        FB_TRY(fb_fld_u32(c, &nd, &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], &index));
+        FB_TRY(segment_at(w, index, nd.pos, 0, &r->data, &size));
+        if (r->nbytes > size) return fb_fail(c, FB_E_OUTSIDE_STORAGE, nd.pos);
+        FB_TRY(fb_fld_str(c, &nd, &ft_named_data[FT_NAMED_DATA_KEY], &key));
         r->name = key.data;
         r->name_len = key.count;
         r->value = i;
@@ -808,15 +808,15 @@ static int data_entry(walk *w, const vec *named, uint32_t i) {
                       &ft_named_data[FT_NAMED_DATA_SEGMENT_INDEX], tensor);
 }
 
-static int data_file(walk *w, const tbl *root) {
-    ctx *c = &w->c;
-    vec named;
+static int data_file(walk *w, const fb_tbl *root) {
+    fb_ctx *c = &w->c;
+    fb_vec named;
     uint32_t i;
-    TRY(fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS], &w->segments));
-    TRY(check_segments(w, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS]));
-    TRY(fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], &named));
+    FB_TRY(fb_fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS], &w->segments));
+    FB_TRY(check_segments(w, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS]));
+    FB_TRY(fb_fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], &named));
     for (i = 0; i < named.count; i++)
-        TRY_IN_FIELD(c, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], i, data_entry(w, &named, i));
+        FB_TRY_IN_FIELD(c, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], i, data_entry(w, &named, i));
     return FB_OK;
 }
 
@@ -840,28 +840,28 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
                      et_record *tensors, et_blob *blobs, enum walk_mode mode,
                      fb_error *err) {
     walk w;
-    tbl root;
+    fb_tbl root;
     uint64_t root_pos, structure_tables, structure_elements;
     int rc, is_program = s->identifier == ET_FILE_IDENTIFIER;
     const fb_schema *schema = fb_schema_find(s->identifier);
     memset(&w, 0, sizeof w);
-    ctx_init(&w.c, buf, s->flatbuffer_end, opt, NULL, err);
+    fb_ctx_init(&w.c, buf, s->flatbuffer_end, opt, NULL, err);
     w.s = s;
     w.tensors = tensors;
     w.blobs = blobs;
-    if (!schema) return fail(&w.c, FB_E_BAD_IDENTIFIER, 4);
-    push(&w.c, "root", NO_INDEX);   /* the root offset and table: located there */
-    TRY(deref(&w.c, 0, &root_pos));
-    TRY(tbl_open(&w.c, root_pos, &root));
-    pop(&w.c);
+    if (!schema) return fb_fail(&w.c, FB_E_BAD_IDENTIFIER, 4);
+    fb_push(&w.c, "root", FB_NO_INDEX);   /* the root offset and table: located there */
+    FB_TRY(fb_deref(&w.c, 0, &root_pos));
+    FB_TRY(fb_tbl_open(&w.c, root_pos, &root));
+    fb_pop(&w.c);
     if (mode == WALK_TOP) {
-        TRY(is_program ? fb_verify_table_shallow(&w.c, schema, schema->root, root_pos,
+        FB_TRY(is_program ? fb_verify_table_shallow(&w.c, schema, schema->root, root_pos,
                                                  plans_shallow)
                        : fb_verify_table(&w.c, schema, schema->root, root_pos));
     } else if (mode == WALK_PLANS) {
         w.c.tables = s->structure_tables;   /* one budget for the whole file */
         w.c.elements = s->structure_elements;
-        TRY(fb_verify_field(&w.c, schema, &root, &et_program[ET_PROGRAM_EXECUTION_PLAN], 0));
+        FB_TRY(fb_verify_field(&w.c, schema, &root, &et_program[ET_PROGRAM_EXECUTION_PLAN], 0));
     }
     structure_tables = w.c.tables;
     structure_elements = w.c.elements;
@@ -873,7 +873,7 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     if (rc != FB_OK) return rc;
     if (mode == WALK_INDEX) {
         if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs)
-            return fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
+            return fb_fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
         return FB_OK;
     }
     if (mode == WALK_TOP) s->root = root_pos;
@@ -890,10 +890,10 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
 
 /* Fails unless the first len bytes at buf can be the file summary s was made of. */
 static int check_summary(const uint8_t *buf, size_t len, const et_summary *s, fb_error *err) {
-    ctx c;
+    fb_ctx c;
     if (s->flatbuffer_end <= len) return FB_OK;
-    ctx_init(&c, buf, len, NULL, NULL, err);
-    return fail(&c, FB_E_BAD_ARGUMENT, 0);
+    fb_ctx_init(&c, buf, len, NULL, NULL, err);
+    return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
 }
 
 int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
@@ -904,15 +904,15 @@ int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
         err->offset = 0;
         err->path[0] = '\0';
     }
-    TRY(read_header(buf, (uint64_t)len, s, err));
-    TRY(walk_file(buf, opt, s, NULL, NULL, WALK_TOP, err));
+    FB_TRY(read_header(buf, (uint64_t)len, s, err));
+    FB_TRY(walk_file(buf, opt, s, NULL, NULL, WALK_TOP, err));
     if (!plans || s->plans_checked) return FB_OK;
     return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);
 }
 
 int et_check_plans(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
                    fb_error *err) {
-    TRY(check_summary(buf, len, s, err));
+    FB_TRY(check_summary(buf, len, s, err));
     if (s->plans_checked) return FB_OK;
     return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);
 }
@@ -922,11 +922,11 @@ int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *ten
     et_summary again = *s;
     fb_options opt;
     fb_default_options(&opt);
-    TRY(check_summary(buf, len, s, err));
+    FB_TRY(check_summary(buf, len, s, err));
     if (!s->plans_checked) {
-        ctx c;
-        ctx_init(&c, buf, len, NULL, NULL, err);
-        return fail(&c, FB_E_BAD_ARGUMENT, 0);   /* et_check_plans first */
+        fb_ctx c;
+        fb_ctx_init(&c, buf, len, NULL, NULL, err);
+        return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);   /* et_check_plans first */
     }
     opt.verify = 0;
     return walk_file(buf, &opt, &again, tensors, blobs, WALK_INDEX, err);

@@ -123,16 +123,16 @@ int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *ten
 
 /* --- cdef end --- */
 
-struct ctx;
-struct tbl;
-struct vec;
+struct fb_ctx;
+struct fb_tbl;
+struct fb_vec;
 
 /* The layout of Tensor-like table t (a program's Tensor, a data file's TensorLayout, a
  * bundled program's test Tensor), from its scalar type, sizes and dim_order fields: sets
  * r's scalar_type, table, ndim, sizes, dim_order (0 when absent: the default order) and
  * nbytes, and fails on an unknown type, a negative size, an overflowing extent or a
  * dim_order that is not a permutation of the dimensions. */
-int et_tensor_layout(struct ctx *c, const struct tbl *t, const fb_field *type_f,
+int et_tensor_layout(struct fb_ctx *c, const struct fb_tbl *t, const fb_field *type_f,
                      const fb_field *sizes_f, const fb_field *order_f, et_record *r);
 
 /* String field f of table t, into *s, which the runtime reads as a C string (a method,
@@ -141,7 +141,7 @@ int et_tensor_layout(struct ctx *c, const struct tbl *t, const fb_field *type_f,
  * when `refuse` (a name this reader resolves whole, or one the runtime crashed on) or
  * in strict mode; and, verifying, with FB_E_BAD_UTF8 on one that is not UTF-8 (the
  * runtime logs these names, and its Python bindings abort on a log that is not). */
-int et_c_string(struct ctx *c, const struct tbl *t, const fb_field *f, struct vec *s,
+int et_c_string(struct fb_ctx *c, const struct fb_tbl *t, const fb_field *f, struct fb_vec *s,
                 int refuse);
 
 #endif /* ET_H */

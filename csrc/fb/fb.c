@@ -40,7 +40,7 @@ static int put_segment(fb_error *e, size_t *used, const char *name, int64_t inde
     int w;
     if (index >= 0)
         w = snprintf(e->path + *used, sizeof e->path - *used, "%s[%lld]", name, (long long)index);
-    else if (index == PATH_MEMBER)
+    else if (index == FB_PATH_MEMBER)
         w = snprintf(e->path + *used, sizeof e->path - *used, "<%s>", name);
     else
         w = snprintf(e->path + *used, sizeof e->path - *used, "%s", name);
@@ -50,7 +50,7 @@ static int put_segment(fb_error *e, size_t *used, const char *name, int64_t inde
     return 1;
 }
 
-void fb_fail(const ctx *c, int code, uint64_t offset) {
+void fb_record_failure(const fb_ctx *c, int code, uint64_t offset) {
     fb_error *e = c->err;
     size_t used = 0;
     int i, n;
@@ -58,15 +58,15 @@ void fb_fail(const ctx *c, int code, uint64_t offset) {
     e->code = code;
     e->offset = offset;
     e->path[0] = '\0';
-    n = c->depth < PATH_MAX_SEGMENTS ? c->depth : PATH_MAX_SEGMENTS;
+    n = c->depth < FB_PATH_MAX_SEGMENTS ? c->depth : FB_PATH_MAX_SEGMENTS;
     for (i = 0; i < n && used + 1 < sizeof e->path; i++)
         if (!put_segment(e, &used, c->path[i].name, c->path[i].index)) break;
 }
 
-int fb_locate(const ctx *c, const char *name, int64_t index, int code) {
+int fb_locate(const fb_ctx *c, const char *name, int64_t index, int code) {
     fb_error *e = c->err;
     size_t used;
-    if (!e || c->depth >= PATH_MAX_SEGMENTS) return code;   /* as push would drop it */
+    if (!e || c->depth >= FB_PATH_MAX_SEGMENTS) return code;   /* as push would drop it */
     used = strlen(e->path);
     if (used + 1 < sizeof e->path) (void)put_segment(e, &used, name, index);
     return code;

@@ -20,7 +20,7 @@
 
 /* A pass over a PTMF file: torch decodes its strings as text (names, types, code), so
  * every string a verifying pass reads must be UTF-8 (ptmf_open.c). */
-void ptmf_ctx_init(ctx *c, const uint8_t *buf, size_t len, const fb_options *opt,
+void ptmf_ctx_init(fb_ctx *c, const uint8_t *buf, size_t len, const fb_options *opt,
                    ptmf_summary *s, fb_error *err);
 
 /* Where the tensor walk puts its records: records NULL while counting (ptmf_tensor.c). */
@@ -38,15 +38,15 @@ typedef struct ptmf_tensor_sink {
 /* Reads one TensorMetadata table t of ivalue `ivalue` (PTMF_NO_IVALUE for a nested
  * quantization parameter, `nested`); its record's number into *record_index. With
  * k->records NULL it only counts (ptmf_tensor.c). */
-int ptmf_walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, ptmf_tensor_sink *k,
+int ptmf_walk_tensor(fb_ctx *c, const fb_tbl *t, uint32_t ivalue, int nested, ptmf_tensor_sink *k,
                      int32_t *record_index);
 
 /* The Function table at `pos`; with `s`, its constants are checked to name ivalues
  * (verifying), NULL on demand (ptmf_functions.c). */
-int ptmf_function_at(ctx *c, const ptmf_summary *s, uint64_t pos, ptmf_function *f);
+int ptmf_function_at(fb_ctx *c, const ptmf_summary *s, uint64_t pos, ptmf_function *f);
 /* Arg table i of vector v: name, type, default_value (ptmf_functions.c). */
-int ptmf_arg_at(ctx *c, const vec *v, uint32_t i, ptmf_record *out);
+int ptmf_arg_at(fb_ctx *c, const fb_vec *v, uint32_t i, ptmf_record *out);
 /* ObjectType table i of vector v: type_name, attr_names, kind (ptmf_functions.c). */
-int ptmf_object_type_at(ctx *c, const vec *v, uint32_t i, ptmf_record *out);
+int ptmf_object_type_at(fb_ctx *c, const fb_vec *v, uint32_t i, ptmf_record *out);
 
 #endif /* PTMF_INTERNAL_H */

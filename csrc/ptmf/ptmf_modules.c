@@ -295,33 +295,33 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
                       const ptmf_span *attrs, uint64_t n_attrs, uint64_t *scratch,
                       uint32_t *class_of_type, uint8_t *module, uint8_t *role,
                       fb_error *err) {
-    ctx c;
+    fb_ctx c;
     uint64_t *class_order = scratch, *listed_order = scratch + 2 * (uint64_t)n_classes;
     order_env by_class = {buf, classes, NULL, scratch + n_classes};
     order_env by_name = {buf, NULL, listed, listed_order + n_listed};
     uint64_t i, a;
     uint32_t t;
-    ctx_init(&c, buf, len, NULL, NULL, err);
+    fb_ctx_init(&c, buf, len, NULL, NULL, err);
     for (i = 0; i < n_classes; i++) {
         const ptmf_class *k = &classes[i];
         key name;
         if (!span_ok(len, k->source_name) || !span_ok(len, k->name)
             || k->first_listed > n_listed
             || (uint64_t)k->n_parameters + k->n_buffers > n_listed - k->first_listed)
-            return fail(&c, FB_E_BAD_ARGUMENT, 0);
+            return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
         name = class_key(buf, k);
         class_order[i] = i;
         by_class.hash[i] = key_hash(&name);
     }
     for (i = 0; i < n_listed; i++) {
         key name;
-        if (!span_ok(len, listed[i])) return fail(&c, FB_E_BAD_ARGUMENT, 0);
+        if (!span_ok(len, listed[i])) return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
         name = span_key(buf, listed[i]);
         listed_order[i] = i;
         by_name.hash[i] = key_hash(&name);
     }
     for (a = 0; a < n_attrs; a++) {
-        if (!span_ok(len, attrs[a])) return fail(&c, FB_E_BAD_ARGUMENT, 0);
+        if (!span_ok(len, attrs[a])) return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
         role[a] = 0;
     }
     heap_sort(class_order, n_classes, &by_class);
@@ -340,7 +340,7 @@ int ptmf_module_types(const uint8_t *buf, size_t len, const ptmf_class *classes,
         module[t] = 0;
         if (!span_ok(len, ty->name) || ty->first_attr > n_attrs
             || ty->n_attrs > n_attrs - ty->first_attr)
-            return fail(&c, FB_E_BAD_ARGUMENT, 0);
+            return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
         name = span_key(buf, ty->name);
         at = find_last(class_order, n_classes, &name, key_hash(&name), &by_class);
         if (at == n_classes) continue;

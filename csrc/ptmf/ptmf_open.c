@@ -28,64 +28,64 @@ const char *ptmf_ivalue_type_name(int type) {
 
 /* A pass over a PTMF file: torch decodes its strings as text (names, types, code), so
  * every string a verifying pass reads must be UTF-8. */
-void ptmf_ctx_init(ctx *c, const uint8_t *buf, size_t len, const fb_options *opt,
+void ptmf_ctx_init(fb_ctx *c, const uint8_t *buf, size_t len, const fb_options *opt,
                    ptmf_summary *s, fb_error *err) {
-    ctx_init(c, buf, len, opt, &s->visited, err);
+    fb_ctx_init(c, buf, len, opt, &s->visited, err);
     c->utf8 = c->verify;
 }
 
-static int read_header(ctx *c, uint64_t *root) {
-    push(c, "header", NO_INDEX);   /* whole-file rejections are located there */
+static int read_header(fb_ctx *c, uint64_t *root) {
+    fb_push(c, "header", FB_NO_INDEX);   /* whole-file rejections are located there */
     if (c->len >= 4 && memcmp(c->buf, "PK\x03\x04", 4) == 0)
-        return fail(c, PTMF_E_ZIP_ARCHIVE, 0);
-    if (c->len < 8) return fail(c, PTMF_E_TOO_SMALL, 0);
-    if (c->len > ((uint64_t)1 << 32)) return fail(c, FB_E_TOO_LARGE, c->len);
-    if (ld32(c->buf + 4) != MOBILE_FILE_IDENTIFIER) return fail(c, PTMF_E_BAD_IDENTIFIER, 4);
-    pop(c);
-    push(c, "root", NO_INDEX);
-    TRY(deref(c, 0, root));
-    pop(c);
+        return fb_fail(c, PTMF_E_ZIP_ARCHIVE, 0);
+    if (c->len < 8) return fb_fail(c, PTMF_E_TOO_SMALL, 0);
+    if (c->len > ((uint64_t)1 << 32)) return fb_fail(c, FB_E_TOO_LARGE, c->len);
+    if (fb_ld32(c->buf + 4) != MOBILE_FILE_IDENTIFIER) return fb_fail(c, PTMF_E_BAD_IDENTIFIER, 4);
+    fb_pop(c);
+    fb_push(c, "root", FB_NO_INDEX);
+    FB_TRY(fb_deref(c, 0, root));
+    fb_pop(c);
     return FB_OK;
 }
 
 int ptmf_open(const uint8_t *buf, size_t len, const fb_options *opt,
               ptmf_summary *s, fb_error *err) {
-    ctx c;
-    tbl m;
-    vec v;
+    fb_ctx c;
+    fb_tbl m;
+    fb_vec v;
     int32_t sds;
     if (!buf && len) return FB_E_BAD_ARGUMENT;
     memset(s, 0, sizeof *s);
     ptmf_ctx_init(&c, buf, len, opt, s, err);
-    TRY(read_header(&c, &s->root));
-    TRY_IN(&c, "module", NO_INDEX, tbl_open(&c, s->root, &m));
+    FB_TRY(read_header(&c, &s->root));
+    FB_TRY_IN(&c, "module", FB_NO_INDEX, fb_tbl_open(&c, s->root, &m));
 
-#define MODULE_FIELD(NAME, read, out) TRY(read(&c, &m, &mobile_module[MOBILE_MODULE_##NAME], out))
-    MODULE_FIELD(BYTECODE_VERSION, fld_u32_at, &s->bytecode_version);
-    MODULE_FIELD(OPERATOR_VERSION, fld_u32_at, &s->operator_version);
-    MODULE_FIELD(STATE_OBJ, fld_u32_at, &s->state_obj);
-    MODULE_FIELD(MOBILE_IVALUE_SIZE, fld_u32_at, &s->mobile_ivalue_size);
-    MODULE_FIELD(STORAGE_DATA_SIZE, fld_i32_at, &sds);
+#define MODULE_FIELD(NAME, read, out) FB_TRY(read(&c, &m, &mobile_module[MOBILE_MODULE_##NAME], out))
+    MODULE_FIELD(BYTECODE_VERSION, fb_fld_u32_at, &s->bytecode_version);
+    MODULE_FIELD(OPERATOR_VERSION, fb_fld_u32_at, &s->operator_version);
+    MODULE_FIELD(STATE_OBJ, fb_fld_u32_at, &s->state_obj);
+    MODULE_FIELD(MOBILE_IVALUE_SIZE, fb_fld_u32_at, &s->mobile_ivalue_size);
+    MODULE_FIELD(STORAGE_DATA_SIZE, fb_fld_i32_at, &sds);
     s->storage_data_size = sds;
-    MODULE_FIELD(IVALUES, fld_vec_at, &v);
+    MODULE_FIELD(IVALUES, fb_fld_vec_at, &v);
     s->ivalues = v.data; s->n_ivalues = v.count;
-    MODULE_FIELD(STORAGE_DATA, fld_vec_at, &v);
+    MODULE_FIELD(STORAGE_DATA, fb_fld_vec_at, &v);
     s->storages = v.data; s->n_storages = v.count;
-    MODULE_FIELD(OBJECT_TYPES, fld_vec_at, &v);
+    MODULE_FIELD(OBJECT_TYPES, fb_fld_vec_at, &v);
     s->object_types = v.data; s->n_object_types = v.count;
-    MODULE_FIELD(EXTRA_FILES, fld_vec_at, &v);
+    MODULE_FIELD(EXTRA_FILES, fb_fld_vec_at, &v);
     s->extra_files = v.data; s->n_extra_files = v.count;
-    MODULE_FIELD(JIT_SOURCES, fld_vec_at, &v);
+    MODULE_FIELD(JIT_SOURCES, fb_fld_vec_at, &v);
     s->jit_sources = v.data; s->n_jit_sources = v.count;
-    MODULE_FIELD(METHODS, fld_vec_at, &v);
+    MODULE_FIELD(METHODS, fb_fld_vec_at, &v);
     s->methods = v.data; s->n_methods = v.count;
-    MODULE_FIELD(JIT_CONSTANTS, fld_vec_at, &v);
+    MODULE_FIELD(JIT_CONSTANTS, fb_fld_vec_at, &v);
     s->jit_constants = v.data; s->n_jit_constants = v.count;
 #undef MODULE_FIELD
 
     if (s->state_obj >= s->n_ivalues)
-        return fail_at(&c, &mobile_module[MOBILE_MODULE_STATE_OBJ], NO_INDEX, PTMF_E_BAD_INDEX,
+        return fb_fail_at(&c, &mobile_module[MOBILE_MODULE_STATE_OBJ], FB_NO_INDEX, PTMF_E_BAD_INDEX,
                        s->root);
-    ctx_finish(&c);
+    fb_ctx_finish(&c);
     return FB_OK;
 }

@@ -33,16 +33,16 @@ static int is_quantized_type(int st) {
 
 /* Highest byte + 1 that a view reaches, with every product and sum checked;
  * also the element count and whether the strides are row-major. */
-static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec *sizes,
-                         const vec *strides, ptmf_tensor *r) {
+static int tensor_extent(fb_ctx *c, const fb_tbl *t, int st, int64_t offset, const fb_vec *sizes,
+                         const fb_vec *strides, ptmf_tensor *r) {
     uint64_t last = (uint64_t)offset;   /* element index of the last element */
     uint64_t numel = 1, expected = 1;
     uint32_t i;
     unsigned bits = scalar_type_bits[st];
     int contiguous = 1;
     for (i = sizes->count; i-- > 0;) {
-        int32_t size = as_i32(vec_u32(c, sizes, i));
-        int32_t stride = as_i32(vec_u32(c, strides, i));
+        int32_t size = fb_as_i32(fb_vec_u32(c, sizes, i));
+        int32_t stride = fb_as_i32(fb_vec_u32(c, strides, i));
         /* Exact, size-1 dimensions included: a row-major view made from the sizes
          * alone must carry the strides the file holds (torch's). */
         if ((uint64_t)stride != expected) contiguous = 0;
@@ -50,24 +50,24 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
             numel = 0;
             break;
         }
-        if (numel > UINT64_MAX / (uint64_t)size) return fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
+        if (numel > UINT64_MAX / (uint64_t)size) return fb_fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
         numel *= (uint64_t)size;
         expected = numel;
     }
     /* Torch counts bytes in int64 and numpy in intptr_t: the logical size must fit. */
     if (numel > (uint64_t)INT64_MAX / (bits >= 8 ? bits / 8 : 1))
-        return fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
+        return fb_fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
     r->numel = numel;
     r->contiguous = (uint8_t)contiguous;
     r->extent = 0;
     if (numel == 0) return FB_OK;
     for (i = 0; i < sizes->count; i++) {
-        int32_t size = as_i32(vec_u32(c, sizes, i));
-        int32_t stride = as_i32(vec_u32(c, strides, i));
+        int32_t size = fb_as_i32(fb_vec_u32(c, sizes, i));
+        int32_t stride = fb_as_i32(fb_vec_u32(c, strides, i));
         uint64_t step;
         step = (uint64_t)(size - 1) * (uint64_t)stride;   /* < 2^62 */
         if (step > EXTENT_LIMIT || last > EXTENT_LIMIT - step)
-            return fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
+            return fb_fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
         last += step;
     }
     /* last <= EXTENT_LIMIT here, so the byte arithmetic below cannot overflow. */
@@ -79,105 +79,105 @@ static int tensor_extent(ctx *c, const tbl *t, int st, int64_t offset, const vec
 }
 
 /* One per-channel parameter tensor: one dimension of `axis_size` reals. */
-static int walk_qparam(ctx *c, const tbl *sub, int64_t axis_size, ptmf_tensor_sink *k,
+static int walk_qparam(fb_ctx *c, const fb_tbl *sub, int64_t axis_size, ptmf_tensor_sink *k,
                        int32_t *slot) {
     int32_t idx;
-    TRY(ptmf_walk_tensor(c, sub, PTMF_NO_IVALUE, 1, k, &idx));
+    FB_TRY(ptmf_walk_tensor(c, sub, PTMF_NO_IVALUE, 1, k, &idx));
     if (k->records) {
         const ptmf_tensor *p = &k->records[idx];
         if (p->ndim != 1 || k->dims[p->dims] != axis_size)
-            return fail(c, FB_E_LENGTH_MISMATCH, sub->pos);
+            return fb_fail(c, FB_E_LENGTH_MISMATCH, sub->pos);
         if (p->scalar_type > FB_SCALAR_TYPE_FLOAT64            /* real, unquantized */
             && p->scalar_type != FB_SCALAR_TYPE_BFLOAT16)
-            return fail(c, FB_E_BAD_QUANTIZATION, sub->pos);
+            return fb_fail(c, FB_E_BAD_QUANTIZATION, sub->pos);
     }
     *slot = idx;
     return FB_OK;
 }
 
-static int walk_qparams(ctx *c, const tbl *q, int64_t axis_size, ptmf_tensor_sink *k,
+static int walk_qparams(fb_ctx *c, const fb_tbl *q, int64_t axis_size, ptmf_tensor_sink *k,
                         ptmf_tensor *r) {
     int present;
-    tbl sub;
+    fb_tbl sub;
     unsigned id;
     int32_t *slots[2];
     slots[0] = &r->scales;
     slots[1] = &r->zero_points;
     for (id = MOBILE_QUANTIZED_SCHEMA_SCALES; id <= MOBILE_QUANTIZED_SCHEMA_ZERO_POINTS; id++) {
         const fb_field *f = &mobile_quantized_schema[id];
-        TRY(fld_table_at(c, q, f, &sub, &present));
+        FB_TRY(fb_fld_table_at(c, q, f, &sub, &present));
         if (!present)   /* per-channel parameters need both */
-            return fail_at(c, f, NO_INDEX, FB_E_MISSING_FIELD, q->pos);
-        TRY_IN_FIELD(c, f, NO_INDEX, walk_qparam(c, &sub, axis_size, k,
+            return fb_fail_at(c, f, FB_NO_INDEX, FB_E_MISSING_FIELD, q->pos);
+        FB_TRY_IN_FIELD(c, f, FB_NO_INDEX, walk_qparam(c, &sub, axis_size, k,
                                                  slots[id - MOBILE_QUANTIZED_SCHEMA_SCALES]));
     }
     return FB_OK;
 }
 
 /* The quantized schema q of tensor record r: its scheme and parameters. */
-static int walk_quantized(ctx *c, const tbl *q, const vec *sizes, ptmf_tensor_sink *k,
+static int walk_quantized(fb_ctx *c, const fb_tbl *q, const fb_vec *sizes, ptmf_tensor_sink *k,
                           ptmf_tensor *r) {
     uint8_t qs;
     int32_t zp;
-    TRY(fld_u8(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], &qs));
-    TRY(fld_f64(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_SCALE], &r->scale));
-    TRY(fld_i32(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_ZERO_POINT], &zp));
-    TRY(fld_i32(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_AXIS], &r->axis));
+    FB_TRY(fb_fld_u8(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], &qs));
+    FB_TRY(fb_fld_f64(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_SCALE], &r->scale));
+    FB_TRY(fb_fld_i32(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_ZERO_POINT], &zp));
+    FB_TRY(fb_fld_i32(c, q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_AXIS], &r->axis));
     r->zero_point = zp;
     r->qscheme = (int8_t)qs;
     if (qs == FB_QSCHEME_PER_CHANNEL_AFFINE || qs == FB_QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) {
         int64_t axis_size;
         if (r->axis < 0 || (uint32_t)r->axis >= sizes->count)
-            return fail(c, FB_E_BAD_QUANTIZATION, q->pos);
-        axis_size = as_i32(vec_u32(c, sizes, (uint32_t)r->axis));
+            return fb_fail(c, FB_E_BAD_QUANTIZATION, q->pos);
+        axis_size = fb_as_i32(fb_vec_u32(c, sizes, (uint32_t)r->axis));
         return walk_qparams(c, q, axis_size, k, r);
     }
     if (qs != FB_QSCHEME_PER_TENSOR_AFFINE)
-        return fail_at(c, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], NO_INDEX,
+        return fb_fail_at(c, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], FB_NO_INDEX,
                        FB_E_BAD_QUANTIZATION, q->pos);
     return FB_OK;
 }
 
 /* Counts the per-channel parameter tensors of quantized schema q, those present. */
-static int count_qparams(ctx *c, const tbl *q, ptmf_tensor_sink *k) {
+static int count_qparams(fb_ctx *c, const fb_tbl *q, ptmf_tensor_sink *k) {
     unsigned id;
     for (id = MOBILE_QUANTIZED_SCHEMA_SCALES; id <= MOBILE_QUANTIZED_SCHEMA_ZERO_POINTS; id++) {
         const fb_field *f = &mobile_quantized_schema[id];
         int present;
-        tbl sub;
+        fb_tbl sub;
         int32_t idx;
-        TRY(fld_table_at(c, q, f, &sub, &present));
-        if (present) TRY_IN_FIELD(c, f, NO_INDEX, ptmf_walk_tensor(c, &sub, PTMF_NO_IVALUE, 1, k, &idx));
+        FB_TRY(fb_fld_table_at(c, q, f, &sub, &present));
+        if (present) FB_TRY_IN_FIELD(c, f, FB_NO_INDEX, ptmf_walk_tensor(c, &sub, PTMF_NO_IVALUE, 1, k, &idx));
     }
     return FB_OK;
 }
 
 /* Reads one TensorMetadata; with k->records NULL it only counts. */
-int ptmf_walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, ptmf_tensor_sink *k,
+int ptmf_walk_tensor(fb_ctx *c, const fb_tbl *t, uint32_t ivalue, int nested, ptmf_tensor_sink *k,
                      int32_t *record_index) {
     uint32_t storage, i;
     uint8_t st_raw, grad;
     int32_t offset;
-    vec sizes, strides;
-    tbl q;
+    fb_vec sizes, strides;
+    fb_tbl q;
     int quantized;
     ptmf_tensor *r = NULL;
     uint32_t self = k->n_tensors;
 
-    if (k->records && self >= k->capacity) return fail(c, FB_E_BAD_ARGUMENT, t->pos);
+    if (k->records && self >= k->capacity) return fb_fail(c, FB_E_BAD_ARGUMENT, t->pos);
     k->n_tensors++;
     *record_index = (int32_t)self;
-    TRY(fld_vec_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SIZES], &sizes));
-    TRY(fld_vec_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STRIDES], &strides));
+    FB_TRY(fb_fld_vec_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SIZES], &sizes));
+    FB_TRY(fb_fld_vec_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STRIDES], &strides));
     if (strides.count != sizes.count)
-        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STRIDES], NO_INDEX,
+        return fb_fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STRIDES], FB_NO_INDEX,
                        FB_E_LENGTH_MISMATCH, t->pos);
-    TRY(count_elements(c, 2 * (uint64_t)sizes.count, t->pos));
-    TRY(fld_table_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA], &q,
+    FB_TRY(fb_count_elements(c, 2 * (uint64_t)sizes.count, t->pos));
+    FB_TRY(fb_fld_table_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA], &q,
                      &quantized));
     if (k->records) {
         if (k->n_dims > k->dims_capacity || 2 * (uint64_t)sizes.count > k->dims_capacity - k->n_dims)
-            return fail(c, FB_E_BAD_ARGUMENT, t->pos);
+            return fb_fail(c, FB_E_BAD_ARGUMENT, t->pos);
         r = &k->records[self];
         memset(r, 0, sizeof *r);
         r->pos = t->pos;
@@ -192,54 +192,54 @@ int ptmf_walk_tensor(ctx *c, const tbl *t, uint32_t ivalue, int nested, ptmf_ten
         /* Counting: only the nested parameter tensors matter. */
         uint8_t qs = 0;
         if (quantized)
-            TRY(fld_u8(c, &q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], &qs));
+            FB_TRY(fb_fld_u8(c, &q, &mobile_quantized_schema[MOBILE_QUANTIZED_SCHEMA_QSCHEME], &qs));
         if (quantized && (qs == FB_QSCHEME_PER_CHANNEL_AFFINE
                           || qs == FB_QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS)) {
-            if (nested) return fail(c, FB_E_BAD_QUANTIZATION, q.pos);
-            TRY_IN_FIELD(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA],
-                         NO_INDEX, count_qparams(c, &q, k));
+            if (nested) return fb_fail(c, FB_E_BAD_QUANTIZATION, q.pos);
+            FB_TRY_IN_FIELD(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA],
+                         FB_NO_INDEX, count_qparams(c, &q, k));
         }
         return FB_OK;
     }
 
-    TRY(fld_u32_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_LOCATION_INDEX],
+    FB_TRY(fb_fld_u32_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_LOCATION_INDEX],
                    &storage));
     if (storage >= k->n_storages)
-        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_LOCATION_INDEX],
-                       NO_INDEX, FB_E_BAD_STORAGE_INDEX, t->pos);
-    TRY(fld_u8_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SCALAR_TYPE], &st_raw));
+        return fb_fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_LOCATION_INDEX],
+                       FB_NO_INDEX, FB_E_BAD_STORAGE_INDEX, t->pos);
+    FB_TRY(fb_fld_u8_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SCALAR_TYPE], &st_raw));
     if (st_raw >= FB_SCALAR_TYPE_COUNT)
-        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SCALAR_TYPE], NO_INDEX,
+        return fb_fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_SCALAR_TYPE], FB_NO_INDEX,
                        FB_E_BAD_SCALAR_TYPE, t->pos);
-    TRY(fld_i32_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_OFFSET], &offset));
+    FB_TRY(fb_fld_i32_at(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_OFFSET], &offset));
     if (offset < 0)
-        return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_OFFSET], NO_INDEX,
+        return fb_fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_STORAGE_OFFSET], FB_NO_INDEX,
                        FB_E_NEGATIVE_DIMENSION, t->pos);
-    TRY(fld_u8(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_REQUIRES_GRAD], &grad));
+    FB_TRY(fb_fld_u8(c, t, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_REQUIRES_GRAD], &grad));
     r->storage = storage;
     r->scalar_type = (int8_t)st_raw;
     r->storage_offset = offset;
     r->requires_grad = grad != 0;
     for (i = 0; i < sizes.count; i++) {
-        int32_t size = as_i32(vec_u32(c, &sizes, i));
-        int32_t stride = as_i32(vec_u32(c, &strides, i));
+        int32_t size = fb_as_i32(fb_vec_u32(c, &sizes, i));
+        int32_t stride = fb_as_i32(fb_vec_u32(c, &strides, i));
         if (size < 0 || stride < 0)
-            return fail_at(c, &mobile_tensor_metadata[size < 0 ? MOBILE_TENSOR_METADATA_SIZES
+            return fb_fail_at(c, &mobile_tensor_metadata[size < 0 ? MOBILE_TENSOR_METADATA_SIZES
                                                                : MOBILE_TENSOR_METADATA_STRIDES],
                            i, FB_E_NEGATIVE_DIMENSION,
                            (size < 0 ? sizes.data : strides.data) + 4 * (uint64_t)i);
         k->dims[r->dims + i] = size;
         k->dims[r->dims + sizes.count + i] = stride;
     }
-    TRY(tensor_extent(c, t, st_raw, offset, &sizes, &strides, r));
-    if (r->extent > k->storages[storage].size) return fail(c, FB_E_OUTSIDE_STORAGE, t->pos);
+    FB_TRY(tensor_extent(c, t, st_raw, offset, &sizes, &strides, r));
+    if (r->extent > k->storages[storage].size) return fb_fail(c, FB_E_OUTSIDE_STORAGE, t->pos);
 
-    if (quantized != is_quantized_type(st_raw)) return fail(c, FB_E_BAD_QUANTIZATION, t->pos);
+    if (quantized != is_quantized_type(st_raw)) return fb_fail(c, FB_E_BAD_QUANTIZATION, t->pos);
     if (quantized) {
         if (nested)
-            return fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA],
-                           NO_INDEX, FB_E_BAD_QUANTIZATION, q.pos);
-        TRY_IN_FIELD(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA], NO_INDEX,
+            return fb_fail_at(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA],
+                           FB_NO_INDEX, FB_E_BAD_QUANTIZATION, q.pos);
+        FB_TRY_IN_FIELD(c, &mobile_tensor_metadata[MOBILE_TENSOR_METADATA_QUANTIZED_SCHEMA], FB_NO_INDEX,
                      walk_quantized(c, &q, &sizes, k, r));
     }
     return FB_OK;
@@ -271,16 +271,16 @@ void ptmf_view_starts(const ptmf_tensor *tensors, uint64_t n_tensors,
 }
 
 /* The TensorMetadata table at `pos`, of ivalue i. */
-static int open_tensor(ctx *c, uint64_t pos, ptmf_tensor_sink *k, uint32_t i, int32_t *idx) {
-    tbl t;
-    TRY(tbl_open(c, pos, &t));
+static int open_tensor(fb_ctx *c, uint64_t pos, ptmf_tensor_sink *k, uint32_t i, int32_t *idx) {
+    fb_tbl t;
+    FB_TRY(fb_tbl_open(c, pos, &t));
     return ptmf_walk_tensor(c, &t, i, 0, k, idx);
 }
 
 /* The tensor record of tensor ivalue i. */
-static int index_tensor(ctx *c, ptmf_tensor_sink *k, ptmf_ivalue *ivalues, uint32_t i) {
+static int index_tensor(fb_ctx *c, ptmf_tensor_sink *k, ptmf_ivalue *ivalues, uint32_t i) {
     int32_t idx;
-    TRY_IN_MEMBER(c, &mobile_i_value[MOBILE_I_VALUE_VAL], &mobile_i_value_union[UT_TENSOR],
+    FB_TRY_IN_MEMBER(c, &mobile_i_value[MOBILE_I_VALUE_VAL], &mobile_i_value_union[UT_TENSOR],
                   open_tensor(c, ivalues[i].pos, k, i, &idx));
     ivalues[i].target = (uint32_t)idx;
     return FB_OK;
@@ -290,7 +290,7 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const fb_options *opt,
                        ptmf_summary *s, ptmf_ivalue *ivalues,
                        const ptmf_storage *storages, ptmf_tensor *tensors,
                        int64_t *dims, fb_error *err) {
-    ctx c;
+    fb_ctx c;
     ptmf_tensor_sink k;
     uint32_t i;
     ptmf_ctx_init(&c, buf, len, opt, s, err);
@@ -303,12 +303,12 @@ int ptmf_index_tensors(const uint8_t *buf, size_t len, const fb_options *opt,
     k.dims_capacity = s->n_dims;
     for (i = 0; i < s->n_ivalues; i++) {
         if (ivalues[i].type != UT_TENSOR) continue;
-        TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_IVALUES], i,
+        FB_TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_IVALUES], i,
                      index_tensor(&c, &k, ivalues, i));
     }
     if (k.n_tensors != s->n_tensors || k.n_dims != s->n_dims)   /* the buffer changed */
-        return fail_at(&c, &mobile_module[MOBILE_MODULE_IVALUES], NO_INDEX, FB_E_BAD_ARGUMENT,
+        return fb_fail_at(&c, &mobile_module[MOBILE_MODULE_IVALUES], FB_NO_INDEX, FB_E_BAD_ARGUMENT,
                        s->ivalues);
-    ctx_finish(&c);
+    fb_ctx_finish(&c);
     return FB_OK;
 }

@@ -17,146 +17,146 @@ static const fb_field *const module_shallow[] = {
 /* Runs `expr` inside "ivalues[i].val<Member>" for ivalue i of union type `type`. */
 #define TRY_IN_IVALUE(c, i, type, expr)                                                \
     do {                                                                               \
-        push((c), field_segment((c), &mobile_module[MOBILE_MODULE_IVALUES]), (i));    \
-        TRY_IN_MEMBER((c), &mobile_i_value[MOBILE_I_VALUE_VAL], &mobile_i_value_union[type], \
+        fb_push((c), fb_field_segment((c), &mobile_module[MOBILE_MODULE_IVALUES]), (i));    \
+        FB_TRY_IN_MEMBER((c), &mobile_i_value[MOBILE_I_VALUE_VAL], &mobile_i_value_union[type], \
                       expr);                                                           \
-        pop(c);                                                                        \
+        fb_pop(c);                                                                        \
     } while (0)
 
 /* Argument i of list v (of a schema's arguments or returns): its default names an ivalue. */
-static int verify_arg(ctx *c, const ptmf_summary *s, const vec *v, uint32_t i) {
+static int verify_arg(fb_ctx *c, const ptmf_summary *s, const fb_vec *v, uint32_t i) {
     ptmf_record a;
-    TRY(ptmf_arg_at(c, v, i, &a));
+    FB_TRY(ptmf_arg_at(c, v, i, &a));
     if ((uint64_t)a.num >= s->n_ivalues)
-        return fail_at(c, &mobile_arg[MOBILE_ARG_DEFAULT_VALUE], NO_INDEX, PTMF_E_BAD_INDEX,
+        return fb_fail_at(c, &mobile_arg[MOBILE_ARG_DEFAULT_VALUE], FB_NO_INDEX, PTMF_E_BAD_INDEX,
                        v->data + 4 * (uint64_t)i);
     return FB_OK;
 }
 
-static int verify_args(ctx *c, const ptmf_summary *s, const ptmf_function *f, int returns) {
+static int verify_args(fb_ctx *c, const ptmf_summary *s, const ptmf_function *f, int returns) {
     const fb_field *list =
         &mobile_schema[returns ? MOBILE_SCHEMA_RETURNS : MOBILE_SCHEMA_ARGUMENTS];
-    vec v;
+    fb_vec v;
     uint32_t i;
     v.data = returns ? f->returns : f->arguments;
     v.count = returns ? f->n_returns : f->n_arguments;
-    TRY(count_elements(c, v.count, v.data));
-    push(c, field_segment(c, &mobile_function[MOBILE_FUNCTION_SCHEMA]), NO_INDEX);
-    for (i = 0; i < v.count; i++) TRY_IN_FIELD(c, list, i, verify_arg(c, s, &v, i));
-    pop(c);
+    FB_TRY(fb_count_elements(c, v.count, v.data));
+    fb_push(c, fb_field_segment(c, &mobile_function[MOBILE_FUNCTION_SCHEMA]), FB_NO_INDEX);
+    for (i = 0; i < v.count; i++) FB_TRY_IN_FIELD(c, list, i, verify_arg(c, s, &v, i));
+    fb_pop(c);
     return FB_OK;
 }
 
 /* What function ivalue i refers to. */
-static int verify_function(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
+static int verify_function(fb_ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
                            uint32_t i) {
     ptmf_function f;
-    TRY(ptmf_function_at(c, s, ivalues[i].pos, &f));
+    FB_TRY(ptmf_function_at(c, s, ivalues[i].pos, &f));
     if (f.class_type >= s->n_object_types)
-        return fail_at(c, &mobile_function[MOBILE_FUNCTION_CLASS_TYPE], NO_INDEX,
+        return fb_fail_at(c, &mobile_function[MOBILE_FUNCTION_CLASS_TYPE], FB_NO_INDEX,
                        PTMF_E_BAD_TYPE_INDEX, ivalues[i].pos);
-    TRY(verify_args(c, s, &f, 0));
-    TRY(verify_args(c, s, &f, 1));
+    FB_TRY(verify_args(c, s, &f, 0));
+    FB_TRY(verify_args(c, s, &f, 1));
     if (f.n_debug_handles != 0 && f.n_debug_handles != f.n_instructions)
-        return at_field(c, &mobile_debug_info[MOBILE_DEBUG_INFO_DEBUG_HANDLE], NO_INDEX,
-                        fail_at(c, &mobile_function[MOBILE_FUNCTION_DEBUG_INFO], NO_INDEX,
+        return fb_at_field(c, &mobile_debug_info[MOBILE_DEBUG_INFO_DEBUG_HANDLE], FB_NO_INDEX,
+                        fb_fail_at(c, &mobile_function[MOBILE_FUNCTION_DEBUG_INFO], FB_NO_INDEX,
                                 FB_E_LENGTH_MISMATCH, f.debug_handles));
     return FB_OK;
 }
 
 /* What object ivalue i refers to, by its object type. */
-static int verify_object(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
-                         const vec *types, uint32_t i) {
+static int verify_object(fb_ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
+                         const fb_vec *types, uint32_t i) {
     const ptmf_ivalue *o = &ivalues[i];
     ptmf_record ot;
-    TRY(ptmf_object_type_at(c, types, o->type_index, &ot));
+    FB_TRY(ptmf_object_type_at(c, types, o->type_index, &ot));
     switch (ot.num) {
     case OT_CLASS_WITH_FIELD:
         if (o->length > ot.v_len)
-            return fail_at(c, &mobile_object[MOBILE_OBJECT_ATTRS], NO_INDEX, FB_E_LENGTH_MISMATCH,
+            return fb_fail_at(c, &mobile_object[MOBILE_OBJECT_ATTRS], FB_NO_INDEX, FB_E_LENGTH_MISMATCH,
                            o->data);
         break;
     case OT_CUSTOM_CLASS:
         break;
     case OT_CLASS_WITH_SETSTATE:
         if (o->setstate >= s->n_ivalues || ivalues[o->setstate].type != UT_FUNCTION)
-            return fail_at(c, &mobile_object[MOBILE_OBJECT_SETSTATE_FUNC], NO_INDEX,
+            return fb_fail_at(c, &mobile_object[MOBILE_OBJECT_SETSTATE_FUNC], FB_NO_INDEX,
                            FB_E_KIND_MISMATCH, o->pos);
         break;
     default:
-        return fail_at(c, &mobile_object[MOBILE_OBJECT_TYPE_INDEX], NO_INDEX,
+        return fb_fail_at(c, &mobile_object[MOBILE_OBJECT_TYPE_INDEX], FB_NO_INDEX,
                        PTMF_E_BAD_OBJECT_KIND, o->pos);
     }
     return FB_OK;
 }
 
 /* Object type i: its kind is one torch writes. */
-static int verify_object_type(ctx *c, const vec *types, uint32_t i) {
+static int verify_object_type(fb_ctx *c, const fb_vec *types, uint32_t i) {
     ptmf_record ot;
-    TRY(ptmf_object_type_at(c, types, i, &ot));
+    FB_TRY(ptmf_object_type_at(c, types, i, &ot));
     if (ot.num < OT_CLASS_WITH_FIELD || ot.num > OT_CLASS_WITH_SETSTATE)
-        return fail_at(c, &mobile_object_type[MOBILE_OBJECT_TYPE_TYPE], NO_INDEX,
+        return fb_fail_at(c, &mobile_object_type[MOBILE_OBJECT_TYPE_TYPE], FB_NO_INDEX,
                        PTMF_E_BAD_OBJECT_KIND, ot.s0);
     return FB_OK;
 }
 
 /* TorchScript source i is text (an extra file's content is bytes). */
-static int verify_jit_source(ctx *c, const vec *v, uint32_t i) {
+static int verify_jit_source(fb_ctx *c, const fb_vec *v, uint32_t i) {
     const fb_field *content = &mobile_extra_file[MOBILE_EXTRA_FILE_CONTENT];
-    tbl t;
-    vec text;
-    TRY(vec_table(c, v, i, &t));
-    TRY(fld_str_at(c, &t, content, &text));
-    return at_field(c, content, NO_INDEX, utf8_text(c, &text));
+    fb_tbl t;
+    fb_vec text;
+    FB_TRY(fb_vec_table(c, v, i, &t));
+    FB_TRY(fb_fld_str_at(c, &t, content, &text));
+    return fb_at_field(c, content, FB_NO_INDEX, fb_utf8_text(c, &text));
 }
 
 /* What the schema says of the parts the index passes do not read: the root table but
  * for module_shallow, every function, and that the jit sources are text. */
-static int verify_structure(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues) {
-    vec sources = {s->jit_sources, s->n_jit_sources};
+static int verify_structure(fb_ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues) {
+    fb_vec sources = {s->jit_sources, s->n_jit_sources};
     uint32_t i;
-    TRY(fb_verify_table_shallow(c, &mobile_schema_file, MOBILE_DECL_MODULE, s->root,
+    FB_TRY(fb_verify_table_shallow(c, &mobile_schema_file, MOBILE_DECL_MODULE, s->root,
                                 module_shallow));
     for (i = 0; i < s->n_ivalues; i++)
         if (ivalues[i].type == UT_FUNCTION)
             TRY_IN_IVALUE(c, i, UT_FUNCTION, fb_verify_table(c, &mobile_schema_file,
                                                              MOBILE_DECL_FUNCTION, ivalues[i].pos));
     for (i = 0; i < sources.count; i++)
-        TRY_IN_FIELD(c, &mobile_module[MOBILE_MODULE_JIT_SOURCES], i,
+        FB_TRY_IN_FIELD(c, &mobile_module[MOBILE_MODULE_JIT_SOURCES], i,
                      verify_jit_source(c, &sources, i));
     return FB_OK;
 }
 
 /* Every index of vector field f of the module (data, count) names an ivalue, a function
  * when `functions`. */
-static int verify_roots(ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
+static int verify_roots(fb_ctx *c, const ptmf_summary *s, const ptmf_ivalue *ivalues,
                         uint64_t data, uint32_t count, const fb_field *f, int functions) {
     uint32_t i;
     for (i = 0; i < count; i++) {
-        uint32_t j = ld32(c->buf + data + 4 * (uint64_t)i);
-        if (j >= s->n_ivalues) return fail_at(c, f, i, PTMF_E_BAD_INDEX, data + 4 * (uint64_t)i);
+        uint32_t j = fb_ld32(c->buf + data + 4 * (uint64_t)i);
+        if (j >= s->n_ivalues) return fb_fail_at(c, f, i, PTMF_E_BAD_INDEX, data + 4 * (uint64_t)i);
         if (functions && ivalues[j].type != UT_FUNCTION)
-            return fail_at(c, f, i, FB_E_KIND_MISMATCH, data + 4 * (uint64_t)i);
+            return fb_fail_at(c, f, i, FB_E_KIND_MISMATCH, data + 4 * (uint64_t)i);
     }
     return FB_OK;
 }
 
 int ptmf_verify_rest(const uint8_t *buf, size_t len, const fb_options *opt,
                      ptmf_summary *s, const ptmf_ivalue *ivalues, fb_error *err) {
-    ctx c;
+    fb_ctx c;
     uint32_t i;
-    vec types = {s->object_types, s->n_object_types};
+    fb_vec types = {s->object_types, s->n_object_types};
     ptmf_ctx_init(&c, buf, len, opt, s, err);
     c.verify = c.utf8 = 1;
 
-    TRY(verify_structure(&c, s, ivalues));
+    FB_TRY(verify_structure(&c, s, ivalues));
     /* What follows reads only what was verified, for what it means. */
     c.verify = c.utf8 = 0;
     if (s->storage_data_size != (int32_t)s->n_storages)
-        return fail_at(&c, &mobile_module[MOBILE_MODULE_STORAGE_DATA_SIZE], NO_INDEX,
+        return fb_fail_at(&c, &mobile_module[MOBILE_MODULE_STORAGE_DATA_SIZE], FB_NO_INDEX,
                        FB_E_LENGTH_MISMATCH, s->root);
     for (i = 0; i < s->n_object_types; i++)
-        TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_OBJECT_TYPES], i,
+        FB_TRY_IN_FIELD(&c, &mobile_module[MOBILE_MODULE_OBJECT_TYPES], i,
                      verify_object_type(&c, &types, i));
     for (i = 0; i < s->n_ivalues; i++) {
         if (ivalues[i].type == UT_FUNCTION)
@@ -165,12 +165,12 @@ int ptmf_verify_rest(const uint8_t *buf, size_t len, const fb_options *opt,
             TRY_IN_IVALUE(&c, i, UT_OBJECT, verify_object(&c, s, ivalues, &types, i));
     }
     if (ivalues[s->state_obj].type != UT_OBJECT)
-        return fail_at(&c, &mobile_module[MOBILE_MODULE_STATE_OBJ], NO_INDEX, FB_E_KIND_MISMATCH,
+        return fb_fail_at(&c, &mobile_module[MOBILE_MODULE_STATE_OBJ], FB_NO_INDEX, FB_E_KIND_MISMATCH,
                        s->root);
-    TRY(verify_roots(&c, s, ivalues, s->methods, s->n_methods,
+    FB_TRY(verify_roots(&c, s, ivalues, s->methods, s->n_methods,
                      &mobile_module[MOBILE_MODULE_METHODS], 1));
-    TRY(verify_roots(&c, s, ivalues, s->jit_constants, s->n_jit_constants,
+    FB_TRY(verify_roots(&c, s, ivalues, s->jit_constants, s->n_jit_constants,
                      &mobile_module[MOBILE_MODULE_JIT_CONSTANTS], 0));
-    ctx_finish(&c);
+    fb_ctx_finish(&c);
     return FB_OK;
 }

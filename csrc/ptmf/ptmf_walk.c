@@ -70,9 +70,9 @@ uint32_t ptmf_payload_runs(const ptmf_storage *storages, uint32_t n, uint64_t pa
 /* ---------------------------------------------------------- module walk */
 
 /* Appends a step; the caller sized `steps` for every attribute the budget admits. */
-static int walk_emit(ctx *c, ptmf_walk_step *steps, uint64_t max_steps, uint64_t *n,
+static int walk_emit(fb_ctx *c, ptmf_walk_step *steps, uint64_t max_steps, uint64_t *n,
                      ptmf_walk_step step, uint64_t where) {
-    if (*n >= max_steps) return fail(c, FB_E_ELEMENT_BUDGET, where);
+    if (*n >= max_steps) return fb_fail(c, FB_E_ELEMENT_BUDGET, where);
     steps[(*n)++] = step;
     return FB_OK;
 }
@@ -80,31 +80,31 @@ static int walk_emit(ctx *c, ptmf_walk_step *steps, uint64_t max_steps, uint64_t
 /* The attributes of field object `i` that the walk takes, in state_dict order:
  * parameters and buffers as steps, then submodules onto `stack`, so that they come
  * off it in slot order. */
-static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types *types,
+static int walk_object(fb_ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types *types,
                        uint32_t i, uint32_t self, ptmf_walk_step *steps,
                        uint64_t max_steps, uint64_t *n, ptmf_walk_step *stack,
                        uint64_t *sp) {
     const ptmf_ivalue *r = &ivalues[i];
     uint32_t t = r->type_index, count = r->length, slot, pass;
     uint64_t first_child = *sp, last;
-    if (t >= types->n_types) return fail(c, PTMF_E_BAD_TYPE_INDEX, r->pos);
+    if (t >= types->n_types) return fb_fail(c, PTMF_E_BAD_TYPE_INDEX, r->pos);
     if (types->slot_count[t] > types->n_names
         || types->slot_base[t] > types->n_names - types->slot_count[t])
-        return fail(c, FB_E_BAD_ARGUMENT, r->pos);
+        return fb_fail(c, FB_E_BAD_ARGUMENT, r->pos);
     if (count > types->slot_count[t]) count = types->slot_count[t];
-    if (!in_bounds(c, r->data, (uint64_t)r->length * 4))
-        return fail(c, FB_E_OUT_OF_BOUNDS, r->data);
+    if (!fb_in_bounds(c, r->data, (uint64_t)r->length * 4))
+        return fb_fail(c, FB_E_OUT_OF_BOUNDS, r->data);
     for (pass = 1; pass <= 3; pass++) {
         for (slot = 0; slot < count; slot++) {
             uint64_t where = r->data + 4 * (uint64_t)slot;
-            uint32_t j = ld32(c->buf + where), name = types->slot_base[t] + slot;
+            uint32_t j = fb_ld32(c->buf + where), name = types->slot_base[t] + slot;
             const ptmf_ivalue *attr;
             ptmf_walk_step step;
             if (j >= i)
-                return at_field(c, &mobile_object[MOBILE_OBJECT_ATTRS], slot,
-                                at_member(c, &mobile_i_value[MOBILE_I_VALUE_VAL],
+                return fb_at_field(c, &mobile_object[MOBILE_OBJECT_ATTRS], slot,
+                                fb_at_member(c, &mobile_i_value[MOBILE_I_VALUE_VAL],
                                           &mobile_i_value_union[UT_OBJECT],
-                                          fail(c, PTMF_E_FORWARD_REFERENCE, where)));
+                                          fb_fail(c, PTMF_E_FORWARD_REFERENCE, where)));
             attr = &ivalues[j];
             step.parent = self;
             step.name = name;
@@ -112,16 +112,16 @@ static int walk_object(ctx *c, const ptmf_ivalue *ivalues, const ptmf_walk_types
                 if (attr->type != UT_TENSOR || types->role[name] != pass) continue;
                 step.target = attr->target;
                 step.kind = pass;
-                TRY(walk_emit(c, steps, max_steps, n, step, where));
+                FB_TRY(walk_emit(c, steps, max_steps, n, step, where));
             } else {
                 if (attr->type != UT_OBJECT) continue;
                 if (attr->type_index >= types->n_types)
-                    return fail(c, PTMF_E_BAD_TYPE_INDEX, attr->pos);
+                    return fb_fail(c, PTMF_E_BAD_TYPE_INDEX, attr->pos);
                 if (!types->module[attr->type_index]) continue;
                 step.target = j;
                 step.kind = types->module[attr->type_index] == 1 ? PTMF_WALK_MODULE
                                                              : PTMF_WALK_OTHER_MODULE;
-                TRY(walk_emit(c, stack, max_steps, sp, step, where));
+                FB_TRY(walk_emit(c, stack, max_steps, sp, step, where));
             }
         }
     }
@@ -138,14 +138,14 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
                       uint32_t n_ivalues, const ptmf_walk_types *types, uint32_t root,
                       ptmf_walk_step *steps, ptmf_walk_step *stack, uint64_t max_steps,
                       uint64_t *budget, uint64_t *n_steps, fb_error *err) {
-    ctx c;
+    fb_ctx c;
     uint64_t n = 0, sp = 0;
     ptmf_walk_step first;
-    ctx_init(&c, buf, len, NULL, NULL, err);
+    fb_ctx_init(&c, buf, len, NULL, NULL, err);
     *n_steps = 0;
     if (max_steps > UINT32_MAX) max_steps = UINT32_MAX;   /* steps are numbered in 32 bits */
     if (root >= n_ivalues || ivalues[root].type != UT_OBJECT || max_steps == 0)
-        return fail(&c, FB_E_BAD_ARGUMENT, 0);
+        return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
     first.parent = UINT32_MAX;
     first.name = UINT32_MAX;
     first.target = root;
@@ -155,17 +155,17 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
         ptmf_walk_step step = stack[--sp];
         const ptmf_ivalue *r = &ivalues[step.target];
         uint64_t self = n;
-        push(&c, "ivalues", step.target);
-        TRY(walk_emit(&c, steps, max_steps, &n, step, r->pos));
+        fb_push(&c, "ivalues", step.target);
+        FB_TRY(walk_emit(&c, steps, max_steps, &n, step, r->pos));
         if (step.kind != PTMF_WALK_MODULE) {
-            pop(&c);
+            fb_pop(&c);
             continue;
         }
-        if (*budget < 1 + (uint64_t)r->length) return fail(&c, FB_E_ELEMENT_BUDGET, r->pos);
+        if (*budget < 1 + (uint64_t)r->length) return fb_fail(&c, FB_E_ELEMENT_BUDGET, r->pos);
         *budget -= 1 + (uint64_t)r->length;
-        TRY(walk_object(&c, ivalues, types, step.target, (uint32_t)self, steps, max_steps,
+        FB_TRY(walk_object(&c, ivalues, types, step.target, (uint32_t)self, steps, max_steps,
                         &n, stack, &sp));
-        pop(&c);
+        fb_pop(&c);
     }
     *n_steps = n;
     return FB_OK;
@@ -174,9 +174,9 @@ int ptmf_walk_modules(const uint8_t *buf, size_t len, const ptmf_ivalue *ivalues
 int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
                    uint64_t n_steps, const ptmf_span *names, uint64_t n_names, uint8_t *keys,
                    uint64_t max_keys, uint64_t *key_end, uint64_t *n_bytes, fb_error *err) {
-    ctx c;
+    fb_ctx c;
     uint64_t s, total = 0;
-    ctx_init(&c, buf, len, NULL, NULL, err);
+    fb_ctx_init(&c, buf, len, NULL, NULL, err);
     *n_bytes = 0;
     if (n_steps == 0) return FB_OK;
     key_end[0] = 0;   /* the walk's root: the empty key */
@@ -185,11 +185,11 @@ int ptmf_walk_keys(const uint8_t *buf, size_t len, const ptmf_walk_step *steps,
         uint64_t size;
         if (st->parent >= s || st->name >= n_names || names[st->name].pos > c.len
             || names[st->name].len > c.len - names[st->name].pos)
-            return fail(&c, FB_E_BAD_ARGUMENT, 0);
+            return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
         /* A key is its parent's, a dot and a name, each under the total so far. */
         size = names[st->name].len;
         if (st->parent) size += key_end[st->parent] - key_end[st->parent - 1] + 1;
-        if (size > UINT64_MAX - total) return fail(&c, FB_E_ELEMENT_BUDGET, 0);
+        if (size > UINT64_MAX - total) return fb_fail(&c, FB_E_ELEMENT_BUDGET, 0);
         total += size;
         key_end[s] = total;
     }

@@ -153,7 +153,7 @@ class Table:
         vt = pos - _I32.unpack_from(buf, pos)[0]
         self._vt = vt
         self._vt_size = _U16.unpack_from(buf, vt)[0]
-        # a vtable shorter than its two entries has no fields (tbl_open)
+        # a vtable shorter than its two entries has no fields (fb_tbl_open)
         self._size = _U16.unpack_from(buf, vt + 2)[0] if self._vt_size >= 4 else 0
 
     def _at(self, f: FieldInfo) -> int:

@@ -27,11 +27,11 @@ FB_STATUS_BLOCK(vk_statuses, VK);
 #define VK_NAMED_OFFSET UINT64_MAX
 
 typedef struct walk {
-    ctx c;
+    fb_ctx c;
     const vk_summary *s;
     vk_constant *constants;        /* by value id, when indexing */
-    vec values;                    /* VkValue tables */
-    vec constant_bytes;            /* VkBytes tables */
+    fb_vec values;                    /* VkValue tables */
+    fb_vec constant_bytes;            /* VkBytes tables */
     uint64_t base;                 /* payload offset of the flatbuffer */
     uint64_t bytes_size;           /* the constant bytes, as the runtime takes them */
 } walk;
@@ -55,13 +55,13 @@ static unsigned element_size(int type) {
 /* ---------------------------------------------------------------- header */
 
 int vk_read_header(const uint8_t *buf, size_t size, payload_header *h, fb_error *err) {
-    ctx c;
+    fb_ctx c;
     uint64_t len = (uint64_t)size;
-    ctx_init(&c, buf, size, NULL, NULL, err);
+    fb_ctx_init(&c, buf, size, NULL, NULL, err);
     memset(h, 0, sizeof *h);
-    if (len < 8 || ld32(buf + 4) != VH_MAGIC) {   /* the runtime requires the header */
-        push(&c, "header", NO_INDEX);
-        return fail(&c, VK_E_BAD_PAYLOAD_HEADER, len < 8 ? 0 : 4);
+    if (len < 8 || fb_ld32(buf + 4) != VH_MAGIC) {   /* the runtime requires the header */
+        fb_push(&c, "header", FB_NO_INDEX);
+        return fb_fail(&c, VK_E_BAD_PAYLOAD_HEADER, len < 8 ? 0 : 4);
     }
     return payload_header_read(&c, buf, len, VK_E_BAD_PAYLOAD_HEADER, h);
 }
@@ -69,59 +69,59 @@ int vk_read_header(const uint8_t *buf, size_t size, payload_header *h, fb_error 
 /* ---------------------------------------------------------------- meaning */
 
 static int value_id(walk *w, int64_t id, uint64_t at) {
-    if (id < 0 || (uint64_t)id >= w->values.count) return fail(&w->c, VK_E_BAD_VALUE_ID, at);
+    if (id < 0 || (uint64_t)id >= w->values.count) return fb_fail(&w->c, VK_E_BAD_VALUE_ID, at);
     return FB_OK;
 }
 
 /* Each element of the uint or int vector field f of table t names a value. */
-static int value_ids(walk *w, const tbl *t, const fb_field *f, int is_signed) {
-    vec ids;
+static int value_ids(walk *w, const fb_tbl *t, const fb_field *f, int is_signed) {
+    fb_vec ids;
     uint32_t i;
-    TRY(fld_vec(&w->c, t, f, &ids));
+    FB_TRY(fb_fld_vec(&w->c, t, f, &ids));
     for (i = 0; i < ids.count; i++) {
-        uint32_t u = vec_u32(&w->c, &ids, i);
-        int64_t id = is_signed ? (int64_t)as_i32(u) : (int64_t)u;
-        TRY_IN_FIELD(&w->c, f, i, value_id(w, id, ids.data + 4 * (uint64_t)i));
+        uint32_t u = fb_vec_u32(&w->c, &ids, i);
+        int64_t id = is_signed ? (int64_t)fb_as_i32(u) : (int64_t)u;
+        FB_TRY_IN_FIELD(&w->c, f, i, value_id(w, id, ids.data + 4 * (uint64_t)i));
     }
     return FB_OK;
 }
 
 /* Tensor value `id` (VkTensor t): its datatype, and its constant's bytes. */
-static int tensor(walk *w, uint32_t id, const tbl *t) {
-    ctx *c = &w->c;
+static int tensor(walk *w, uint32_t id, const fb_tbl *t) {
+    fb_ctx *c = &w->c;
     const fb_field *constant_f = &vk_vk_tensor[VK_VK_TENSOR_CONSTANT_ID];
     uint8_t type;
     int32_t constant;
     uint64_t nbytes, offset, length;
     unsigned esize;
-    vec dims, key;
+    fb_vec dims, key;
     uint32_t i;
-    tbl b;
+    fb_tbl b;
     vk_constant *out = w->constants ? &w->constants[id] : NULL;
-    TRY(fld_u8(c, t, &vk_vk_tensor[VK_VK_TENSOR_DATATYPE], &type));
+    FB_TRY(fb_fld_u8(c, t, &vk_vk_tensor[VK_VK_TENSOR_DATATYPE], &type));
     esize = element_size((int8_t)type);
-    if (!esize) return fail_at(c, &vk_vk_tensor[VK_VK_TENSOR_DATATYPE], NO_INDEX,
+    if (!esize) return fb_fail_at(c, &vk_vk_tensor[VK_VK_TENSOR_DATATYPE], FB_NO_INDEX,
                                FB_E_BAD_SCALAR_TYPE, t->pos);
-    TRY(fld_vec(c, t, &vk_vk_tensor[VK_VK_TENSOR_DIMS], &dims));
+    FB_TRY(fb_fld_vec(c, t, &vk_vk_tensor[VK_VK_TENSOR_DIMS], &dims));
     nbytes = esize;
     for (i = 0; i < dims.count; i++) {
-        uint64_t d = vec_u32(c, &dims, i);
-        if (d && nbytes > UINT64_MAX / d) return fail(c, FB_E_EXTENT_OVERFLOW, dims.data);
+        uint64_t d = fb_vec_u32(c, &dims, i);
+        if (d && nbytes > UINT64_MAX / d) return fb_fail(c, FB_E_EXTENT_OVERFLOW, dims.data);
         nbytes *= d;
     }
-    TRY(fld_i32(c, t, constant_f, &constant));
+    FB_TRY(fb_fld_i32(c, t, constant_f, &constant));
     if (out) out->nbytes = nbytes;
     if (constant < 0) return FB_OK;
     if ((uint32_t)constant >= w->constant_bytes.count)
-        return fail_at(c, constant_f, NO_INDEX, VK_E_BAD_CONSTANT, t->pos);
-    TRY(vec_table(c, &w->constant_bytes, (uint32_t)constant, &b));
-    TRY(fld_u64(c, &b, &vk_vk_bytes[VK_VK_BYTES_OFFSET], &offset));
-    TRY(fld_u64(c, &b, &vk_vk_bytes[VK_VK_BYTES_LENGTH], &length));
+        return fb_fail_at(c, constant_f, FB_NO_INDEX, VK_E_BAD_CONSTANT, t->pos);
+    FB_TRY(fb_vec_table(c, &w->constant_bytes, (uint32_t)constant, &b));
+    FB_TRY(fb_fld_u64(c, &b, &vk_vk_bytes[VK_VK_BYTES_OFFSET], &offset));
+    FB_TRY(fb_fld_u64(c, &b, &vk_vk_bytes[VK_VK_BYTES_LENGTH], &length));
     memset(&key, 0, sizeof key);
-    if (tbl_has(c, &b, VK_VK_BYTES_NAMED_KEY))
-        TRY(et_c_string(c, &b, &vk_vk_bytes[VK_VK_BYTES_NAMED_KEY], &key, 1));
+    if (fb_tbl_has(c, &b, VK_VK_BYTES_NAMED_KEY))
+        FB_TRY(et_c_string(c, &b, &vk_vk_bytes[VK_VK_BYTES_NAMED_KEY], &key, 1));
     if (out) out->index = constant;
-    if (tbl_has(c, &b, VK_VK_BYTES_NAMED_KEY) && offset == VK_NAMED_OFFSET) {
+    if (fb_tbl_has(c, &b, VK_VK_BYTES_NAMED_KEY) && offset == VK_NAMED_OFFSET) {
         /* named data: its size is checked against the program's, by key */
         if (out) {
             out->key = w->base + key.data;
@@ -130,50 +130,50 @@ static int tensor(walk *w, uint32_t id, const tbl *t) {
         return FB_OK;
     }
     if (offset >= w->bytes_size || nbytes > w->bytes_size - offset)
-        return fail_at(c, constant_f, NO_INDEX, VK_E_BAD_CONSTANT, b.pos);
+        return fb_fail_at(c, constant_f, FB_NO_INDEX, VK_E_BAD_CONSTANT, b.pos);
     if (out) out->data = w->s->header.constant_offset + offset;
     return FB_OK;
 }
 
 static int value(walk *w, uint32_t id) {
-    ctx *c = &w->c;
+    fb_ctx *c = &w->c;
     const fb_field *f = &vk_vk_value[VK_VK_VALUE_VALUE];
-    tbl v;
-    union_value u;
+    fb_tbl v;
+    fb_union_value u;
     if (w->constants) {
         memset(&w->constants[id], 0, sizeof w->constants[id]);
         w->constants[id].index = -1;
     }
-    TRY(vec_table(c, &w->values, id, &v));
-    TRY(union_open(c, &v, f, &vk_schema_file.decls[f->ref], &u));
+    FB_TRY(fb_vec_table(c, &w->values, id, &v));
+    FB_TRY(fb_union_open(c, &v, f, &vk_schema_file.decls[f->ref], &u));
     if (u.type == VK_GRAPH_TYPES_VK_TENSOR)
-        TRY_IN_MEMBER(c, f, u.member, tensor(w, id, &u.table));
+        FB_TRY_IN_MEMBER(c, f, u.member, tensor(w, id, &u.table));
     else if (u.type == VK_GRAPH_TYPES_VALUE_LIST)
-        TRY_IN_MEMBER(c, f, u.member, value_ids(w, &u.table, &vk_value_list[VK_VALUE_LIST_ITEMS], 1));
+        FB_TRY_IN_MEMBER(c, f, u.member, value_ids(w, &u.table, &vk_value_list[VK_VALUE_LIST_ITEMS], 1));
     return FB_OK;
 }
 
-static int graph(walk *w, const tbl *root) {
-    ctx *c = &w->c;
+static int graph(walk *w, const fb_tbl *root) {
+    fb_ctx *c = &w->c;
     const fb_field *values_f = &vk_vk_graph[VK_VK_GRAPH_VALUES];
     const fb_field *chain_f = &vk_vk_graph[VK_VK_GRAPH_CHAIN];
-    vec chain;
+    fb_vec chain;
     uint32_t i;
-    TRY(fld_vec(c, root, values_f, &w->values));
+    FB_TRY(fb_fld_vec(c, root, values_f, &w->values));
     /* indexing: the buffer is the one vk_open counted (a changed one is refused) */
     if (w->constants && w->values.count != w->s->n_values)
-        return fail(c, FB_E_BAD_ARGUMENT, 0);
-    TRY(fld_vec(c, root, &vk_vk_graph[VK_VK_GRAPH_CONSTANTS], &w->constant_bytes));
+        return fb_fail(c, FB_E_BAD_ARGUMENT, 0);
+    FB_TRY(fb_fld_vec(c, root, &vk_vk_graph[VK_VK_GRAPH_CONSTANTS], &w->constant_bytes));
     for (i = 0; i < w->values.count; i++)
-        TRY_IN_FIELD(c, values_f, i, value(w, i));
-    TRY(fld_vec(c, root, chain_f, &chain));
+        FB_TRY_IN_FIELD(c, values_f, i, value(w, i));
+    FB_TRY(fb_fld_vec(c, root, chain_f, &chain));
     for (i = 0; i < chain.count; i++) {
-        tbl call;
-        TRY(vec_table(c, &chain, i, &call));
-        TRY_IN_FIELD(c, chain_f, i,
+        fb_tbl call;
+        FB_TRY(fb_vec_table(c, &chain, i, &call));
+        FB_TRY_IN_FIELD(c, chain_f, i,
                      value_ids(w, &call, &vk_operator_call[VK_OPERATOR_CALL_ARGS], 1));
     }
-    TRY(value_ids(w, root, &vk_vk_graph[VK_VK_GRAPH_INPUT_IDS], 0));
+    FB_TRY(value_ids(w, root, &vk_vk_graph[VK_VK_GRAPH_INPUT_IDS], 0));
     return value_ids(w, root, &vk_vk_graph[VK_VK_GRAPH_OUTPUT_IDS], 0);
 }
 
@@ -188,7 +188,7 @@ static void walk_init(walk *w, const uint8_t *buf, size_t len, const fb_options 
                       const vk_summary *s, vk_constant *constants, fb_error *err) {
     const payload_header *h = &s->header;
     memset(w, 0, sizeof *w);
-    ctx_init(&w->c, buf + h->flatbuffer_offset, (size_t)h->flatbuffer_size, opt, NULL, err);
+    fb_ctx_init(&w->c, buf + h->flatbuffer_offset, (size_t)h->flatbuffer_size, opt, NULL, err);
     w->s = s;
     w->constants = constants;
     w->base = h->flatbuffer_offset;
@@ -198,19 +198,19 @@ static void walk_init(walk *w, const uint8_t *buf, size_t len, const fb_options 
 int vk_open(const uint8_t *buf, size_t len, const fb_options *opt, vk_summary *s,
             fb_error *err) {
     walk w;
-    tbl root;
+    fb_tbl root;
     uint64_t pos;
     int rc;
     memset(s, 0, sizeof *s);
-    TRY(vk_read_header(buf, len, &s->header, err));
+    FB_TRY(vk_read_header(buf, len, &s->header, err));
     walk_init(&w, buf, len, opt, s, NULL, err);
-    if (ld32(buf + s->header.flatbuffer_offset + 4) != VK_FILE_IDENTIFIER) {
-        push(&w.c, "header", NO_INDEX);   /* located as the flatbuffer's identifier */
-        return rebase(fail(&w.c, FB_E_BAD_IDENTIFIER, 4), &w, err);
+    if (fb_ld32(buf + s->header.flatbuffer_offset + 4) != VK_FILE_IDENTIFIER) {
+        fb_push(&w.c, "header", FB_NO_INDEX);   /* located as the flatbuffer's identifier */
+        return rebase(fb_fail(&w.c, FB_E_BAD_IDENTIFIER, 4), &w, err);
     }
-    rc = deref(&w.c, 0, &pos);
+    rc = fb_deref(&w.c, 0, &pos);
     if (rc == FB_OK) rc = fb_verify_table(&w.c, &vk_schema_file, vk_schema_file.root, pos);
-    if (rc == FB_OK) rc = tbl_open(&w.c, pos, &root);
+    if (rc == FB_OK) rc = fb_tbl_open(&w.c, pos, &root);
     if (rc != FB_OK) return rebase(rc, &w, err);
     s->root = s->header.flatbuffer_offset + pos;
     s->tables_visited = w.c.tables;
@@ -226,7 +226,7 @@ int vk_open(const uint8_t *buf, size_t len, const fb_options *opt, vk_summary *s
 int vk_index(const uint8_t *buf, size_t len, const vk_summary *s, vk_constant *constants,
              fb_error *err) {
     walk w;
-    tbl root;
+    fb_tbl root;
     fb_options opt;
     int rc;
     const payload_header *h = &s->header;
@@ -235,12 +235,12 @@ int vk_index(const uint8_t *buf, size_t len, const vk_summary *s, vk_constant *c
     if (h->flatbuffer_offset > len || h->flatbuffer_size > len - h->flatbuffer_offset
         || h->constant_offset > len || s->root < h->flatbuffer_offset
         || s->root - h->flatbuffer_offset >= h->flatbuffer_size) {
-        ctx c;
-        ctx_init(&c, buf, len, NULL, NULL, err);
-        return fail(&c, FB_E_BAD_ARGUMENT, 0);
+        fb_ctx c;
+        fb_ctx_init(&c, buf, len, NULL, NULL, err);
+        return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
     }
     walk_init(&w, buf, len, &opt, s, constants, err);
-    rc = tbl_open(&w.c, s->root - h->flatbuffer_offset, &root);
+    rc = fb_tbl_open(&w.c, s->root - h->flatbuffer_offset, &root);
     if (rc == FB_OK) rc = graph(&w, &root);
     return rebase(rc, &w, err);
 }
