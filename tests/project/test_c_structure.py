@@ -41,11 +41,12 @@ def bookkeeping_lines() -> Dict[str, List[int]]:
 
     A line counts when, outside comments, it calls the path stack's push or pop (any
     ``push*(`` or ``pop*(``, ``fb_`` prefixed or not), opens a located region (a
-    ``TRY_IN*(`` macro: a segment pushed around a call, popped when it succeeds, a
-    descriptor's name or not), or spells a path segment as a string literal (a literal
-    starting with ``.`` and a name, as ``".sizes"``). A read or a failure located by
-    its descriptor (``fld_*_at``, ``at_field``, ``at_member``, ``fail_at``) does not
-    count: it names the field it reads or checks, which the statement needs anyway.
+    ``FB_TRY_IN*(`` macro, ``FB_`` prefixed or not: a segment pushed around a call,
+    popped when it succeeds, a descriptor's name or not), or spells a path segment as a
+    string literal (a literal starting with ``.`` and a name, as ``".sizes"``). A read
+    or a failure located by its descriptor (``fb_fld_*_at``, ``fb_at_field``,
+    ``fb_at_member``, ``fb_fail_at``) does not count: it names the field it reads or
+    checks, which the statement needs anyway.
     """
     out: Dict[str, List[int]] = {}
     for path in FORMAT_FILES:
@@ -92,11 +93,11 @@ def _functions_failing_missing(path: str) -> List[str]:
 
 def test_no_hand_check_that_a_required_field_is_present() -> None:
     """Missing required fields are refused by the readers from the descriptors (`required`
-    in the schema: fld_table, union_open); the format files name FB_E_MISSING_FIELD only
-    where the requirement depends on another value, and open no union by hand."""
+    in the schema: fb_fld_table, fb_union_open); the format files name FB_E_MISSING_FIELD
+    only where the requirement depends on another value, and open no union by hand."""
     for path in FORMAT_FILES:
         rel = os.path.relpath(path, CSRC)
         allowed = _CONDITIONAL_REQUIREMENTS.get(rel, set())
         assert set(_functions_failing_missing(path)) <= allowed, rel
         assert not any("fld_union(" in line for _, line in _code_lines(path)), \
-            f"{rel} opens a union by hand: use union_open"
+            f"{rel} opens a union by hand: use fb_union_open"
