@@ -123,7 +123,7 @@ def test_the_memory_command(tmp_path: Any) -> None:
     for value, _, offset, nbytes in _expected(plan):
         assert f"%{value:<5d}" in text and f"{offset + nbytes:>8,})" in text
     r = run_cli("memory", os.path.join(ET, "external.ptd"))
-    assert r.returncode == 1 and "no memory plan" in r.stderr
+    assert r.returncode == 1 and "holds no methods" in r.stderr
     r = run_cli("memory", path, "nope")
     assert r.returncode == 1 and "forward" in r.stderr
 
