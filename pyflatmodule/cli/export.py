@@ -4,11 +4,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
-from typing import TextIO
+from typing import Dict, TextIO, Tuple
 
 from .. import __version__
 from .. import export as exporting
 from ..files import file_format
+from ..naming import reference_tensors, renamed
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -22,6 +23,7 @@ from .common import (
     write_error,
 )
 from .formats import open_file
+from .formats.base import Tensor
 
 HELP = "every state_dict() tensor to .safetensors or .npz, streaming"
 
@@ -29,6 +31,10 @@ EXAMPLES = """examples:
   pyflatmodule export model.ptl weights.safetensors
   pyflatmodule export model.ptl weights.npz
   pyflatmodule export model.ptl out.bin --format safetensors --no-progress
+  pyflatmodule export model.pte w.safetensors --names model.etrecord
+                                   the module's names for the program's tensors, found by
+                                   content in the ETRecord's state dict (or in a
+                                   .safetensors / .npz of the module's state_dict())
 
 OUT is written to a temporary file beside it, then renamed; OUT may not be the model
 itself (nor a link to it): exit 2
@@ -46,6 +52,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="never draw one (default: on a terminal, for models over 64 MiB)")
     p.add_argument("--progress-threshold", type=int, default=64 << 20, help=argparse.SUPPRESS)
+    p.add_argument("--names", metavar="REF",
+                   help="name each tensor as the tensor of REF (an ETRecord, .safetensors or "
+                        ".npz of the module's state_dict()) that holds the same values, in "
+                        "its axis order; the others keep their names, with why in the "
+                        "metadata")
+
+
+def _named(tensors: Dict[str, Tensor], stored: Dict[str, Json], reference: str
+           ) -> Tuple[Dict[str, Tensor], Dict[str, Json]]:
+    """The tensors under the reference's names where its values are theirs, the rest as
+    they are (:func:`pyflatmodule.naming.renamed`); the metadata says which is which."""
+    try:
+        out, how = renamed(tensors, reference_tensors(reference))
+    except (ValueError, KeyError) as exc:
+        raise CliError(f"cannot read {reference} as a reference: {exc}", "bad_reference",
+                       file=reference) from None
+    return out, {new: {**stored.get(h["name_in_file"], {}), **h} for new, h in how.items()}
 
 
 class Progress:
@@ -106,7 +129,10 @@ def run(ctx: Context) -> int:
             raise CliError(f"{len(missing)} tensors or named data of the program are in none "
                            f"of the files given ({shown}): pass the .ptd that holds them with "
                            f"--data", "missing_data", file=args.path)
-        entries = exporting.plan(f.tensors().items(), f.dtype_name, f.stored_layouts())
+        tensors, stored = f.tensors(), f.stored_layouts()
+        if args.names:
+            tensors, stored = _named(tensors, stored, args.names)
+        entries = exporting.plan(tensors.items(), f.dtype_name, stored)
         total = sum(e.nbytes for _, e in entries)
         show = args.progress if args.progress is not None else (
             total >= args.progress_threshold and isatty(ctx.err))

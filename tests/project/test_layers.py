@@ -38,7 +38,7 @@ PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 
 #: The wings: one per format, each on the core alone.
 WINGS = ("ptmf", "executorch")
-CLIENTS = ("cli", "export", "interop", "diff")
+CLIENTS = ("cli", "export", "interop", "diff", "naming")
 #: What a client may import from below the clients: the face and the wings' packages,
 #: the core's dtypes (names of scalar types, their numpy dtypes) and names (collections'
 #: reprs, plural).
