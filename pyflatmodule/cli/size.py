@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ..files import file_format
 from . import treemap
@@ -98,15 +98,25 @@ def _file_doc(path: str, data: Sequence[str], top: int) -> Tuple[Json, List[Regi
                            "data files (.ptd) and bundled programs (.bpte)", "unsupported",
                            file=path)
         tensors: List[Json] = []
+        blobs: Dict[Tuple[int, int], List[str]] = {}
         for name, t in f.tensors().items():
+            n = f.nbytes(t)
             tensors.append({"name": name, "dtype": f.dtype_name(t),
-                            "shape": [int(n) for n in t.shape], "bytes": f.nbytes(t)})
+                            "shape": [int(k) for k in t.shape], "bytes": n})
+            if n:
+                blobs.setdefault((_address(t), n), []).append(name)
         facts = f.size_facts()
+    sharing = {name: names for names in blobs.values() if len(names) > 1 for name in names}
     dtypes: Dict[str, Json] = {}
     for doc in tensors:
         d = dtypes.setdefault(doc["dtype"], {"dtype": doc["dtype"], "tensors": 0, "bytes": 0})
         d["tensors"] += 1
-        d["bytes"] += doc["bytes"]
+        names = sharing.get(doc["name"], [doc["name"]])
+        d["bytes"] += doc["bytes"] if names[0] == doc["name"] else 0
+        doc["shared_with"] = [n for n in names if n != doc["name"]]
+    # a shared blob once, as the first of its tensors
+    firsts = [d for d in tensors if sharing.get(d["name"], [d["name"]])[0] == d["name"]]
+    shared = [(names, n) for (_, n), names in blobs.items() if len(names) > 1]
     size = max((r.end for r in regions), default=0)
     out: Json = {"file": path, "format": file_format(path), "size": size,
                  "extended_header": facts.get("extended_header"),
@@ -115,9 +125,19 @@ def _file_doc(path: str, data: Sequence[str], top: int) -> Tuple[Json, List[Regi
                  "sections": _leaves(regions), "methods": _methods(regions),
                  "delegates": facts.get("delegates", []),
                  "dtypes": sorted(dtypes.values(), key=lambda d: -d["bytes"]),
-                 "largest_tensors": sorted(tensors, key=lambda d: -int(d["bytes"]))[:max(0, top)],
+                 "shared": {"blobs": len(shared), "tensors": sum(len(t) for t, _ in shared),
+                            "bytes": sum(n for _, n in shared),
+                            "repeated": sum(n * (len(t) - 1) for t, n in shared)},
+                 "largest_tensors": sorted(firsts, key=lambda d: -int(d["bytes"]))[:max(0, top)],
                  "regions": [region_doc(r) for r in regions]}
     return out, regions
+
+
+def _address(t: Any) -> int:
+    """Where a tensor's bytes are in memory (a quantized one's integers): tensors taken
+    from a file are views of it, so two at one address of one size read the same blob."""
+    a = getattr(t, "int_repr", t)
+    return int(a.__array_interface__["data"][0])
 
 
 def _pct(n: int, total: int) -> str:
@@ -150,11 +170,17 @@ def _print(ctx: Context, doc: Json) -> None:
         ctx.print(st("  tensors by dtype", "cyan"))
         for d in doc["dtypes"]:
             ctx.print(f"    {d['dtype']:<14s} {d['tensors']:>6d} tensors {d['bytes']:>12,}")
+    sh = doc["shared"]
+    if sh["blobs"]:
+        ctx.print(f"  shared: {sh['tensors']} tensors read {sh['blobs']} "
+                  f"{'blob' if sh['blobs'] == 1 else 'blobs'} of {sh['bytes']:,} bytes, "
+                  f"counted once ({sh['repeated']:,} bytes more if counted per tensor)")
     if doc["largest_tensors"]:
         ctx.print(st("  largest tensors", "cyan"))
         for t in doc["largest_tensors"]:
+            same = f"  (also {', '.join(t['shared_with'])})" if t["shared_with"] else ""
             ctx.print(f"    {t['bytes']:>12,}  {t['dtype']:<10s} {str(t['shape']):<16s} "
-                      f"{t['name']}")
+                      f"{t['name']}{same}")
 
 
 def _write(path: str, out: str, text: str) -> None:

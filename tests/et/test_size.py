@@ -352,3 +352,69 @@ def test_regions_of_a_constant_offset_beyond_its_segment() -> None:
             regions = p.regions()
         assert _tiles(regions, len(data))
         assert all(r.end <= len(data) for r in walk(regions))
+
+
+def _oracle_blobs(name: str) -> List[List[str]]:
+    """The tensors of ``name`` that read each blob, as ExecuTorch's deserialization says
+    (its *.oracle.json): a constant value by its constant buffer index, an XNNPACK
+    delegate's constant by the named data key of its constant_data entry."""
+    with open(_path(name[:-4] + ".oracle.json"), encoding="utf-8") as f:
+        o = json.load(f)
+    blobs: Dict[Any, List[str]] = {}
+    for plan in o["program"]["execution_plan"]:
+        for i, v in enumerate(plan["values"]):
+            if (v["kind"] == "Tensor" and v["data_buffer_idx"] and v["allocation"] is None
+                    and not v["location"]):
+                blobs.setdefault(("buffer", v["data_buffer_idx"]), []).append(
+                    f"{plan['name']}.values[{i}]")
+    seen: Dict[str, int] = {}
+    for d in o.get("xnnpack", {}).get("delegates", []):
+        j = seen[d["plan"]] = seen.get(d["plan"], -1) + 1
+        data = d["graph"]["constant_data"]
+        for x in d["graph"]["xvalues"]:
+            k = x["xvalue_union"].get("constant_buffer_idx", 0)
+            if k and data[k]["size"]:
+                blobs.setdefault(("named", data[k]["named_key"]), []).append(
+                    f"{d['plan']}.delegates[{j}].values[{x['xvalue_union']['id_out']}]")
+    return list(blobs.values())
+
+
+SHARING = [pytest.param(n, marks=pytest.mark.skipif(
+    n == "xnn_q4_group.pte" and importlib.util.find_spec("ml_dtypes") is None,
+    reason="its scales are bfloat16: ml_dtypes is not installed"))
+    for n in PTES if os.path.exists(_path(n[:-4] + ".oracle.json")) and n != "external.pte"]
+
+
+@pytest.mark.parametrize("name", SHARING)
+def test_cli_size_counts_a_shared_blob_once(name: str) -> None:
+    """Tensors that read the same bytes (constants of two methods, of one buffer, named
+    data several delegate constants read) are one blob: listed once, with the others in
+    ``shared_with``, and counted once in the totals by dtype."""
+    doc = _validated(json.loads(run_cli("size", "--json", "--top", "100000",
+                                        _path(name)).stdout))
+    [f] = doc["files"]
+    want = sorted(sorted(names) for names in _oracle_blobs(name) if len(names) > 1)
+    shared = [t for t in f["largest_tensors"] if t["shared_with"]]
+    assert sorted(sorted([t["name"], *t["shared_with"]]) for t in shared) == want
+    assert f["shared"] == {"blobs": len(want), "tensors": sum(len(w) for w in want),
+                           "bytes": sum(t["bytes"] for t in shared),
+                           "repeated": sum(t["bytes"] * len(t["shared_with"]) for t in shared)}
+    bytes_ = {t["name"]: t["bytes"] for t in f["largest_tensors"]}
+    assert sum(d["bytes"] for d in f["dtypes"]) == sum(bytes_.values())
+    assert sum(d["tensors"] for d in f["dtypes"]) == len(bytes_) + f["shared"]["tensors"] - \
+        f["shared"]["blobs"]
+
+
+def test_cli_size_two_methods_share_their_weights() -> None:
+    """two_methods.pte: both methods' linear weight and bias are constant buffers 1 and 2
+    (ExecuTorch's constant dedup); the totals count their 128 + 32 bytes once."""
+    o = ORACLE["two_methods.pte"]
+    doc = json.loads(run_cli("size", "--json", _path("two_methods.pte")).stdout)
+    [f] = doc["files"]
+    once = o["constant_nbytes"]["1"] + o["constant_nbytes"]["2"]
+    assert f["shared"] == {"blobs": 2, "tensors": 4, "bytes": once, "repeated": once}
+    assert f["dtypes"] == [{"dtype": "float32", "tensors": 6,
+                            "bytes": sum(o["constant_nbytes"].values())}]
+    text = run_cli("size", _path("two_methods.pte")).stdout
+    assert "shared: 4 tensors read 2 blobs of 160 bytes, counted once" in text
+    assert "first_layer.values[0]  (also forward.values[0])" in text
