@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..files import file_format
 from . import treemap
@@ -19,6 +19,9 @@ from .common import (
     write_error,
 )
 from .formats import Region, open_file
+
+#: What reads each named data key (FileFormat.named_data_readers).
+Readers = Dict[str, List[str]]
 
 HELP = "where the bytes of an ExecuTorch program, data file or bundled program go"
 
@@ -49,11 +52,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the treemap and the totals as a self-contained HTML page")
 
 
-def region_doc(r: Region) -> Json:
-    """A region as JSON: kind, label, start, end, size, spans, children."""
+def _readers(r: Region, readers: Readers) -> List[str]:
+    """What reads a ``named_data`` region (its label: keys joined by commas)."""
+    if r.kind != "named_data":
+        return []
+    return [n for key in r.label.split(",") for n in readers.get(key, [])]
+
+
+def names(regions: Sequence[Region], readers: Readers) -> Dict[str, str]:
+    """The treemap's name of each ``named_data`` region a delegate reads, by its label:
+    what reads it (the keys of backends such as XNNPACK are content hashes)."""
+    return {r.label: "; ".join(who) for top in regions for r in top.walk()
+            for who in [_readers(r, readers)] if who}
+
+
+def region_doc(r: Region, readers: Readers) -> Json:
+    """A region as JSON: kind, label, start, end, size, spans, children (and a named data
+    region's ``readers`` when delegates read it)."""
+    who = _readers(r, readers)
     return {"kind": r.kind, "label": r.label, "start": r.start, "end": r.end, "size": r.size,
-            "spans": [list(s) for s in r.spans],
-            "children": [region_doc(c) for c in r.children]}
+            "spans": [list(s) for s in r.spans], **({"readers": who} if who else {}),
+            "children": [region_doc(c, readers) for c in r.children]}
 
 
 def _leaves(regions: Sequence[Region]) -> Dict[str, int]:
@@ -90,8 +109,13 @@ def _methods(regions: Sequence[Region]) -> List[Json]:
     return list(out.values())
 
 
-def _file_doc(path: str, data: Sequence[str], top: int) -> Tuple[Json, List[Region]]:
+def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Readers]
+              ) -> Tuple[Json, List[Region], Readers]:
+    """``path``'s document and regions, and what reads its named data (``readers``, or
+    when None the file's own delegates)."""
     with open_file(path, data) as f:
+        if readers is None:
+            readers = f.named_data_readers()
         regions = f.regions()
         if regions is None:
             raise CliError("has no regions to show: size reads ExecuTorch programs (.pte), "
@@ -129,8 +153,8 @@ def _file_doc(path: str, data: Sequence[str], top: int) -> Tuple[Json, List[Regi
                             "bytes": sum(n for _, n in shared),
                             "repeated": sum(n * (len(t) - 1) for t, n in shared)},
                  "largest_tensors": sorted(firsts, key=lambda d: -int(d["bytes"]))[:max(0, top)],
-                 "regions": [region_doc(r) for r in regions]}
-    return out, regions
+                 "regions": [region_doc(r, readers) for r in regions]}
+    return out, regions, readers
 
 
 def _address(t: Any) -> int:
@@ -183,6 +207,14 @@ def _print(ctx: Context, doc: Json) -> None:
                       f"{t['name']}{same}")
 
 
+def _file_region(path: str, regions: List[Region]) -> Region:
+    """A file's regions under one ``file`` region (label: its name), for a picture of
+    several files side by side; its byte ranges are the file's own."""
+    size = max((r.end for r in regions), default=0)
+    return Region("file", os.path.basename(path), 0, size, size, ((0, size),) if size else (),
+                  tuple(regions))
+
+
 def _write(path: str, out: str, text: str) -> None:
     refuse_input_as_output(path, out)
     refuse_special_output(out)
@@ -197,18 +229,23 @@ def run(ctx: Context) -> int:
     """Report each file's sizes; write the pictures asked for."""
     args = ctx.args
     docs: List[Json] = []
-    shown: List[Region] = []
+    files: List[Tuple[str, List[Region]]] = []
+    readers: Optional[Readers] = None   # the program's delegates read the data files too
     for i, path in enumerate([args.path, *args.data]):
-        doc, regions = _file_doc(path, args.data if i == 0 else (), args.top)
+        doc, regions, readers = _file_doc(path, args.data if i == 0 else (), args.top,
+                                          readers)
         docs.append(doc)
-        if i == 0:
-            shown = regions
-    title = f"{os.path.basename(args.path)}: {docs[0]['size']:,} bytes"
+        files.append((path, regions))
+    title = " + ".join(f"{os.path.basename(d['file'])}: {d['size']:,} bytes" for d in docs)
+    shown = files[0][1] if len(files) == 1 else [_file_region(p, r) for p, r in files]
+    table: Counter[str] = Counter()
+    for doc in docs:
+        table.update(doc["sections"])
+    labels = names(shown, readers or {})
     if args.svg is not None:
-        _write(args.path, args.svg, treemap.svg(title, shown))
+        _write(args.path, args.svg, treemap.svg(title, shown, labels))
     if args.html is not None:
-        _write(args.path, args.html, treemap.page(title, shown,
-                                                  list(docs[0]["sections"].items())))
+        _write(args.path, args.html, treemap.page(title, shown, table.most_common(), labels))
     if ctx.json:
         ctx.dump({"files": docs})
     else:

@@ -5,13 +5,14 @@ where the rectangle has room."""
 from __future__ import annotations
 
 import html
-from typing import Iterator, List, Sequence, Tuple
+from types import MappingProxyType
+from typing import Iterator, List, Mapping, Sequence, Tuple
 
 from ..executorch import Region
 from .common import human
 
 #: Fill colour of each region kind (others grey).
-COLOURS = {"flatbuffer": "#dfe7f2", "segment": "#e3f0de", "padding": "#eeeeee",
+COLOURS = {"file": "#f4f4f4", "flatbuffer": "#dfe7f2", "segment": "#e3f0de", "padding": "#eeeeee",
            "header": "#9fb7d9", "method": "#c9d6ea", "values": "#7fa6d8",
            "chains": "#e0a458", "operators": "#d98b8b", "delegate": "#b9a6d9",
            "payload": "#9a83c9", "constant": "#6fbf73", "named_data": "#8fcf8f",
@@ -62,8 +63,10 @@ def squarify(sizes: Sequence[float], rect: Rect) -> List[Rect]:
     return out
 
 
-def _name(r: Region) -> str:
-    return f"{r.kind} {r.label}".strip()
+def _name(r: Region, names: Mapping[str, str]) -> str:
+    """``kind label``; a region ``names`` names (named data by a content hash: what reads
+    it), ``kind name``."""
+    return f"{r.kind} {names.get(r.label, r.label)}".strip()
 
 
 def _layout(regions: Sequence[Region], rect: Rect, depth: int
@@ -80,8 +83,10 @@ def _layout(regions: Sequence[Region], rect: Rect, depth: int
                                        max(0.0, h - head - 2 * INSET)), depth + 1)
 
 
-def svg(title: str, regions: Sequence[Region]) -> str:
-    """The treemap of ``regions`` as an SVG document."""
+def svg(title: str, regions: Sequence[Region], names: Mapping[str, str] = MappingProxyType({})
+        ) -> str:
+    """The treemap of ``regions`` as an SVG document, a region whose label ``names`` maps
+    shown by that name (its label then in the tooltip)."""
     top = HEAD + 8
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
              f'height="{HEIGHT + top}" viewBox="0 0 {WIDTH} {HEIGHT + top}" '
@@ -90,14 +95,16 @@ def svg(title: str, regions: Sequence[Region]) -> str:
              f'<text x="4" y="{HEAD}" font-size="14" font-weight="bold">'
              f'{html.escape(title)}</text>']
     for r, (x, y, w, h), depth, nested in _layout(regions, (0, top, WIDTH, HEIGHT), 0):
-        tip = (f"{_name(r)}: {r.size:,} bytes ({human(r.size)}), [{r.start:,}, {r.end:,})"
-               + (f" in {len(r.spans)} ranges" if len(r.spans) > 1 else ""))
+        tip = (f"{_name(r, names)}: {r.size:,} bytes ({human(r.size)}), "
+               f"[{r.start:,}, {r.end:,})"
+               + (f" in {len(r.spans)} ranges" if len(r.spans) > 1 else "")
+               + (f", key {r.label}" if r.label in names else ""))
         parts.append(f'<g class="region" data-kind="{html.escape(r.kind)}" '
                      f'data-depth="{depth}"><title>{html.escape(tip)}</title>'
                      f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" '
                      f'fill="{COLOURS.get(r.kind, "#cccccc")}" stroke="#ffffff" '
                      'stroke-width="1"/>')
-        text = f"{_name(r)} {human(r.size)}"
+        text = f"{_name(r, names)} {human(r.size)}"
         room = int(w / 6.5)
         if h >= 13 and room >= 4:
             label = text if len(text) <= room else text[:max(1, room - 1)] + "\u2026"
@@ -108,9 +115,11 @@ def svg(title: str, regions: Sequence[Region]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def page(title: str, regions: Sequence[Region], table: Sequence[Tuple[str, int]]) -> str:
-    """The treemap in an HTML page, with ``table`` (region kind, bytes) beneath it, each
-    kind with its colour; nothing it shows is fetched from elsewhere."""
+def page(title: str, regions: Sequence[Region], table: Sequence[Tuple[str, int]],
+         names: Mapping[str, str] = MappingProxyType({})) -> str:
+    """The treemap in an HTML page (``names`` as :func:`svg` takes them), with ``table``
+    (region kind, bytes) beneath it, each kind with its colour; nothing it shows is
+    fetched from elsewhere."""
     rows = "\n".join(f'<tr><td><span class="key" style="background:'
                      f'{COLOURS.get(n, "#cccccc")}"></span>{html.escape(n)}</td><td>{b:,}</td>'
                      f"<td>{html.escape(human(b))}</td></tr>" for n, b in table)
@@ -120,4 +129,4 @@ def page(title: str, regions: Sequence[Region], table: Sequence[Tuple[str, int]]
             "border-bottom:1px solid #ddd}td+td{text-align:right}"
             "g.region:hover rect{stroke:#000}span.key{display:inline-block;width:12px;"
             "height:12px;margin-right:6px;vertical-align:middle}</style></head><body>\n"
-            f"{svg(title, regions)}<table>\n{rows}\n</table>\n</body></html>\n")
+            f"{svg(title, regions, names)}<table>\n{rows}\n</table>\n</body></html>\n")

@@ -238,9 +238,10 @@ def test_treemap_svg_and_html(name: str, tmp_path: Any) -> None:
     shown = walk(_regions(name))
     assert len(root.findall(f".//{SVG}rect")) == len(groups) == len(shown)
     tips = [g.find(f"{SVG}title").text or "" for g in groups]
-    for r in shown:   # every region's size is in a tooltip
+    for r in shown:   # every region's size is in a tooltip (named data's key at its end)
         assert any(t.startswith(f"{r.kind} {r.label}".strip() + f": {r.size:,} bytes")
-                   for t in tips), r
+                   or t.startswith(f"{r.kind} ") and f": {r.size:,} bytes" in t
+                   and t.endswith(f", key {r.label}") for t in tips), r
     width, height = float(root.get("width") or 0), float(root.get("height") or 0)
     for rect in root.iter(f"{SVG}rect"):
         x, y, w, h = (float(rect.get(k) or 0) for k in ("x", "y", "width", "height"))
@@ -354,35 +355,69 @@ def test_regions_of_a_constant_offset_beyond_its_segment() -> None:
         assert all(r.end <= len(data) for r in walk(regions))
 
 
+def _oracle_json(name: str) -> Any:
+    with open(_path(name[:-4] + ".oracle.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _oracle_readers(name: str) -> Dict[str, List[Tuple[str, str, str]]]:
+    """Per named data key, the XNNPACK delegate constants that read it as ExecuTorch's
+    deserialization of the payloads says (its *.oracle.json: a value's
+    constant_buffer_idx, or its quantization's scale_buffer_idx, names a constant_data
+    entry, whose named_key it is), each as (``METHOD.delegates[I].values[ID]``, ``NODE
+    role`` when a conv or fully-connected node takes it as its filter or bias, else "",
+    `` scales`` for its scales, else "")."""
+    out: Dict[str, List[Tuple[str, str, str]]] = {}
+    seen: Dict[str, int] = {}
+    for d in _oracle_json(name).get("xnnpack", {}).get("delegates", []):
+        j = seen[d["plan"]] = seen.get(d["plan"], -1) + 1
+        g = d["graph"]
+        roles = {}
+        for n in g["xnodes"]:
+            for role in ("filter", "bias"):
+                vid = n["xnode_union"].get(f"{role}_id")
+                if vid is not None:
+                    roles[vid] = f"{n['xnode_union_type']} {role}"
+        for x in g["xvalues"]:
+            u = x["xvalue_union"]
+            tv = u.get("tensor_value", u)
+            where = f"{d['plan']}.delegates[{j}].values[{tv['id_out']}]"
+            for k, what in ((tv.get("constant_buffer_idx", 0), ""),
+                            ((u.get("quant_params") or {}).get("scale_buffer_idx", 0),
+                             " scales")):
+                entry = g["constant_data"][k] if k else {"size": 0}
+                if entry["size"] and entry["named_key"]:
+                    out.setdefault(entry["named_key"], []).append(
+                        (where, roles.get(tv["id_out"], ""), what))
+    return out
+
+
 def _oracle_blobs(name: str) -> List[List[str]]:
     """The tensors of ``name`` that read each blob, as ExecuTorch's deserialization says
     (its *.oracle.json): a constant value by its constant buffer index, an XNNPACK
     delegate's constant by the named data key of its constant_data entry."""
-    with open(_path(name[:-4] + ".oracle.json"), encoding="utf-8") as f:
-        o = json.load(f)
     blobs: Dict[Any, List[str]] = {}
-    for plan in o["program"]["execution_plan"]:
+    for plan in _oracle_json(name)["program"]["execution_plan"]:
         for i, v in enumerate(plan["values"]):
             if (v["kind"] == "Tensor" and v["data_buffer_idx"] and v["allocation"] is None
                     and not v["location"]):
                 blobs.setdefault(("buffer", v["data_buffer_idx"]), []).append(
                     f"{plan['name']}.values[{i}]")
-    seen: Dict[str, int] = {}
-    for d in o.get("xnnpack", {}).get("delegates", []):
-        j = seen[d["plan"]] = seen.get(d["plan"], -1) + 1
-        data = d["graph"]["constant_data"]
-        for x in d["graph"]["xvalues"]:
-            k = x["xvalue_union"].get("constant_buffer_idx", 0)
-            if k and data[k]["size"]:
-                blobs.setdefault(("named", data[k]["named_key"]), []).append(
-                    f"{d['plan']}.delegates[{j}].values[{x['xvalue_union']['id_out']}]")
-    return list(blobs.values())
+    for key, readers in _oracle_readers(name).items():
+        blobs[("named", key)] = [w for w, _, what in readers if not what]
+    return [b for b in blobs.values() if b]
 
 
-SHARING = [pytest.param(n, marks=pytest.mark.skipif(
-    n == "xnn_q4_group.pte" and importlib.util.find_spec("ml_dtypes") is None,
-    reason="its scales are bfloat16: ml_dtypes is not installed"))
-    for n in PTES if os.path.exists(_path(n[:-4] + ".oracle.json")) and n != "external.pte"]
+def _readable(n: str) -> Any:
+    """``n`` as a test parameter, skipped when its tensors need ml_dtypes and it is not
+    installed (xnn_q4_group.pte's scales are bfloat16)."""
+    return pytest.param(n, marks=pytest.mark.skipif(
+        n == "xnn_q4_group.pte" and importlib.util.find_spec("ml_dtypes") is None,
+        reason="its scales are bfloat16: ml_dtypes is not installed"))
+
+
+SHARING = [_readable(n) for n in PTES
+           if os.path.exists(_path(n[:-4] + ".oracle.json")) and n != "external.pte"]
 
 
 @pytest.mark.parametrize("name", SHARING)
@@ -418,3 +453,72 @@ def test_cli_size_two_methods_share_their_weights() -> None:
     text = run_cli("size", _path("two_methods.pte")).stdout
     assert "shared: 4 tensors read 2 blobs of 160 bytes, counted once" in text
     assert "first_layer.values[0]  (also forward.values[0])" in text
+
+
+with open(os.path.join(DATA, "shared", "shared.oracle.json"), encoding="utf-8") as _f:
+    _SHARED: Dict[str, Any] = json.load(_f)
+XNN = [_readable(n) for n in PTES if n.startswith("xnn")
+       and os.path.exists(_path(n[:-4] + ".oracle.json")) and _oracle_readers(n)]
+
+
+@pytest.mark.parametrize("name", XNN)
+def test_cli_size_names_hashed_named_data_by_its_readers(name: str, tmp_path: Any) -> None:
+    """XNNPACK keys its named data by content hash: the JSON gives each such region's
+    readers, the treemap names it by them (node and role where a conv or fully-connected
+    node takes it), the key staying in the tooltip."""
+    want = _oracle_readers(name)
+    svg = str(tmp_path / "t.svg")
+    out = run_cli("size", "--json", _path(name), "--svg", svg)
+    doc = _validated(json.loads(out.stdout))
+
+    def named(docs: List[Any]) -> Dict[str, List[str]]:
+        found: Dict[str, List[str]] = {}
+        for d in docs:
+            if d["kind"] == "named_data":
+                found[d["label"]] = d.get("readers", [])
+            found.update(named(d["children"]))
+        return found
+    got = named(doc["files"][0]["regions"])
+    assert set(want) <= set(got) and set(want) == {k for k, v in got.items() if v}
+    for key, readers in want.items():
+        assert sorted(got[key]) == sorted(w + (f" ({r})" if r else "") + what
+                                          for w, r, what in readers)
+    tips = [t.text or "" for t in ET.parse(svg).getroot().iter(f"{SVG}title")]
+    for key, readers in want.items():
+        tip = next(t for t in tips if t.endswith(f", key {key}"))
+        assert tip.startswith("named_data " + "; ".join(got[key]) + ": ")
+
+
+@pytest.mark.parametrize("pte, ptd, keys", [
+    (_path("external.pte"), _path("external.ptd"), sorted(ORACLE["external.ptd"]["named_data"])),
+    (os.path.join(DATA, "shared", "xnn_a.pte"), os.path.join(DATA, "shared", "foundation_xnn.ptd"),
+     sorted(_SHARED["data_files"]["foundation_xnn.ptd"]))])
+def test_cli_size_pictures_hold_the_data_files(pte: str, ptd: str, keys: List[str],
+                                                tmp_path: Any) -> None:
+    """With --data each file is a top-level box of its own, as large as the file, its
+    named data inside by key (or by the delegate constant that reads it)."""
+    svg, page = str(tmp_path / "t.svg"), str(tmp_path / "t.html")
+    out = run_cli("size", "--json", pte, "--data", ptd, "--svg", svg, "--html", page)
+    assert out.returncode == 0, out.stderr
+    doc = _validated(json.loads(out.stdout))
+    assert [f["file"] for f in doc["files"]] == [pte, ptd]
+    root = ET.parse(svg).getroot()
+    top = [g for g in root.findall(f"{SVG}g") if g.get("data-depth") == "0"]
+    sizes = {os.path.basename(p): os.path.getsize(p) for p in (pte, ptd)}
+    assert sorted((g.find(f"{SVG}title").text or "") for g in top) == sorted(
+        f"file {n}: {b:,} bytes ({_human(b)}), [0, {b:,})" for n, b in sizes.items())
+    areas = [float(g.find(f"{SVG}rect").get("width") or 0) *
+             float(g.find(f"{SVG}rect").get("height") or 0) for g in top]
+    big, small = sorted(sizes.values(), reverse=True)
+    assert abs(min(areas) / sum(areas) - small / (big + small)) < 0.01
+    tips = [t.text or "" for t in root.iter(f"{SVG}title")]
+    for key in keys:
+        assert any(t.startswith(f"named_data {key}: ") or t.endswith(f", key {key}")
+                   for t in tips), key
+    with open(page, encoding="utf-8") as f:
+        assert f"file {os.path.basename(ptd)}" in f.read()
+
+
+def _human(n: int) -> str:
+    from pyflatmodule.cli.common import human
+    return human(n)

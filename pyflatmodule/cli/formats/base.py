@@ -131,6 +131,13 @@ class FileFormat(abc.ABC):
         format that does not say."""
         return None
 
+    def named_data_readers(self) -> Dict[str, List[str]]:
+        """For each named data key the file's delegates read, what reads it: the
+        constant (``<method>.delegates[<i>].values[<id>]``), where the backend says the
+        node and the constant's role in brackets, and `` scales`` when the key holds its
+        scales; empty for other formats."""
+        return {}
+
     def size_facts(self) -> Json:
         """What ``size`` reports beside the regions: a program's extended header and its
         delegates' payloads (empty for other formats)."""

@@ -539,6 +539,19 @@ class ExecuTorchProgram(_ExecuTorchFile):
                               for name, m in self.file.methods.items()
                               for k, d in enumerate(m.delegates)]}
 
+    def named_data_readers(self) -> Dict[str, List[str]]:
+        layouts = self.file.delegate_layouts()
+        out: Dict[str, List[str]] = {}
+        for name, m in self.file.methods.items():
+            for i, graph, _ in _graphs(m):
+                for (vid, what), key in graph.named_data_keys().items():
+                    where = f"{name}.delegates[{i}].values[{vid}]"
+                    lay = layouts.get(where, {})
+                    role = f" ({lay['node']} {lay['role']})" if "node" in lay else ""
+                    out.setdefault(key, []).append(
+                        where + role + (" scales" if what == "scales" else ""))
+        return out
+
     def profiled_program(self) -> Optional[Any]:
         return self.file
 
