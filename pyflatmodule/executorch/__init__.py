@@ -45,6 +45,7 @@ from .etrecord import Member as ETRecordMember
 from .etrecord import Node as GraphNode
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
+from .minimum_runtime import MinimumRuntime
 from .native_code import NativeImage, describe_native_code, refuse_native_code
 from .profile import BlockProfile, InstructionProfile, Timing, timings
 from .program import (
@@ -75,9 +76,9 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump", "ETRecord",
            "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph", "GraphNode",
            "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
-           "MemoryPlan", "Method", "MoveCall", "NativeImage", "Operator", "OutputSpec",
-           "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "Region",
-           "RunData", "Signature", "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing",
-           "ValueMeta", "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue",
-           "backend_of", "describe_native_code", "open_bundled", "open_etdump", "open_etrecord",
-           "open_executorch", "operands", "refuse_native_code", "timings"]
+           "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NativeImage", "Operator",
+           "OutputSpec", "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization",
+           "Region", "RunData", "Signature", "TensorSpec", "TestCase", "TestSuite", "TestSuites",
+           "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode",
+           "XnnValue", "backend_of", "describe_native_code", "open_bundled", "open_etdump",
+           "open_etrecord", "open_executorch", "operands", "refuse_native_code", "timings"]

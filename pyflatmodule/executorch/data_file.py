@@ -1,16 +1,29 @@
 """ExecuTorch data files (``.ptd``, identifier ``FT01``): named tensors and blobs."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from .file import _File
+from .minimum_runtime import MinimumRuntime, data_file_features, minimum
 from .regions import Region, data_file_regions
 
 
 class DataFile(_File):
     """An ExecuTorch data file (``.ptd``): named tensors and blobs in segments."""
+
+    _minimum: Optional[MinimumRuntime] = None
+
+    @property
+    def minimum_runtime(self) -> MinimumRuntime:
+        """The oldest ExecuTorch release whose runtime reads the file: its layout (the
+        one read since 0.7.0; 0.6.0 read an earlier one under the same identifier), its
+        header and the schema fields and enum values it holds; see
+        :mod:`pyflatmodule.executorch.minimum_runtime`."""
+        if self._minimum is None:
+            self._minimum = minimum(data_file_features(self._root))
+        return self._minimum
 
     @property
     def tensors(self) -> Dict[str, np.ndarray]:
@@ -38,7 +51,8 @@ class DataFile(_File):
                 "segment_data_size": int(s.segment_size),
                 "segments": len(self._root.tables("segments")),
                 "named_data": int(s.n_blobs), "tensors": int(s.n_tensors),
-                "native_code": [i._asdict() for i in self.native_code()]}
+                "native_code": [i._asdict() for i in self.native_code()],
+                "minimum_runtime": self.minimum_runtime.as_json()}
 
     def _describe(self) -> str:
         return f"{int(self._summary.n_blobs)} named data entries"

@@ -2,6 +2,7 @@
 chains, instructions, operators and delegates, and the tensors it holds or names."""
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
@@ -14,10 +15,12 @@ from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.source import Source
 from ..errors import FormatError
+from . import releases
 from .backends import Backend, DelegateGraph, Payload, backend_of
 from .data_file import DataFile
 from .file import _File
 from .memory import MemoryPlan, make_plan
+from .minimum_runtime import MinimumRuntime, minimum, program_features
 from .regions import ExtendedHeader, Region, program_regions, segment_span
 
 __all__ = ["Chain", "Delegate", "DelegateCall", "Frame", "FreeCall", "Instruction",
@@ -710,6 +713,24 @@ class Program(_File):
         return ExtendedHeader(int(h.program_size), int(h.segment_base_offset),
                               int(h.segment_data_size))
 
+    @property
+    def minimum_runtime(self) -> MinimumRuntime:
+        """The oldest ExecuTorch release whose runtime reads every feature the program
+        uses (schema fields, union members and enum values it holds, the extended
+        header, named data, external tensors) and the data files given to ``load`` use,
+        with the features that need a release after the first, latest first; see
+        :mod:`pyflatmodule.executorch.minimum_runtime`."""
+        features = program_features(self._root, self.extended_header is not None)
+        records, _ = self._index()
+        if np.any(records["stored"] == lib.ET_STORED_EXTERNAL):
+            features["external tensors"] = releases.FLAT_TENSOR_FIRST
+        for i, f in enumerate(self.data_files):
+            if f._source is None and f._minimum is None:
+                continue   # closed before it was asked
+            name = os.path.basename(f.origin[0]) if f.origin else str(i)
+            features[f"data file {name}"] = f.minimum_runtime.release
+        return minimum(features)
+
     def regions(self) -> List[Region]:
         """Where the file's bytes go: ``flatbuffer``, ``segment`` and ``padding`` regions
         covering every byte once, in file order, each with its children (per method its
@@ -746,6 +767,7 @@ class Program(_File):
                     records["stored"] == lib.ET_STORED_EXTERNAL)),
                 "data_files": len(self.data_files), "missing_data": self.missing_data,
                 "native_code": [i._asdict() for i in self.native_code()],
+                "minimum_runtime": self.minimum_runtime.as_json(),
                 "methods": methods}
 
     def _native_blobs(self) -> List[Tuple[str, int, memoryview]]:

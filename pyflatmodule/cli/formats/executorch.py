@@ -221,6 +221,13 @@ def print_dis(ctx: Context, d: Json) -> None:
 
 # ------------------------------------------------------------------ the adapters
 
+def _minimum_runtime(m: Json) -> str:
+    """``info``'s minimum runtime line: the release and the features that need it."""
+    needs = [r["feature"] for r in m["reasons"] if r["release"] == m["release"]]
+    shown = ", ".join(needs[:3]) + (f" and {len(needs) - 3} more" if len(needs) > 3 else "")
+    return f"ExecuTorch {m['release']}" + (f" (for {shown})" if shown else "")
+
+
 class _ExecuTorchFile(FileFormat):
     """What a program and a data file show alike."""
 
@@ -237,6 +244,7 @@ class _ExecuTorchFile(FileFormat):
                   f"{s['size']:,} bytes, version {s['version']}")
         ctx.print(f"  flatbuffer: {s['flatbuffer_size']:,} bytes   segment data: "
                   f"{s['segment_data_size']:,} bytes in {plural(s['segments'], 'segment')}")
+        ctx.print(f"  minimum runtime: {_minimum_runtime(s['minimum_runtime'])}")
         cls._print_contents(ctx, s)
         if s["native_code"]:
             images = (NativeImage(**i) for i in s["native_code"])
