@@ -9,11 +9,13 @@ The script walks the stable tags in version order and reads, at each, the progra
 (extension/flat_tensor/serialize/flat_tensor.fbs; extension/flat_tensor/flat_tensor.fbs
 in 0.5.0, which wrote no data files), the extended header (schema/extended_header.h:
 its fields) and the runtime's loader (runtime/executor/program.cpp: whether it reads
-named data, whether it checks the schema version). ``--latest`` adds a release not yet
-tagged in REPO from the schema files of its installed package (DIR holds
-schema/program.fbs, schema/scalar_type.fbs and
-extension/flat_tensor/serialize/flat_tensor.fbs), e.g. the executorch wheel's
-site-packages/executorch folder.
+named data, whether it checks the schema version) and XNNPACK's payload schema
+(backends/xnnpack/serialization/runtime_schema.fbs; schema.fbs in 0.1.0: its node and
+value kinds, its datatypes). ``--latest`` adds a release not yet tagged in REPO from the
+schema files of its installed package (DIR holds schema/program.fbs,
+schema/scalar_type.fbs, extension/flat_tensor/serialize/flat_tensor.fbs and
+backends/xnnpack/serialization/runtime_schema.fbs), e.g. the executorch wheel's
+site-packages/executorch folder; its header and loader are taken as the last tag's.
 
 A table field counts from the first release of the run of releases, up to the last one,
 that declares it with the same id and type (a field renumbered or retyped starts
@@ -40,6 +42,8 @@ EXTENDED_HEADER = "schema/extended_header.h"
 LOADER = "runtime/executor/program.cpp"
 DATA_MAP = "extension/flat_tensor/flat_tensor_data_map.cpp"
 FLAT_TENSOR_HEADER = "extension/flat_tensor/serialize/flat_tensor_header.h"
+XNNPACK = ("backends/xnnpack/serialization/runtime_schema.fbs",
+           "backends/xnnpack/serialization/schema.fbs")
 
 #: (kind, table or enum or union, name) -> (number, type)
 Decls = Dict[Tuple[str, str, str], Tuple[int, str]]
@@ -64,7 +68,7 @@ def parse_fbs(text: str) -> Tuple[Decls, Optional[str]]:
                 # a union field takes two ids: its type and its value
                 fid += 1
             continue
-        value = 0
+        value = 1 if kind == "union" else 0   # a union's 0 is NONE
         for item in body.split(","):
             item = item.strip()
             if not item:
@@ -112,8 +116,9 @@ class Release:
     def __init__(self, version: str, program: str, scalar_type: str,
                  flat_tensor: Optional[str], header: Optional[str],
                  loader: Optional[str], data_map: bool = False,
-                 flat_header: Optional[str] = None) -> None:
+                 flat_header: Optional[str] = None, xnnpack: Optional[str] = None) -> None:
         self.version = version
+        self.xnnpack: Decls = parse_fbs(xnnpack)[0] if xnnpack else {}
         self.data_map = data_map
         self.flat_header_fields = re.findall(r"uint64_t\s+(\w+);", flat_header or "")
         decls, self.program_id = parse_fbs(program)
@@ -158,6 +163,7 @@ def render(releases: List[Release]) -> str:
     ft_header = next(r.version for r in releases if r.flat_header_fields)
     named = next(r.version for r in releases if r.loader_named_data)
     checks = [r.version for r in releases if r.loader_version_check]
+    xnn = first_seen(releases, "xnnpack")
     lines = [
         '"""When each part of ExecuTorch\'s file formats first appeared in a release.',
         "",
@@ -208,6 +214,10 @@ def render(releases: List[Release]) -> str:
                     lines.append(f"    {(key[1], number)!r}: {key[2]!r},")
                 lines.append("}")
                 lines.append("")
+    for kind, label, noun in (("member", "UNION_MEMBERS", "(union, member)"),
+                              ("value", "ENUM_VALUES", "(enum, value name)")):
+        table(f"XNNPACK_{label}", f"XNNPACK's payload schema: {noun} -> first release.",
+              {(k[1], k[2]): v for k, v in xnn.items() if k[0] == kind})
     lines += [
         "#: The extended header (``eh00`` at byte 8): the first release with it. Every",
         "#: release's runtime takes a header longer than the fields it knows (it checks a",
@@ -252,6 +262,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             flat = git_show(args.repo, tag, path)
             if flat is not None:
                 break
+        xnnpack = None
+        for path in XNNPACK:
+            xnnpack = git_show(args.repo, tag, path)
+            if xnnpack is not None:
+                break
         program = git_show(args.repo, tag, PROGRAM)
         scalar = git_show(args.repo, tag, SCALAR_TYPE)
         if program is None or scalar is None:
@@ -260,7 +275,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 git_show(args.repo, tag, EXTENDED_HEADER),
                                 git_show(args.repo, tag, LOADER),
                                 git_show(args.repo, tag, DATA_MAP) is not None,
-                                git_show(args.repo, tag, FLAT_TENSOR_HEADER)))
+                                git_show(args.repo, tag, FLAT_TENSOR_HEADER), xnnpack))
     if args.latest:
         version, folder = args.latest.split(":", 1)
 
@@ -269,7 +284,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return f.read()
         prev = releases[-1]
         r = Release(version, read(PROGRAM), read(SCALAR_TYPE), read(FLAT_TENSOR[0]), None,
-                    None)
+                    None, xnnpack=read(XNNPACK[0]))
         # the package holds no C sources: the header and loader are the last tag's
         r.header_fields = prev.header_fields
         r.loader_named_data = prev.loader_named_data

@@ -7,6 +7,8 @@ header. Each feature's first release comes from :mod:`.releases` (generated from
 ExecuTorch's schema history); the minimum is the latest of them. FlatBuffers lets an
 older runtime skip a field it does not know, but then it does not do what the field
 asks (load named data, place a tensor on a device), so a field counts as needed.
+XNNPACK's payloads count too: the kinds of their nodes, values' datatypes and
+quantizations (other backends' payloads are not counted).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Tuple
 from ..core.fbread import Table
 from ..core.native import lib
 from . import releases
+from .backends import DelegateGraph, xnnpack
 
 
 class MinimumRuntime(NamedTuple):
@@ -119,4 +122,29 @@ def data_file_features(root: Table) -> Dict[str, str]:
                           releases.PROGRAM_ENUM_VALUES, releases.PROGRAM_ENUM_NAMES)
     out["data file"] = releases.FLAT_TENSOR_FIRST
     out["data file header"] = releases.FLAT_TENSOR_HEADER
+    return out
+
+
+#: XNNPACK's quantization kinds (:class:`xnnpack.Quantization`) by the schema's member.
+_XNN_QUANT = {"per_tensor": "PerTensorQuant", "per_channel": "PerChannelQuant",
+              "per_channel_group": "PerChannelGroupQuant",
+              "per_token_dynamic": "PerTokenDynamicQuant"}
+
+
+def delegate_features(graph: DelegateGraph) -> Dict[str, str]:
+    """What a delegate's payload uses, for the payloads whose schema history is known
+    (XNNPACK's); nothing for the others."""
+    out: Dict[str, str] = {}
+    if not isinstance(graph, xnnpack.XnnGraph):
+        return out
+    members = releases.XNNPACK_UNION_MEMBERS
+    for node in graph.nodes:
+        out[f"XNNPACK {node.kind}"] = members.get(("XNodeUnion", node.kind), UNRELEASED)
+    for v in graph.values:
+        name = "xnn_datatype_" + v.datatype
+        out[f"XNNPACK {name}"] = releases.XNNPACK_ENUM_VALUES.get(("XNNDatatype", name),
+                                                                  UNRELEASED)
+        if v.quantization is not None:
+            q = _XNN_QUANT.get(v.quantization.kind, v.quantization.kind)
+            out[f"XNNPACK {q}"] = members.get(("XNNQuantParams", q), UNRELEASED)
     return out

@@ -20,7 +20,7 @@ from .backends import Backend, DelegateGraph, Payload, backend_of
 from .data_file import DataFile
 from .file import _File
 from .memory import MemoryPlan, make_plan
-from .minimum_runtime import MinimumRuntime, minimum, program_features
+from .minimum_runtime import MinimumRuntime, delegate_features, minimum, program_features
 from .regions import ExtendedHeader, Region, program_regions, segment_span
 
 __all__ = ["Chain", "Delegate", "DelegateCall", "Frame", "FreeCall", "Instruction",
@@ -717,13 +717,19 @@ class Program(_File):
     def minimum_runtime(self) -> MinimumRuntime:
         """The oldest ExecuTorch release whose runtime reads every feature the program
         uses (schema fields, union members and enum values it holds, the extended
-        header, named data, external tensors) and the data files given to ``load`` use,
+        header, named data, external tensors, XNNPACK payloads' node kinds, datatypes
+        and quantizations) and the data files given to ``load`` use,
         with the features that need a release after the first, latest first; see
         :mod:`pyflatmodule.executorch.minimum_runtime`."""
         features = program_features(self._root, self.extended_header is not None)
         records, _ = self._index()
         if np.any(records["stored"] == lib.ET_STORED_EXTERNAL):
             features["external tensors"] = releases.FLAT_TENSOR_FIRST
+        for m in self.methods.values():
+            for d in m.delegates:
+                graph = d.graph
+                if graph is not None:
+                    features.update(delegate_features(graph))
         for i, f in enumerate(self.data_files):
             if f._source is None and f._minimum is None:
                 continue   # closed before it was asked

@@ -118,6 +118,19 @@ def test_a_later_scalar_type_needs_its_release() -> None:
     assert m.reasons[0] == ("ScalarType.UINT32", "0.5.0")
 
 
+def test_xnnpack_payloads_count() -> None:
+    # XNNCopy is a member of XNodeUnion in v1.1.0's
+    # backends/xnnpack/serialization/runtime_schema.fbs, not in v1.0.1's; the attention
+    # graph ExecuTorch 1.5.1 lowered copies a value
+    with pfm.load(os.path.join(ET, "xnn_attention.pte")) as p:
+        kinds = {n.kind for d in p.methods["forward"].delegates
+                 for n in d.graph.nodes}   # type: ignore[union-attr]
+        m = p.minimum_runtime
+    assert "XNNCopy" in kinds
+    assert m.release == "1.1.0"
+    assert m.reasons[0] == ("XNNPACK XNNCopy", "1.1.0")
+
+
 def test_info_prints_it() -> None:
     r = subprocess.run([sys.executable, "-m", "pyflatmodule", "info",
                         os.path.join(ET, "xnnpack.pte")], capture_output=True, text=True,
