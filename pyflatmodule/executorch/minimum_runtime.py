@@ -125,12 +125,6 @@ def data_file_features(root: Table) -> Dict[str, str]:
     return out
 
 
-#: XNNPACK's quantization kinds (:class:`xnnpack.Quantization`) by the schema's member.
-_XNN_QUANT = {"per_tensor": "PerTensorQuant", "per_channel": "PerChannelQuant",
-              "per_channel_group": "PerChannelGroupQuant",
-              "per_token_dynamic": "PerTokenDynamicQuant"}
-
-
 def delegate_features(graph: DelegateGraph) -> Dict[str, str]:
     """What a delegate's payload uses, for the payloads whose schema history is known
     (XNNPACK's); nothing for the others."""
@@ -140,11 +134,10 @@ def delegate_features(graph: DelegateGraph) -> Dict[str, str]:
     members = releases.XNNPACK_UNION_MEMBERS
     for node in graph.nodes:
         out[f"XNNPACK {node.kind}"] = members.get(("XNodeUnion", node.kind), UNRELEASED)
-    for v in graph.values:
-        name = "xnn_datatype_" + v.datatype
+    for datatype, quant in set(graph.value_kinds()):
+        name = "xnn_datatype_" + datatype
         out[f"XNNPACK {name}"] = releases.XNNPACK_ENUM_VALUES.get(("XNNDatatype", name),
                                                                   UNRELEASED)
-        if v.quantization is not None:
-            q = _XNN_QUANT.get(v.quantization.kind, v.quantization.kind)
-            out[f"XNNPACK {q}"] = members.get(("XNNQuantParams", q), UNRELEASED)
+        if quant:
+            out[f"XNNPACK {quant}"] = members.get(("XNNQuantParams", quant), UNRELEASED)
     return out

@@ -444,6 +444,8 @@ class Methods(NamedDict[Method]):
 class Program(_File):
     """An ExecuTorch program (``.pte``)."""
 
+    _minimum: Optional[MinimumRuntime] = None
+
     def __init__(self, source: Source, summary: Any, options: Options,
                  data: Sequence[DataFile] = ()) -> None:
         super().__init__(source, summary, options)
@@ -721,6 +723,8 @@ class Program(_File):
         and quantizations) and the data files given to ``load`` use,
         with the features that need a release after the first, latest first; see
         :mod:`pyflatmodule.executorch.minimum_runtime`."""
+        if self._minimum is not None:
+            return self._minimum
         features = program_features(self._root, self.extended_header is not None)
         records, _ = self._index()
         if np.any(records["stored"] == lib.ET_STORED_EXTERNAL):
@@ -735,7 +739,8 @@ class Program(_File):
                 continue   # closed before it was asked
             name = os.path.basename(f.origin[0]) if f.origin else str(i)
             features[f"data file {name}"] = f.minimum_runtime.release
-        return minimum(features)
+        self._minimum = minimum(features)
+        return self._minimum
 
     def regions(self) -> List[Region]:
         """Where the file's bytes go: ``flatbuffer``, ``segment`` and ``padding`` regions

@@ -390,6 +390,16 @@ class XnnGraph:
         """Every value, by id."""
         return [self._value(i) for i in range(len(self._records))]
 
+    def value_kinds(self) -> List[Tuple[str, str]]:
+        """Each value's datatype and quantization as the schema names it (its
+        XNNQuantParams member, "" when none), by id: from the index, nothing decoded."""
+        members = self._root.schema.unions["XNNQuantParams"]
+        out = []
+        for i in range(len(self._records)):
+            r = self._records[i]
+            out.append((self._datatype(i), members[int(r.quant_kind)] if r.quant else ""))
+        return out
+
     def _tensor_table(self, i: int) -> Table:
         return Table(self._root.schema, self._payload, int(self._records[i].tensor),
                      "XNNTensorValue")
