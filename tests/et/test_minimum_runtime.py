@@ -15,11 +15,13 @@ import pathlib
 import struct
 import subprocess
 import sys
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
 import pyflatmodule as pfm
+from pyflatmodule.core.fbread import schema_of
+from pyflatmodule.executorch import releases
 
 from support.fbwalk import deref, element, field, root, u32
 from support.paths import CSRC, ET, ROOT, WILD
@@ -129,6 +131,26 @@ def test_xnnpack_payloads_count() -> None:
     assert "XNNCopy" in kinds
     assert m.release == "1.1.0"
     assert m.reasons[0] == ("XNNPACK XNNCopy", "1.1.0")
+
+
+@pytest.mark.parametrize("identifier, fields, members", [
+    (b"ET12", releases.PROGRAM_FIELDS, releases.PROGRAM_UNION_MEMBERS),
+    (b"FT01", releases.FLAT_TENSOR_FIELDS, {}),
+    (b"XN01", None, releases.XNNPACK_UNION_MEMBERS)])
+def test_every_feature_the_reader_knows_has_a_release(
+        identifier: bytes, fields: Optional[Dict[Tuple[str, str], str]],
+        members: Dict[Tuple[str, str], str]) -> None:
+    # the project's schemas are ExecuTorch 1.5.1's: a field or member the table lacks
+    # would be reported as needing a release after 1.5.1
+    schema = schema_of(struct.unpack("<I", identifier)[0])
+    for table, declared in schema.tables.items():
+        for name in declared:
+            if name.endswith("_type") and name[:-5] in declared:
+                continue   # a union's type field: counted as its member
+            assert fields is None or (table, name) in fields, (table, name)
+    for union, names in schema.unions.items():
+        for name in names[1:]:
+            assert not name or (union, name) in members, (union, name)
 
 
 def test_info_prints_it() -> None:
