@@ -1,32 +1,42 @@
-"""``pyflatmodule profile``: an ETDump's timings per instruction (count, mean, min, max),
-named from the program that ran when it is given (``FileFormat.profile``:
-:func:`pyflatmodule.executorch.timings`)."""
+"""``pyflatmodule profile``: where an ExecuTorch run's time went, from its ETDump: per
+block of runs, lines (per instruction, operator or delegate node) most time first, each
+with its count, total, mean, min, max and share of the run, and a total line; named from
+the program that ran when it is given (``FileFormat.profile``:
+:func:`pyflatmodule.executorch.timings`, :func:`pyflatmodule.executorch.profile.rows`)."""
 from __future__ import annotations
 
 import argparse
 from contextlib import ExitStack
-from typing import List, Optional, Tuple
+from typing import List
 
 from ..core.names import plural
 from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
-from .formats import open_file
+from .formats import PROFILE_BY, open_file
 
-HELP = "an ExecuTorch profile (ETDump): each instruction's count, mean, min and max time"
+HELP = ("an ExecuTorch profile (ETDump): where a run's time went, per instruction, operator "
+        "or delegate node, most first")
 
 EXAMPLES = """examples:
   pyflatmodule profile run.etdump                      names from the profile only
   pyflatmodule profile run.etdump --program model.pte  each instruction's operator or delegate
+  pyflatmodule profile run.etdump --program model.pte --by operator --skip-runs 1
   pyflatmodule profile run.etdump --program model.pte --json
 
-per block of runs (the runtime's "Execute" runs of a method, its "Default" load), each
-instruction's time (OPERATOR_CALL, DELEGATE_CALL) and, beneath it, the kernel's and the
-delegate's own events (XNNPACK: one per node), with the runtime's events (Method::execute)
-first. Times are ETDump ticks: the file does not say their unit (ExecuTorch's POSIX
-platform ticks in nanoseconds; XNNPACK's node times are its microseconds in ticks).
+per block of runs (the runtime's "Execute" runs of a method, its "Default" load), a line
+per instruction (its OPERATOR_CALL or DELEGATE_CALL), per operator (--by operator: the
+instructions calling one operator, or one delegate backend, summed) or per delegate node
+(--by delegate-node: XNNPACK's events, one per node), most time first, with the runtime's
+own events (Method::init) beside them; each with its count, total, mean, min, max and
+share of the run (its Method::execute, or the load's Program::load_method), and a total
+line. --skip-runs N leaves out the first N runs of each block (warm-up). ETDump ticks are
+taken as nanoseconds, as ExecuTorch's POSIX platform ticks and its Inspector takes them;
+times are printed in ms or us (the header says which), --json's in us.
 """
 
-#: What the file says of its times' unit: nothing, they are the tracer's ticks.
-UNIT = "ticks"
+#: The unit of --json's times.
+UNIT = "us"
+#: The text's times in ms when a block's run takes this many us or more.
+MS_FROM = 10_000.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,68 +45,63 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--program", metavar="MODEL.pte",
                    help="the program that ran (.pte, .bpte): operators' and delegates' names "
                         "(--data: its data files)")
-
-
-def _what(i: Json) -> str:
-    """An instruction's label: its operator or delegate, else what its events say."""
-    if i["operator"] is not None:
-        return str(i["operator"])
-    if i["delegate"] is not None:
-        return f"{i['delegate']} (delegate {i['delegate_index']})"
-    if i["kernel"] is not None:
-        return f"{i['kernel']} (kernel)"
-    return i["kind"] or "instruction"
-
-
-def _rows(b: Json) -> List[Tuple[str, str, Optional[Json]]]:
-    """A block's table: (chain:instruction, label, timing) per line."""
-    rows: List[Tuple[str, str, Optional[Json]]] = [("", t["name"] or "", t)
-                                                   for t in b["framework"]]
-    for i in b["instructions"]:
-        rows.append((f"{i['chain']}:{i['instruction']}", _what(i), i["call"]))
-        rows += [("", "  " + (t["name"] or "") if t["delegate_debug_id"] is None
-                  else f"  {t['delegate_debug_id']}", t) for t in i["events"]]
-    return rows
+    p.add_argument("--by", choices=PROFILE_BY, default="instruction",
+                   help="a line per instruction (the default), operator or delegate node")
+    p.add_argument("--skip-runs", type=int, default=0, metavar="N",
+                   help="leave out the first N runs of each block (warm-up)")
 
 
 def _print(ctx: Context, doc: Json) -> None:
     st = ctx.style
     ctx.print(f"{st(doc['file'], 'bold')}: ExecuTorch profile"
               + (f" of {doc['program']}" if doc["program"] else "")
-              + "; times in ETDump ticks (their unit is not in the file)")
+              + f", by {doc['by']}"
+              + (f", first {plural(doc['skip_runs'], 'run')} of each block left out"
+                 if doc["skip_runs"] else ""))
     for b in doc["blocks"]:
         method = f", method {st(b['method'], 'bold')}" if b["method"] else ""
         ctx.print(f"{st('run', 'magenta')} {st(str(b['name']), 'bold')}{method}: "
                   f"{plural(b['runs'], 'run')}"
+                  + (f" ({b['skipped']} left out)" if b["skipped"] else "")
                   + (f", bundled input {b['bundled_input_index']}"
                      if b["bundled_input_index"] >= 0 else ""))
-        rows = _rows(b)
-        width = max([len("event")] + [len(label) for _, label, _ in rows])
-        ctx.print(st(f"  {'chain:pc':<8s} {'event':<{width}s} {'count':>6s} {'mean':>13s} "
-                     f"{'min':>11s} {'max':>11s}", "dim"))
-        for where, label, t in rows:
-            text = f"  {where:<8s} {label:<{width}s}"
-            ctx.print(text if t is None else
-                      f"{text} {t['count']:>6,d} {t['mean']:>13,.1f} {t['min']:>11,d} "
-                      f"{t['max']:>11,d}")
+        unit, scale = ("ms", 1000.0) if b["total"] >= MS_FROM else ("us", 1.0)
+        rows: List[Json] = b["rows"]
+        width = max([len("total"), len("line")] + [len(r["label"]) for r in rows])
+        where = max([len("at")] + [len(",".join(r["instructions"])) for r in rows])
+        ctx.print(st(f"  {'at':<{where}s} {'line':<{width}s} {'count':>6s} "
+                     f"{'total ' + unit:>11s} {'mean ' + unit:>10s} {'min ' + unit:>10s} "
+                     f"{'max ' + unit:>10s} {'%':>6s}", "dim"))
+        for r in rows:
+            pct = f"{r['percent']:6.1f}" if r["percent"] is not None else f"{'':6s}"
+            ctx.print(f"  {','.join(r['instructions']):<{where}s} {r['label']:<{width}s} "
+                      f"{r['count']:>6,d} {r['total'] / scale:>11,.3f} "
+                      f"{r['mean'] / scale:>10,.3f} {r['min'] / scale:>10,.3f} "
+                      f"{r['max'] / scale:>10,.3f} {pct}")
+        ctx.print(st(f"  {'':<{where}s} {'total':<{width}s} {b['runs']:>6,d} "
+                     f"{b['total'] / scale:>11,.3f} "
+                     f"{b['total'] / scale / max(b['runs'], 1):>10,.3f}", "bold"))
 
 
 def run(ctx: Context) -> int:
-    """Print the profile's timings."""
+    """Print the profile's lines."""
     args = ctx.args
     if args.data and args.program is None:
         raise CliError("--data is for the program (--program)", "usage", EXIT_USAGE,
                        file=args.path)
+    if args.skip_runs < 0:
+        raise CliError(f"--skip-runs {args.skip_runs}: a count of runs is not negative",
+                       "usage", EXIT_USAGE, file=args.path)
     with ExitStack() as stack:
         f = stack.enter_context(open_file(args.path))
         program = stack.enter_context(open_file(args.program, args.data)) \
             if args.program is not None else None
-        blocks = f.profile(program)
+        blocks = f.profile(program, args.by, args.skip_runs)
     if blocks is None:
         raise CliError("is not an ETDump (a profile the ExecuTorch runtime writes)",
                        "unsupported", file=args.path)
     doc = {"file": args.path, "format": "etdump", "program": args.program, "unit": UNIT,
-           "blocks": blocks}
+           "by": args.by, "skip_runs": args.skip_runs, "blocks": blocks}
     if ctx.json:
         ctx.dump({"files": [doc]})
     else:

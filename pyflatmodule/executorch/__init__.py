@@ -47,7 +47,16 @@ from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
 from .minimum_runtime import MinimumRuntime
 from .native_code import NativeImage, describe_native_code, refuse_native_code
-from .profile import BlockProfile, InstructionProfile, Timing, timings
+from .profile import (
+                     ROWS_BY,
+                     BlockProfile,
+                     InstructionProfile,
+                     Row,
+                     Timing,
+                     rows,
+                     run_total,
+                     timings,
+)
 from .program import (
                      Chain,
                      Delegate,
@@ -78,7 +87,8 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
            "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NativeImage", "Operator",
            "OutputSpec", "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization",
-           "Region", "RunData", "Signature", "TensorSpec", "TestCase", "TestSuite", "TestSuites",
-           "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode",
-           "XnnValue", "backend_of", "describe_native_code", "open_bundled", "open_etdump",
-           "open_etrecord", "open_executorch", "operands", "refuse_native_code", "timings"]
+           "ROWS_BY", "Region", "Row", "RunData", "Signature", "TensorSpec", "TestCase",
+           "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph",
+           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code", "open_bundled",
+           "open_etdump", "open_etrecord", "open_executorch", "operands", "refuse_native_code",
+           "rows", "run_total", "timings"]

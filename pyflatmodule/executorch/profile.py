@@ -29,7 +29,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 from .etdump import ETDump, ProfileEvent, RunData
 from .program import DelegateCall, KernelCall, Method, Program
 
-__all__ = ["BlockProfile", "InstructionProfile", "Timing", "timings"]
+__all__ = ["BlockProfile", "InstructionProfile", "ROWS_BY", "Row", "Timing", "rows", "run_total",
+           "timings"]
 
 #: The runtime's event around each instruction, by the instruction's kind.
 CALL_EVENTS = {"OPERATOR_CALL": "kernel", "DELEGATE_CALL": "delegate"}
@@ -102,9 +103,10 @@ class InstructionProfile(NamedTuple):
 
 
 class BlockProfile(NamedTuple):
-    """Runs of one kind (``name``, ``bundled_input_index``; ``runs`` of them), the method
-    they ran when the program tells (else None), the runtime's own events
-    (``framework``) and each instruction's, by chain and index."""
+    """Runs of one kind (``name``, ``bundled_input_index``; ``runs`` of them counted,
+    the first ``skipped`` left out), the method they ran when the program tells (else
+    None), the runtime's own events (``framework``) and each instruction's, by chain and
+    index."""
 
     name: Optional[str]
     bundled_input_index: int
@@ -112,6 +114,7 @@ class BlockProfile(NamedTuple):
     method: Optional[str]
     framework: List[Timing]
     instructions: List[InstructionProfile]
+    skipped: int = 0
 
 
 def elapsed(start: int, end: int) -> int:
@@ -200,16 +203,24 @@ def _instruction(chain: int, pc: int, method: Optional[Method],
                               own)
 
 
-def timings(dump: ETDump, program: Optional[Program] = None) -> List[BlockProfile]:
+def timings(dump: ETDump, program: Optional[Program] = None,
+            skip_runs: int = 0) -> List[BlockProfile]:
     """Each block of ``dump``'s runs (in the order of their first run) with its events'
-    timings; names from ``program`` when given. ValueError when a run's events fit none
-    of the program's methods (the profile is of another program)."""
+    timings; names from ``program`` when given. ``skip_runs`` leaves out the first runs
+    of each block (warm-up); a block with no run left is left out. ValueError when a
+    run's events fit none of the program's methods (the profile is of another
+    program)."""
+    if skip_runs < 0:
+        raise ValueError(f"runs to skip: {skip_runs} is negative")
     groups: Dict[Tuple[Optional[str], int, Tuple[_Key, ...]], List[RunData]] = {}
     for run in dump.runs:
         groups.setdefault(_signature(run), []).append(run)
     blocks = []
-    for (name, bundled, keys), runs in groups.items():
+    for (name, bundled, keys), every in groups.items():
         method = _method(program, name, keys) if program is not None else None
+        runs = every[skip_runs:]
+        if not runs:
+            continue
         durations: Dict[_Key, List[int]] = {k: [] for k in keys}
         for run in runs:
             for e in run.events:
@@ -224,5 +235,84 @@ def timings(dump: ETDump, program: Optional[Program] = None) -> List[BlockProfil
         instructions = [_instruction(c, pc, method, by_pc[(c, pc)]) for c, pc in sorted(by_pc)]
         blocks.append(BlockProfile(name, bundled, len(runs),
                                    method.name if method is not None else None,
-                                   framework, instructions))
+                                   framework, instructions, len(every) - len(runs)))
     return blocks
+
+
+#: What :func:`rows` can sum by.
+ROWS_BY = ("instruction", "operator", "delegate-node")
+
+
+class Row(NamedTuple):
+    """One line of a block's profile: what it sums (``label``; ``kind``: ``"kernel"``,
+    ``"delegate"``, ``"delegate-node"`` or ``"runtime"``, the runtime's own event), the
+    instructions it sums over (``(chain, instruction)``, empty for the runtime's events)
+    and the durations of its events (``timing``, ticks)."""
+
+    label: str
+    kind: str
+    instructions: List[Tuple[int, int]]
+    timing: Timing
+
+
+def _outermost(block: BlockProfile) -> Optional[Timing]:
+    """The runtime's event that holds the others (``Method::execute``, the load's
+    ``Program::load_method``): the one of most ticks."""
+    return max(block.framework, key=lambda t: t.total, default=None)
+
+
+def run_total(block: BlockProfile) -> int:
+    """Ticks of the block's runs: its outermost runtime event's (``Method::execute``),
+    else the sum of its instructions' calls."""
+    outer = _outermost(block)
+    if outer is not None:
+        return outer.total
+    return sum(i.call.total for i in block.instructions if i.call is not None)
+
+
+def _label(i: InstructionProfile, call: bool = True) -> str:
+    """What names an instruction: its operator, its delegate (with the delegate's index
+    when ``call``, naming the one call), else what its events say."""
+    if i.operator is not None:
+        return i.operator
+    if i.delegate is not None:
+        return f"{i.delegate} (delegate {i.delegate_index})" if call \
+            else f"{i.delegate} (delegate)"
+    if i.kernel is not None:
+        return f"{i.kernel} (kernel)"
+    return i.kind or "instruction"
+
+
+def _merge(label: str, kind: str, parts: Sequence[Tuple[Tuple[int, int], Timing]]) -> Row:
+    where: Dict[Tuple[int, int], None] = {}
+    durations: List[int] = []
+    for pc, t in parts:
+        where.setdefault(pc)
+        durations += t.durations
+    return Row(label, kind, list(where), Timing(label, None, durations))
+
+
+def rows(block: BlockProfile, by: str = "instruction") -> List[Row]:
+    """The block's lines, most ticks first: per instruction (its ``OPERATOR_CALL`` or
+    ``DELEGATE_CALL``), per ``operator`` (the instructions calling one operator, or one
+    delegate backend, summed) or per ``delegate-node`` (each delegate's own events, at
+    each delegate call); and the runtime's events but the outermost, whose ticks are the
+    run's (:func:`run_total`)."""
+    if by not in ROWS_BY:
+        raise ValueError(f"rows by {by!r}: not one of {', '.join(ROWS_BY)}")
+    groups: Dict[Tuple[str, str, str], List[Tuple[Tuple[int, int], Timing]]] = {}
+    for i in block.instructions:
+        pc = (i.chain, i.instruction)
+        if by == "delegate-node":
+            if i.kind == "delegate":
+                for t in i.events:
+                    label = f"{t.label} ({_label(i)} at {i.chain}:{i.instruction})"
+                    groups.setdefault((label, label, "delegate-node"), []).append((pc, t))
+        elif i.call is not None:
+            key = f"{i.chain}:{i.instruction}" if by == "instruction" else _label(i, call=False)
+            label = _label(i) if by == "instruction" else key
+            groups.setdefault((key, label, i.kind or "instruction"), []).append((pc, i.call))
+    out = [_merge(label, kind, parts) for (_, label, kind), parts in groups.items()]
+    outer = _outermost(block)
+    out += [Row(t.label, "runtime", [], t) for t in block.framework if t is not outer]
+    return sorted(out, key=lambda r: -r.timing.total)

@@ -29,6 +29,8 @@ with open(os.path.join(RUNS, "profile.inspector.json")) as _f:
     INSPECTOR = json.load(_f)
 with open(os.path.join(ET, "etdump.oracle.json")) as _f:
     READER = json.load(_f)
+#: ETDump ticks (nanoseconds) per microsecond, the unit of --json's times.
+US = 1000
 NAMES = ("profile_portable", "profile_xnnpack", "profile_methods", "profile_wrap")
 
 
@@ -67,17 +69,18 @@ def test_timings_are_the_inspectors(name: str, with_program: bool) -> None:
         pytest.skip("compiled from JSON: no program ran")
     argv = [_path(name, "etdump")] + (["--program", _path(name, "pte")] if with_program else [])
     doc = _json(*argv)
-    assert doc["file"] == argv[0] and doc["format"] == "etdump" and doc["unit"] == "ticks"
+    assert doc["file"] == argv[0] and doc["format"] == "etdump" and doc["unit"] == "us"
     expected = INSPECTOR[name]
     assert [(b["name"], b["bundled_input_index"]) for b in doc["blocks"]] == \
         [(b["name"], b["bundled_input_index"]) for b in expected]
     for ours, theirs in zip(doc["blocks"], expected):
-        got = sorted((t["instruction_id"], _label(t), t["count"], t["min"], t["max"])
-                     for t in _timings(ours))
+        # the Inspector's times are the ticks (ns to ns); ours microseconds
+        got = sorted((t["instruction_id"], _label(t), t["count"], round(t["min"] * US),
+                      round(t["max"] * US)) for t in _timings(ours))
         want = sorted((e["instruction_id"], e["name"], e["count"], e["min"], e["max"])
                       for e in theirs["events"])
         assert got == want
-        means = {(t["instruction_id"], _label(t)): t["mean"] for t in _timings(ours)}
+        means = {(t["instruction_id"], _label(t)): t["mean"] * US for t in _timings(ours)}
         for e in theirs["events"]:
             assert means[(e["instruction_id"], e["name"])] == pytest.approx(e["mean"],
                                                                             rel=1e-12)
@@ -167,10 +170,12 @@ def test_text_output_names_what_the_json_does() -> None:
     etdump, pte = _path("profile_xnnpack", "etdump"), _path("profile_xnnpack", "pte")
     r = run_cli("profile", etdump, "--program", pte)
     assert r.returncode == 0, r.stderr
-    assert "ticks" in r.stdout and "method forward" in r.stdout
+    assert "total us" in r.stdout and "method forward" in r.stdout
     for line in ("XnnpackBackend (delegate 0)", "XnnpackBackend (delegate 1)",
-                 "aten::cumsum.out", "Sigmoid (NC) #1", "Method::execute"):
+                 "aten::cumsum.out", "Method::init"):
         assert line in r.stdout
+    r = run_cli("profile", etdump, "--program", pte, "--by", "delegate-node")
+    assert r.returncode == 0 and "Sigmoid (NC) #1" in r.stdout
     doc = reads_in_both("profile", etdump)
     assert all(b["method"] is None for b in doc["files"][0]["blocks"])
 
@@ -210,3 +215,98 @@ def test_the_stored_numbers_are_the_inspectors_now() -> None:
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {n: INSPECTOR[n] for n in NAMES}
+
+
+def _inspector_rows(name: str, block: str, by: str, skip: int) -> List[Tuple[str, int, float]]:
+    """The Inspector's events of a block summed as ``--by`` sums them: (what, count,
+    total ticks) per line, the first ``skip`` runs' times left out. An instruction is
+    named by its id, an operator by its kernel's event (native_call_<operator>) or as a
+    delegate, a delegate node by its debug identifier and instruction."""
+    (events,) = [b["events"] for b in INSPECTOR[name] if b["name"] == block]
+    kernels = {e["instruction_id"]: e["name"][len("native_call_"):] for e in events
+               if e["name"].startswith("native_call_")}
+    lines: Dict[str, List[float]] = defaultdict(list)
+    for e in events:
+        raw = e["raw"][skip:]
+        if by == "delegate-node":
+            if e["is_delegated_op"]:
+                lines[f"{e['name']}@{e['instruction_id']}"] += raw
+        elif e["name"] in ("OPERATOR_CALL", "DELEGATE_CALL"):
+            key = str(e["instruction_id"]) if by == "instruction" else \
+                kernels.get(e["instruction_id"], "delegate")
+            lines[key] += raw
+    return sorted((k, len(v), sum(v)) for k, v in lines.items())
+
+
+def _execute_total(name: str, skip: int) -> float:
+    (events,) = [b["events"] for b in INSPECTOR[name] if b["name"] == "Execute"]
+    return sum(next(e for e in events if e["name"] == "Method::execute")["raw"][skip:])
+
+
+def _our_key(row: Dict[str, Any], by: str) -> str:
+    if by == "instruction":
+        (at,) = row["instructions"]
+        return at.split(":")[1]
+    if by == "delegate-node":
+        (at,) = row["instructions"]
+        # the node's name, then the delegate call it ran in
+        node = row["label"][:row["label"].rindex(" (XnnpackBackend (delegate")]
+        return f"{node}@{at.split(':')[1]}"
+    return "delegate" if row["kind"] == "delegate" else row["label"].split("::")[-1]
+
+
+@pytest.mark.parametrize("name", ["profile_portable", "profile_xnnpack"])
+@pytest.mark.parametrize("by", ["instruction", "operator", "delegate-node"])
+@pytest.mark.parametrize("skip", [0, 1, 3])
+def test_rows_sum_the_inspectors_events(name: str, by: str, skip: int) -> None:
+    """Each line's count and total, and its share of Method::execute, as the Inspector's
+    per-run times sum them, the first runs left out; lines most time first."""
+    doc = _json(_path(name, "etdump"), "--program", _path(name, "pte"), "--by", by,
+                "--skip-runs", str(skip))
+    assert (doc["by"], doc["skip_runs"], doc["unit"]) == (by, skip, "us")
+    block = next(b for b in doc["blocks"] if b["name"] == "Execute")
+    assert (block["runs"], block["skipped"]) == (INSPECTOR["runs"] - skip, skip)
+    total = _execute_total(name, skip)
+    assert block["total"] * US == pytest.approx(total)
+    lines = [r for r in block["rows"] if r["kind"] != "runtime"]
+    totals = [r["total"] for r in block["rows"]]
+    assert totals == sorted(totals, reverse=True)
+    got = sorted((_our_key(r, by), r["count"], pytest.approx(r["total"] * US)) for r in lines)
+    assert got == _inspector_rows(name, "Execute", by, skip)
+    for r in lines:
+        assert r["percent"] == pytest.approx(100 * r["total"] * US / total)
+        assert r["mean"] == pytest.approx(r["total"] / r["count"])
+
+
+def test_the_load_block_shows_the_runtimes_events() -> None:
+    """A method's load: Method::init as a line, a share of Program::load_method, whose
+    ticks are the block's total (the Inspector's raw times); --skip-runs 1 leaves the
+    single load out."""
+    doc = _json(_path("profile_portable", "etdump"))
+    (load,) = [b for b in doc["blocks"] if b["name"] == "Default"]
+    (events,) = [b["events"] for b in INSPECTOR["profile_portable"] if b["name"] == "Default"]
+    raw = {e["name"]: e["raw"][0] for e in events}
+    assert load["total"] * US == raw["Program::load_method"]
+    (row,) = load["rows"]
+    assert (row["label"], row["kind"], row["instructions"]) == ("Method::init", "runtime", [])
+    assert row["percent"] == pytest.approx(100 * raw["Method::init"] / raw["Program::load_method"])
+    skipped = _json(_path("profile_portable", "etdump"), "--skip-runs", "1")
+    assert [b["name"] for b in skipped["blocks"]] == ["Execute"]
+
+
+def test_the_text_table_says_its_unit_and_totals() -> None:
+    etdump = _path("profile_portable", "etdump")
+    doc = _json(etdump)
+    r = run_cli("profile", etdump)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    head = [i for i, line in enumerate(lines) if "total us" in line or "total ms" in line]
+    assert len(head) == len(doc["blocks"])
+    for i, b in zip(head, doc["blocks"]):
+        for k, row in enumerate(b["rows"]):
+            assert row["label"] in lines[i + 1 + k]
+            assert f"{row['percent']:.1f}" == lines[i + 1 + k].split()[-1]
+        total = lines[i + 1 + len(b["rows"])].split()
+        assert total[0] == "total" and int(total[1]) == b["runs"]
+    r = run_cli("profile", etdump, "--skip-runs", "-1")
+    assert r.returncode == 2

@@ -12,12 +12,12 @@ from ...executorch import Region
 from ...files import BY_NAME, file_format, load
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing
-from .etdump import ExecuTorchETDump
+from .etdump import PROFILE_BY, ExecuTorchETDump
 from .etrecord import ExecuTorchETRecord
 from .executorch import ExecuTorchBundled, ExecuTorchDataFile, ExecuTorchProgram
 from .ptmf import PtmfModel
 
-__all__ = ["FileFormat", "Listing", "Region", "format_of", "open_file"]
+__all__ = ["FileFormat", "Listing", "PROFILE_BY", "Region", "format_of", "open_file"]
 
 #: The adapter of each class ``load`` returns (of each format of
 #: :data:`pyflatmodule.files.FORMATS`).

@@ -143,10 +143,12 @@ class FileFormat(abc.ABC):
         delegates' payloads (empty for other formats)."""
         return {}
 
-    def profile(self, program: Optional["FileFormat"]) -> Optional[List[Json]]:
-        """The timings a profile holds, per block of runs, named from ``program`` (the
-        file that ran) when given; None for a format that holds no profile (only
-        ETDumps do)."""
+    def profile(self, program: Optional["FileFormat"], by: str = "instruction",
+                skip_runs: int = 0) -> Optional[List[Json]]:
+        """The timings a profile holds, per block of runs (the first ``skip_runs`` of
+        each left out), its lines summed ``by`` instruction, operator or delegate node,
+        named from ``program`` (the file that ran) when given; None for a format that
+        holds no profile (only ETDumps do)."""
         return None
 
     def profiled_program(self) -> Optional[Any]:

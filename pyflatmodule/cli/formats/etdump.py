@@ -7,12 +7,26 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...core.names import plural
-from ...executorch import BlockProfile, ETDump, InstructionProfile, RunData, Timing, timings
+from ...executorch import (
+    ROWS_BY,
+    BlockProfile,
+    ETDump,
+    InstructionProfile,
+    Row,
+    RunData,
+    Timing,
+    rows,
+    run_total,
+    timings,
+)
 from ...files import load
 from ..common import CliError, Context, Json, Style
 from .base import FileFormat, NoCode, Tensor, below
 
-__all__ = ["ExecuTorchETDump"]
+__all__ = ["ExecuTorchETDump", "PROFILE_BY"]
+
+#: What ``profile --by`` sums a line by.
+PROFILE_BY = ROWS_BY
 
 
 
@@ -38,9 +52,29 @@ def _run(r: RunData) -> Json:
             "by_kind": dict(sorted(kinds.items()))}
 
 
+#: Ticks per microsecond: ticks taken as nanoseconds, as ExecuTorch's POSIX platform ticks
+#: and as its Inspector takes them unless told otherwise.
+TICKS_PER_US = 1000
+
+
+def _us(ticks: float) -> float:
+    return ticks / TICKS_PER_US
+
+
+def _times(t: Timing) -> Json:
+    """A timing's count and times in microseconds."""
+    return {"count": t.count, "total": _us(t.total), "mean": _us(t.mean), "min": _us(t.min),
+            "max": _us(t.max)}
+
+
 def _timing(t: Timing) -> Json:
-    return {"name": t.name, "delegate_debug_id": t.delegate_debug_id, "count": t.count,
-            "total": t.total, "mean": t.mean, "min": t.min, "max": t.max}
+    return {"name": t.name, "delegate_debug_id": t.delegate_debug_id, **_times(t)}
+
+
+def _row(r: Row, total: int) -> Json:
+    return {"label": r.label, "kind": r.kind,
+            "instructions": [f"{c}:{pc}" for c, pc in r.instructions], **_times(r.timing),
+            "percent": 100.0 * r.timing.total / total if total else None}
 
 
 def _instruction(i: InstructionProfile) -> Json:
@@ -51,9 +85,12 @@ def _instruction(i: InstructionProfile) -> Json:
             "events": [_timing(t) for t in i.events]}
 
 
-def _block(b: BlockProfile) -> Json:
+def _block(b: BlockProfile, by: str) -> Json:
+    total = run_total(b)
     return {"name": b.name, "bundled_input_index": b.bundled_input_index, "runs": b.runs,
-            "method": b.method, "framework": [_timing(t) for t in b.framework],
+            "skipped": b.skipped, "method": b.method, "total": _us(total),
+            "rows": [_row(r, total) for r in rows(b, by)],
+            "framework": [_timing(t) for t in b.framework],
             "instructions": [_instruction(i) for i in b.instructions]}
 
 
@@ -63,7 +100,8 @@ class ExecuTorchETDump(NoCode):
     opens = ETDump
     file: ETDump
 
-    def profile(self, program: Optional[FileFormat]) -> Optional[List[Json]]:
+    def profile(self, program: Optional[FileFormat], by: str = "instruction",
+                skip_runs: int = 0) -> Optional[List[Json]]:
         ran = None
         if program is not None:
             ran = program.profiled_program()
@@ -71,11 +109,12 @@ class ExecuTorchETDump(NoCode):
                 raise CliError("is not an ExecuTorch program (.pte, .bpte)", "unsupported",
                                file=program.path)
         try:
-            return [_block(b) for b in timings(self.file, ran)]
+            blocks = timings(self.file, ran, skip_runs)
         except ValueError as e:
             assert program is not None    # only a program's methods refuse a profile
             raise CliError(f"does not match {program.path}: {e}", "mismatch",
                            file=self.path) from None
+        return [_block(b, by) for b in blocks]
 
     def summary(self) -> Json:
         return {"file": self.path, **self.file.info(),
