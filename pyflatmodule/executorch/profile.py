@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from ..core.names import plural
 from .etdump import ETDump, ProfileEvent, RunData
 from .program import DelegateCall, KernelCall, Method, Program
 
@@ -146,39 +147,54 @@ def kernel_event(operator: str) -> str:
     return KERNEL_PREFIX + operator.split("::")[-1]
 
 
-def _fits(m: Method, keys: Sequence[_Key]) -> bool:
-    """Whether ``m``'s instructions are those the events of a run address: each exists,
-    a kernel's events (``OPERATOR_CALL``, its ``native_call``) are at a kernel call of
-    that operator, a delegate's (``DELEGATE_CALL``, an event with a delegate debug id) at
-    a delegate call; other events (a kernel's own scopes) only need their instruction."""
+def _event_name(key: _Key) -> str:
+    chain, pc, name, debug_id = key
+    what = repr(name or "")
+    if debug_id is not None:
+        what += f" (delegate debug id {debug_id!r})"
+    return f"event {what} at chain {chain} instruction {pc}"
+
+
+def _misfit(m: Method, keys: Sequence[_Key]) -> Optional[str]:
+    """Why the events of a run are not of ``m``'s instructions (the first event that
+    does not fit), None when they all fit: each instruction exists, a kernel's events
+    (``OPERATOR_CALL``, its ``native_call``) are at a kernel call of that operator, a
+    delegate's (``DELEGATE_CALL``, an event with a delegate debug id) at a delegate call;
+    other events (a kernel's own scopes) only need their instruction."""
     code = [c.instructions for c in m.chains]
     ops = [str(o) for o in m.operators]
-    for chain, pc, name, debug_id in keys:
+    for key in keys:
+        chain, pc, name, debug_id = key
         if chain < 0:
             continue
-        if chain >= len(code) or not 0 <= pc < len(code[chain]):
-            return False
+        if chain >= len(code):
+            return f"{_event_name(key)}: the method has {plural(len(code), 'chain')}"
+        if not 0 <= pc < len(code[chain]):
+            return (f"{_event_name(key)}: chain {chain} has "
+                    f"{plural(len(code[chain]), 'instruction')}")
         ins = code[chain][pc]
         if debug_id is not None or name == "DELEGATE_CALL":
             if not isinstance(ins, DelegateCall):
-                return False
+                return f"{_event_name(key)}: a delegate's event at a {type(ins).__name__}"
         elif name == "OPERATOR_CALL" or (name or "").startswith(KERNEL_PREFIX):
-            if not isinstance(ins, KernelCall) or (
-                    name != "OPERATOR_CALL" and 0 <= ins.op_index < len(ops)
-                    and name != kernel_event(ops[ins.op_index])):
-                return False
-    return True
+            if not isinstance(ins, KernelCall):
+                return f"{_event_name(key)}: a kernel's event at a {type(ins).__name__}"
+            if name != "OPERATOR_CALL" and 0 <= ins.op_index < len(ops) \
+                    and name != kernel_event(ops[ins.op_index]):
+                return f"{_event_name(key)}: the instruction calls {ops[ins.op_index]}"
+    return None
 
 
 def _method(program: Program, name: Optional[str], keys: Sequence[_Key]) -> Optional[Method]:
     """The method a block's runs executed: the one whose instructions its events fit;
-    None when several do, ValueError when none does."""
-    methods = list(program.methods.values())
-    fit = [m for m in methods if _fits(m, keys)]
+    None when several do, ValueError naming each method's first event that does not fit
+    when none does."""
+    why = {m.name: _misfit(m, keys) for m in program.methods.values()}
+    fit = [program.methods[n] for n, w in why.items() if w is None]
     if not fit:
         raise ValueError(f"run {name!r}: its events fit no method of the program "
-                         f"({', '.join(program.methods) or 'none'}): a profile of "
-                         "another program")
+                         f"({', '.join(program.methods) or 'none'}): a profile of another "
+                         "program; " + "; ".join(f"{n}: {w}" for n, w in why.items()))
     return fit[0] if len(fit) == 1 else None
 
 

@@ -192,6 +192,36 @@ def test_a_profile_of_another_program_is_refused() -> None:
     assert r.returncode == 1 and "fit no method" in r.stderr
 
 
+@pytest.mark.parametrize("etdump,pte", [("profile_methods", "profile_portable"),
+                                        ("profile_portable", "profile_methods"),
+                                        ("profile_xnnpack", "profile_portable"),
+                                        ("profile_portable", "profile_xnnpack")])
+def test_the_refusal_names_the_event_that_does_not_fit(etdump: str, pte: str) -> None:
+    """The runtime's ETDump of one program against another whose methods' first
+    instruction differs: the error names, per method, the kernel's event the Inspector
+    reads at instruction 0 and what the program's instruction there is."""
+    first = [e["name"] for b in INSPECTOR[etdump] if b["name"] == "Execute"
+             for e in b["events"] if e["instruction_id"] == 0
+             and e["name"].startswith("native_call_")]
+    program = pfm.load(_path(pte, "pte"))
+    r = run_cli("profile", "--json", _path(etdump, "etdump"), "--program", _path(pte, "pte"))
+    if etdump == "profile_portable" and pte == "profile_methods":
+        # forward is the same model on the same kernels: the profile is of that method
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode == 1
+    error = json.loads(r.stderr)["error"]
+    assert error["code"] == "mismatch"
+    for name, method in program.methods.items():
+        ins = method.chains[0].instructions[0]
+        assert f"{name}: event " in error["message"]
+        if isinstance(ins, pfm.executorch.KernelCall):
+            assert f"the instruction calls {method.operators[ins.op_index]}" in error["message"]
+        else:
+            assert f"a kernel's event at a {type(ins).__name__}" in error["message"]
+    assert any(f"event {n!r} at chain 0 instruction 0" in error["message"] for n in first)
+
+
 def test_what_is_not_an_etdump_is_refused() -> None:
     pte = _path("profile_xnnpack", "pte")
     r = run_cli("profile", pte)
