@@ -6,8 +6,10 @@ the program that ran when it is given (``FileFormat.profile``:
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from contextlib import ExitStack
-from typing import List
+from typing import List, Optional
 
 from ..core.names import plural
 from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
@@ -21,6 +23,7 @@ EXAMPLES = """examples:
   pyflatmodule profile run.etdump --program model.pte  each instruction's operator or delegate
   pyflatmodule profile run.etdump --program model.pte --by operator --skip-runs 1
   pyflatmodule profile run.etdump --program model.pte --json
+  pyflatmodule profile run.etdump --program model.pte --etrecord model.etrecord
 
 per block of runs (the runtime's "Execute" runs of a method, its "Default" load), a line
 per instruction (its OPERATOR_CALL or DELEGATE_CALL), per operator (--by operator: the
@@ -30,7 +33,9 @@ own events (Method::init) beside them; each with its count, total, mean, min, ma
 share of the run (its Method::execute, or the load's Program::load_method), and a total
 line. --skip-runs N leaves out the first N runs of each block (warm-up). ETDump ticks are
 taken as nanoseconds, as ExecuTorch's POSIX platform ticks and its Inspector takes them;
-times are printed in ms or us (the header says which), --json's in us.
+times are printed in ms or us (the header says which), --json's in us. --etrecord: beneath
+each line the nodes of the ETRecord's edge-dialect graph its debug handles name (operator
+type, module path, source line), as ExecuTorch's Inspector ties events to them.
 """
 
 #: The unit of --json's times.
@@ -45,16 +50,49 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--program", metavar="MODEL.pte",
                    help="the program that ran (.pte, .bpte): operators' and delegates' names "
                         "(--data: its data files)")
+    p.add_argument("--etrecord", metavar="R.etrecord",
+                   help="the program's ETRecord: each line's operator types, module path "
+                        "and source line, from its edge-dialect graph's nodes")
     p.add_argument("--by", choices=PROFILE_BY, default="instruction",
                    help="a line per instruction (the default), operator or delegate node")
     p.add_argument("--skip-runs", type=int, default=0, metavar="N",
                    help="leave out the first N runs of each block (warm-up)")
 
 
+#: A frame of a stack trace as Python prints it.
+_FRAME = re.compile(r'File "([^"]*)", line (\d+)')
+
+
+def _source(trace: Optional[str]) -> Optional[str]:
+    """A stack trace's innermost frame: ``file.py:N: code``."""
+    if not trace:
+        return None
+    lines = trace.splitlines()
+    at = [i for i, line in enumerate(lines) if _FRAME.search(line)]
+    if not at:
+        return None
+    m = _FRAME.search(lines[at[-1]])
+    assert m is not None
+    code = lines[at[-1] + 1].strip() if at[-1] + 1 < len(lines) else ""
+    return f"{os.path.basename(m.group(1))}:{m.group(2)}" + (f": {code}" if code else "")
+
+
+def _recorded(ctx: Context, row: Json, indent: str) -> None:
+    """Beneath a line, what the ETRecord ties to it: each graph node's operator type,
+    module path and source line."""
+    for n in row.get("nodes", []):
+        where = _source(n["stack_trace"])
+        ctx.print(ctx.style(f"{indent}{n['op_type']}"
+                            + (f" in {n['module_path'] or '(top)'}"
+                               if n["module_path"] is not None else "")
+                            + (f" at {where}" if where else ""), "dim"))
+
+
 def _print(ctx: Context, doc: Json) -> None:
     st = ctx.style
     ctx.print(f"{st(doc['file'], 'bold')}: ExecuTorch profile"
               + (f" of {doc['program']}" if doc["program"] else "")
+              + (f" with {doc['etrecord']}" if doc["etrecord"] else "")
               + f", by {doc['by']}"
               + (f", first {plural(doc['skip_runs'], 'run')} of each block left out"
                  if doc["skip_runs"] else ""))
@@ -78,6 +116,7 @@ def _print(ctx: Context, doc: Json) -> None:
                       f"{r['count']:>6,d} {r['total'] / scale:>11,.3f} "
                       f"{r['mean'] / scale:>10,.3f} {r['min'] / scale:>10,.3f} "
                       f"{r['max'] / scale:>10,.3f} {pct}")
+            _recorded(ctx, r, f"  {'':<{where}s}   ")
         ctx.print(st(f"  {'':<{where}s} {'total':<{width}s} {b['runs']:>6,d} "
                      f"{b['total'] / scale:>11,.3f} "
                      f"{b['total'] / scale / max(b['runs'], 1):>10,.3f}", "bold"))
@@ -96,11 +135,14 @@ def run(ctx: Context) -> int:
         f = stack.enter_context(open_file(args.path))
         program = stack.enter_context(open_file(args.program, args.data)) \
             if args.program is not None else None
-        blocks = f.profile(program, args.by, args.skip_runs)
+        record = stack.enter_context(open_file(args.etrecord)) \
+            if args.etrecord is not None else None
+        blocks = f.profile(program, args.by, args.skip_runs, record)
     if blocks is None:
         raise CliError("is not an ETDump (a profile the ExecuTorch runtime writes)",
                        "unsupported", file=args.path)
-    doc = {"file": args.path, "format": "etdump", "program": args.program, "unit": UNIT,
+    doc = {"file": args.path, "format": "etdump", "program": args.program,
+           "etrecord": args.etrecord, "unit": UNIT,
            "by": args.by, "skip_runs": args.skip_runs, "blocks": blocks}
     if ctx.json:
         ctx.dump({"files": [doc]})

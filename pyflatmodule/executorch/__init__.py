@@ -53,6 +53,8 @@ from .profile import (
                      InstructionProfile,
                      Row,
                      Timing,
+                     record_method,
+                     record_nodes,
                      rows,
                      run_total,
                      timings,
@@ -90,5 +92,5 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "ROWS_BY", "Region", "Row", "RunData", "Signature", "TensorSpec", "TestCase",
            "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph",
            "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code", "open_bundled",
-           "open_etdump", "open_etrecord", "open_executorch", "operands", "refuse_native_code",
-           "rows", "run_total", "timings"]
+           "open_etdump", "open_etrecord", "open_executorch", "operands", "record_method",
+           "record_nodes", "refuse_native_code", "rows", "run_total", "timings"]

@@ -24,14 +24,16 @@ its ``native_call`` names, a ``DELEGATE_CALL`` at a delegate call); when several
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..core.names import plural
 from .etdump import ETDump, ProfileEvent, RunData
+from .etrecord import ETRecord, Graph
+from .etrecord import Node as GraphNode
 from .program import DelegateCall, KernelCall, Method, Program
 
-__all__ = ["BlockProfile", "InstructionProfile", "ROWS_BY", "Row", "Timing", "rows", "run_total",
-           "timings"]
+__all__ = ["BlockProfile", "InstructionProfile", "ROWS_BY", "Row", "Timing", "record_method",
+           "record_nodes", "rows", "run_total", "timings"]
 
 #: The runtime's event around each instruction, by the instruction's kind.
 CALL_EVENTS = {"OPERATOR_CALL": "kernel", "DELEGATE_CALL": "delegate"}
@@ -305,7 +307,7 @@ def _merge(label: str, kind: str, parts: Sequence[Tuple[Tuple[int, int], Timing]
     for pc, t in parts:
         where.setdefault(pc)
         durations += t.durations
-    return Row(label, kind, list(where), Timing(label, None, durations))
+    return Row(label, kind, list(where), Timing(label, parts[0][1].delegate_debug_id, durations))
 
 
 def rows(block: BlockProfile, by: str = "instruction") -> List[Row]:
@@ -332,3 +334,101 @@ def rows(block: BlockProfile, by: str = "instruction") -> List[Row]:
     outer = _outermost(block)
     out += [Row(t.label, "runtime", [], t) for t in block.framework if t is not outer]
     return sorted(out, key=lambda r: -r.timing.total)
+
+
+#: The ETRecord's edge-dialect program, whose nodes' debug handles the maps name.
+EDGE_GRAPH = "edge_dialect_exported_program"
+
+
+def _handles(value: Any) -> List[int]:
+    return [value] if isinstance(value, int) else [int(h) for h in value or []]
+
+
+def _edge_graph(record: ETRecord, method: str) -> Graph:
+    names = record.graph_names
+    for name in (f"{EDGE_GRAPH}/{method}", EDGE_GRAPH):
+        if name in names:
+            return record.graph(name)
+    raise ValueError(f"the ETRecord has no edge-dialect program of method {method!r}")
+
+
+def record_method(record: ETRecord, method: Optional[str]) -> Optional[str]:
+    """The method of ``record``'s maps a block's runs are of: ``method`` when the
+    program named it, else the maps' only method; None when there is none to tell."""
+    handle_map = record.debug_handle_map or {}
+    if method is not None:
+        if method not in handle_map:
+            raise ValueError(f"the ETRecord's debug handle map has no method {method!r} "
+                             f"(it has {', '.join(handle_map) or 'none'})")
+        return method
+    if len(handle_map) == 1:
+        return next(iter(handle_map))
+    # the Inspector's own choice, the only method it reads
+    return "forward" if "forward" in handle_map else None
+
+
+def _op_name(operator: str) -> str:
+    """An operator's name without namespace and overload: ``addmm`` of ``aten::addmm.out``,
+    ``addmm.out`` and ``aten.addmm.default``."""
+    parts = operator.split("::")[-1].split(".")
+    return parts[1] if len(parts) >= 3 else parts[0]
+
+
+def record_nodes(record: ETRecord, method: str, block: BlockProfile,
+                 row: Row) -> Tuple[List[int], List[GraphNode]]:
+    """The debug handles of a row's events and the edge-dialect graph's nodes that carry
+    them (handle by handle, nodes in graph order), as ExecuTorch's Inspector finds them:
+    an instruction's handles from the ETRecord's ``debug_handle_map`` by its id, a
+    delegate node's from the ``delegate_map`` of its delegate call by its debug id
+    (none when that map is empty, as XNNPACK's is). ValueError when the ETRecord has no
+    handles for an instruction, a delegate's map no debug id of a node, or a handle no
+    node, or a kernel call's handles only nodes of other operators: the profile is not of
+    the program the ETRecord records."""
+    if row.kind == "runtime":
+        return [], []
+    handle_map = (record.debug_handle_map or {}).get(method, {})
+    delegates = (record.delegate_map or {}).get(method, {})
+    by_handle = _edge_graph(record, method).by_debug_handle()
+    handles: List[int] = []
+    for chain, pc in row.instructions:
+        where = f"chain {chain} instruction {pc}"
+        if row.kind == "delegate-node":
+            nodes_map = (delegates.get(str(pc)) or {}).get("delegate_map") or {}
+            debug_id = row.timing.delegate_debug_id
+            if not nodes_map:
+                continue
+            if str(debug_id) not in nodes_map:
+                raise ValueError(f"delegate debug id {debug_id!r} at {where}: the "
+                                 "ETRecord's delegate map of that call has no such id")
+            handles += _handles(nodes_map[str(debug_id)])
+        elif str(pc) not in handle_map:
+            raise ValueError(f"{where}: the ETRecord's debug handle map of method "
+                             f"{method!r} has no such instruction")
+        else:
+            own = _handles(handle_map[str(pc)])
+            handles += own
+            _check_kernel(block, (chain, pc), own, by_handle)
+    nodes: List[GraphNode] = []
+    for h in handles:
+        nodes += by_handle[h]
+    return handles, nodes
+
+
+def _check_kernel(block: BlockProfile, pc: Tuple[int, int], handles: Sequence[int],
+                  by_handle: Dict[int, List[GraphNode]]) -> None:
+    """ValueError unless each handle is a node's and, at a kernel call, one of them a
+    node of the kernel's operator."""
+    where = f"chain {pc[0]} instruction {pc[1]}"
+    for h in handles:
+        if h not in by_handle:
+            raise ValueError(f"debug handle {h} of {where}: no node of the ETRecord's "
+                             "edge-dialect program has it")
+    ins = next(i for i in block.instructions if (i.chain, i.instruction) == pc)
+    kernel = ins.operator or ins.kernel
+    if kernel is None:
+        return
+    targets = [n.target for h in handles for n in by_handle[h]]
+    if _op_name(kernel) not in {_op_name(t) for t in targets}:
+        raise ValueError(f"{where} calls {kernel}; its debug handles "
+                         f"({', '.join(map(str, handles))}) name nodes of "
+                         f"{', '.join(targets)}")

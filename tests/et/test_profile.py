@@ -19,10 +19,9 @@ import pyflatmodule as pfm
 from pyflatmodule.executorch import timings
 from pyflatmodule.executorch.profile import kernel_event
 
-from support.cli import reads_in_both, run_cli
+from support.cli import file_doc, reads_in_both, run_cli
 from support.paths import ET
 from support.runtime import HAS_RUNTIME
-from support.schemas import validate
 
 RUNS = os.path.join(ET, "runs")
 with open(os.path.join(RUNS, "profile.inspector.json")) as _f:
@@ -39,12 +38,8 @@ def _path(name: str, ext: str) -> str:
 
 
 def _json(*argv: str) -> Dict[str, Any]:
-    r = run_cli("profile", "--json", *argv)
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
-    validate(doc, "profile")
-    (file_doc,) = doc["files"]
-    return file_doc
+    doc: Dict[str, Any] = file_doc("profile", *argv)
+    return doc
 
 
 def _timings(block: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -51,5 +51,16 @@ def reads_in_both(command: str, path: str) -> Any:
     return doc
 
 
+def file_doc(command: str, *argv: str) -> Any:
+    """``command --json ARGV...`` succeeds; its one file's document (strict JSON,
+    following the command's schema)."""
+    r = run_cli(command, "--json", *argv)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout, parse_constant=_bare)
+    validate(doc, command)
+    (one,) = doc["files"]
+    return one
+
+
 def _bare(constant: str) -> None:
     raise AssertionError(f"bare {constant} in JSON")

@@ -144,11 +144,18 @@ class FileFormat(abc.ABC):
         return {}
 
     def profile(self, program: Optional["FileFormat"], by: str = "instruction",
-                skip_runs: int = 0) -> Optional[List[Json]]:
+                skip_runs: int = 0, record: Optional["FileFormat"] = None
+                ) -> Optional[List[Json]]:
         """The timings a profile holds, per block of runs (the first ``skip_runs`` of
         each left out), its lines summed ``by`` instruction, operator or delegate node,
-        named from ``program`` (the file that ran) when given; None for a format that
-        holds no profile (only ETDumps do)."""
+        named from ``program`` (the file that ran) when given, each line with the
+        graph nodes ``record`` (the program's ETRecord) ties to it; None for a format
+        that holds no profile (only ETDumps do)."""
+        return None
+
+    def profiled_record(self) -> Optional[Any]:
+        """The ETRecord whose graphs name a profile's lines (an ETRecord); None for
+        other formats."""
         return None
 
     def profiled_program(self) -> Optional[Any]:

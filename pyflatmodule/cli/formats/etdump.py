@@ -15,6 +15,8 @@ from ...executorch import (
     Row,
     RunData,
     Timing,
+    record_method,
+    record_nodes,
     rows,
     run_total,
     timings,
@@ -77,6 +79,19 @@ def _row(r: Row, total: int) -> Json:
             "percent": 100.0 * r.timing.total / total if total else None}
 
 
+def _recorded(b: BlockProfile, r: Row, record: Any, method: Optional[str]) -> Json:
+    """What the ETRecord ties to a line: its events' debug handles, the operator types
+    of the graph nodes carrying them, and each node's module path and stack trace."""
+    handles, nodes = record_nodes(record, method, b, r) if method is not None else ([], [])
+    return {"debug_handles": handles, "op_types": [n.target for n in nodes],
+            "nodes": [{"name": n.name, "op_type": n.target, "debug_handle": n.debug_handle,
+                       "module_path": list(n.module_stack.values())[-1][0]
+                       if n.module_stack else None,
+                       "module_stack": [list(m) for m in n.module_stack.values()]
+                       if n.module_stack else None,
+                       "stack_trace": n.stack_trace} for n in nodes]}
+
+
 def _instruction(i: InstructionProfile) -> Json:
     return {"chain": i.chain, "instruction": i.instruction, "kind": i.kind,
             "kernel": i.kernel, "operator": i.operator, "delegate": i.delegate,
@@ -85,11 +100,15 @@ def _instruction(i: InstructionProfile) -> Json:
             "events": [_timing(t) for t in i.events]}
 
 
-def _block(b: BlockProfile, by: str) -> Json:
+def _block(b: BlockProfile, by: str, record: Any) -> Json:
     total = run_total(b)
+    lines = [_row(r, total) for r in rows(b, by)]
+    if record is not None:
+        method = record_method(record, b.method)
+        for line, r in zip(lines, rows(b, by)):
+            line.update(_recorded(b, r, record, method))
     return {"name": b.name, "bundled_input_index": b.bundled_input_index, "runs": b.runs,
-            "skipped": b.skipped, "method": b.method, "total": _us(total),
-            "rows": [_row(r, total) for r in rows(b, by)],
+            "skipped": b.skipped, "method": b.method, "total": _us(total), "rows": lines,
             "framework": [_timing(t) for t in b.framework],
             "instructions": [_instruction(i) for i in b.instructions]}
 
@@ -101,20 +120,30 @@ class ExecuTorchETDump(NoCode):
     file: ETDump
 
     def profile(self, program: Optional[FileFormat], by: str = "instruction",
-                skip_runs: int = 0) -> Optional[List[Json]]:
-        ran = None
+                skip_runs: int = 0, record: Optional[FileFormat] = None
+                ) -> Optional[List[Json]]:
+        ran = recorded = None
         if program is not None:
             ran = program.profiled_program()
             if ran is None:
                 raise CliError("is not an ExecuTorch program (.pte, .bpte)", "unsupported",
                                file=program.path)
+        if record is not None:
+            recorded = record.profiled_record()
+            if recorded is None:
+                raise CliError("is not an ETRecord", "unsupported", file=record.path)
         try:
             blocks = timings(self.file, ran, skip_runs)
         except ValueError as e:
             assert program is not None    # only a program's methods refuse a profile
             raise CliError(f"does not match {program.path}: {e}", "mismatch",
                            file=self.path) from None
-        return [_block(b, by) for b in blocks]
+        try:
+            return [_block(b, by, recorded) for b in blocks]
+        except ValueError as e:
+            assert record is not None     # only an ETRecord's maps refuse a line
+            raise CliError(f"does not match {record.path}: {e}", "mismatch",
+                           file=self.path) from None
 
     def summary(self) -> Json:
         return {"file": self.path, **self.file.info(),

@@ -4,7 +4,7 @@ disassemble: ``dis`` and ``ops`` say so; ``export`` writes its programs' state d
 ``extract`` a member's bytes."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...core.names import plural
 from ...executorch import ETRecord
@@ -20,6 +20,9 @@ class ExecuTorchETRecord(NoCode):
 
     opens = ETRecord
     file: ETRecord
+
+    def profiled_record(self) -> Optional[Any]:
+        return self.file
 
     def summary(self) -> Json:
         return {"file": self.path, **self.file.info()}
