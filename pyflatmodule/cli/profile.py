@@ -28,7 +28,9 @@ EXAMPLES = """examples:
 per block of runs (the runtime's "Execute" runs of a method, its "Default" load), a line
 per instruction (its OPERATOR_CALL or DELEGATE_CALL), per operator (--by operator: the
 instructions calling one operator, or one delegate backend, summed) or per delegate node
-(--by delegate-node: XNNPACK's events, one per node), most time first, with the runtime's
+(--by delegate-node: XNNPACK's events, one per node) or per module (--by module, with
+--etrecord: each instruction in the innermost module holding its graph nodes), most time
+first, with the runtime's
 own events (Method::init) beside them; each with its count, total, mean, min, max and
 share of the run (its Method::execute, or the load's Program::load_method), and a total
 line. --skip-runs N leaves out the first N runs of each block (warm-up). ETDump ticks are
@@ -54,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the program's ETRecord: each line's operator types, module path "
                         "and source line, from its edge-dialect graph's nodes")
     p.add_argument("--by", choices=PROFILE_BY, default="instruction",
-                   help="a line per instruction (the default), operator or delegate node")
+                   help="a line per instruction (the default), operator, delegate node or "
+                        "module (with --etrecord)")
     p.add_argument("--skip-runs", type=int, default=0, metavar="N",
                    help="leave out the first N runs of each block (warm-up)")
 
@@ -128,6 +131,9 @@ def run(ctx: Context) -> int:
     if args.data and args.program is None:
         raise CliError("--data is for the program (--program)", "usage", EXIT_USAGE,
                        file=args.path)
+    if args.by == "module" and args.etrecord is None:
+        raise CliError("--by module needs the program's ETRecord (--etrecord)", "usage",
+                       EXIT_USAGE, file=args.path)
     if args.skip_runs < 0:
         raise CliError(f"--skip-runs {args.skip_runs}: a count of runs is not negative",
                        "usage", EXIT_USAGE, file=args.path)

@@ -53,6 +53,7 @@ from .profile import (
                      InstructionProfile,
                      Row,
                      Timing,
+                     module_rows,
                      record_method,
                      record_nodes,
                      rows,
@@ -91,6 +92,6 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "OutputSpec", "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization",
            "ROWS_BY", "Region", "Row", "RunData", "Signature", "TensorSpec", "TestCase",
            "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph",
-           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code", "open_bundled",
-           "open_etdump", "open_etrecord", "open_executorch", "operands", "record_method",
-           "record_nodes", "refuse_native_code", "rows", "run_total", "timings"]
+           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code", "module_rows",
+           "open_bundled", "open_etdump", "open_etrecord", "open_executorch", "operands",
+           "record_method", "record_nodes", "refuse_native_code", "rows", "run_total", "timings"]

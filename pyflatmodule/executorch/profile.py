@@ -32,8 +32,8 @@ from .etrecord import ETRecord, Graph
 from .etrecord import Node as GraphNode
 from .program import DelegateCall, KernelCall, Method, Program
 
-__all__ = ["BlockProfile", "InstructionProfile", "ROWS_BY", "Row", "Timing", "record_method",
-           "record_nodes", "rows", "run_total", "timings"]
+__all__ = ["BlockProfile", "InstructionProfile", "ROWS_BY", "Row", "Timing", "module_rows",
+           "record_method", "record_nodes", "rows", "run_total", "timings"]
 
 #: The runtime's event around each instruction, by the instruction's kind.
 CALL_EVENTS = {"OPERATOR_CALL": "kernel", "DELEGATE_CALL": "delegate"}
@@ -408,6 +408,7 @@ def record_nodes(record: ETRecord, method: str, block: BlockProfile,
             own = _handles(handle_map[str(pc)])
             handles += own
             _check_kernel(block, (chain, pc), own, by_handle)
+    handles = list(dict.fromkeys(handles))    # instructions of one node, summed
     nodes: List[GraphNode] = []
     for h in handles:
         nodes += by_handle[h]
@@ -432,3 +433,34 @@ def _check_kernel(block: BlockProfile, pc: Tuple[int, int], handles: Sequence[in
         raise ValueError(f"{where} calls {kernel}; its debug handles "
                          f"({', '.join(map(str, handles))}) name nodes of "
                          f"{', '.join(targets)}")
+
+
+def _module(nodes: Sequence[GraphNode]) -> str:
+    """The innermost module holding all of ``nodes`` (their module stacks' common
+    outer part): its path, ``""`` for the model itself."""
+    stacks = [[path for path, _ in n.module_stack.values()] for n in nodes if n.module_stack]
+    common: List[str] = []
+    for level in zip(*stacks):
+        if any(path != level[0] for path in level):
+            break
+        common.append(level[0])
+    return common[-1] if common else ""
+
+
+def module_rows(block: BlockProfile, record: ETRecord, method: str) -> List[Row]:
+    """The block's lines per module, most ticks first: each instruction's calls summed
+    into the innermost module holding all the graph nodes its debug handles name
+    (``record``'s, :func:`record_nodes`; the label ``(top)`` for the model itself), and
+    the runtime's events but the outermost, as :func:`rows` gives them."""
+    groups: Dict[str, List[Tuple[Tuple[int, int], Timing]]] = {}
+    out: List[Row] = []
+    for r in rows(block):
+        if r.kind == "runtime":
+            out.append(r)
+            continue
+        _, nodes = record_nodes(record, method, block, r)
+        groups.setdefault(_module(nodes) or "(top)", []).extend(
+            (pc, r.timing) for pc in r.instructions)
+    out += [_merge(label, "module", sorted(parts, key=lambda p: p[0]))
+            for label, parts in groups.items()]
+    return sorted(out, key=lambda r: -r.timing.total)

@@ -18,7 +18,7 @@ lowered to XNNPACK (``record_xnnpack``): ``NAME.pte``, ``NAME.etrecord``
 (``etdump_path``, ``etrecord``; time scale ns to ns) says of each event of each event
 block: its name, instruction id, delegate debug identifier, debug handles, op types,
 module hierarchy (by node: the nn_module_stack, key -> [path, type]) and stack traces
-(by node).
+(by node), and its count and raw times (ticks).
 """
 import argparse
 import json
@@ -85,7 +85,8 @@ def _event(e: Any) -> Dict[str, Any]:
             "delegate_debug_identifier": e.delegate_debug_identifier,
             "debug_handles": _plain(handles) if handles is not None else None,
             "op_types": list(e.op_types), "module_hierarchy": _plain(e.module_hierarchy),
-            "stack_traces": _plain(e.stack_traces), "count": len(e.perf_data.raw)}
+            "stack_traces": _plain(e.stack_traces), "count": len(e.perf_data.raw),
+            "raw": [float(t) for t in e.perf_data.raw]}
 
 
 def _make(name: str, partitioner: List[Any]) -> List[Dict[str, Any]]:

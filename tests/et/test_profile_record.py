@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from itertools import takewhile
 from typing import Any, Dict, List
 
 import pytest
@@ -136,3 +137,38 @@ def test_what_is_not_an_etrecord_is_refused() -> None:
     r = run_cli("profile", _path("record_portable", "etdump"), "--etrecord",
                 _path("record_portable", "pte"))
     assert r.returncode == 1 and "is not an ETRecord" in r.stderr
+
+
+def _module(hierarchy: Dict[str, Dict[str, List[str]]]) -> str:
+    """The innermost module holding every node of an Inspector event's hierarchy."""
+    stacks = [[path for path, _ in stack.values()] for stack in hierarchy.values()]
+    common = [level[0] for level in takewhile(lambda lv: len(set(lv)) == 1, zip(*stacks))]
+    return common[-1] if common and common[-1] else "(top)"
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("skip", [0, 1])
+def test_module_lines_sum_the_inspectors_calls(name: str, skip: int) -> None:
+    """By module: each instruction's call in the innermost module holding the nodes the
+    Inspector ties to it; counts and totals of its raw times, the first runs left out."""
+    doc = _profile(name, "--program", _path(name, "pte"), "--by", "module", "--skip-runs",
+                   str(skip))
+    want: Dict[str, List[float]] = {}
+    where: Dict[str, List[str]] = {}
+    for e in _theirs(name):
+        if e["name"] in ("OPERATOR_CALL", "DELEGATE_CALL"):
+            module = _module(e["module_hierarchy"])
+            want.setdefault(module, []).extend(e["raw"][skip:])
+            where.setdefault(module, []).append(f"0:{e['instruction_id']}")
+    lines = [r for r in _execute(doc) if r["kind"] == "module"]
+    assert {r["label"]: r["count"] for r in lines} == {k: len(v) for k, v in want.items()}
+    for r in lines:
+        assert r["total"] * 1000 == pytest.approx(sum(want[r["label"]]))
+        assert r["instructions"] == sorted(where[r["label"]])
+    totals = [r["total"] for r in _execute(doc)]
+    assert totals == sorted(totals, reverse=True)
+
+
+def test_by_module_needs_an_etrecord() -> None:
+    r = run_cli("profile", _path("record_portable", "etdump"), "--by", "module")
+    assert r.returncode == 2 and "--etrecord" in r.stderr

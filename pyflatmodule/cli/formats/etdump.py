@@ -15,6 +15,7 @@ from ...executorch import (
     Row,
     RunData,
     Timing,
+    module_rows,
     record_method,
     record_nodes,
     rows,
@@ -27,8 +28,8 @@ from .base import FileFormat, NoCode, Tensor, below
 
 __all__ = ["ExecuTorchETDump", "PROFILE_BY"]
 
-#: What ``profile --by`` sums a line by.
-PROFILE_BY = ROWS_BY
+#: What ``profile --by`` sums a line by (``module``: with an ETRecord).
+PROFILE_BY = ROWS_BY + ("module",)
 
 
 
@@ -102,10 +103,17 @@ def _instruction(i: InstructionProfile) -> Json:
 
 def _block(b: BlockProfile, by: str, record: Any) -> Json:
     total = run_total(b)
-    lines = [_row(r, total) for r in rows(b, by)]
+    method = record_method(record, b.method) if record is not None else None
+    if by != "module":
+        found = rows(b, by)
+    elif method is not None:
+        found = module_rows(b, record, method)
+    else:
+        raise ValueError(f"run {b.name!r}: the ETRecord's maps do not say which method ran "
+                         "(--program names it)")
+    lines = [_row(r, total) for r in found]
     if record is not None:
-        method = record_method(record, b.method)
-        for line, r in zip(lines, rows(b, by)):
+        for line, r in zip(lines, found):
             line.update(_recorded(b, r, record, method))
     return {"name": b.name, "bundled_input_index": b.bundled_input_index, "runs": b.runs,
             "skipped": b.skipped, "method": b.method, "total": _us(total), "rows": lines,
