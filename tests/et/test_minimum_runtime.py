@@ -23,6 +23,7 @@ import pyflatmodule as pfm
 from pyflatmodule.core.fbread import schema_of
 from pyflatmodule.executorch import releases
 
+from support.cli import run_cli
 from support.fbwalk import deref, element, field, root, u32
 from support.paths import CSRC, ET, ROOT, WILD
 
@@ -154,9 +155,9 @@ def test_every_feature_the_reader_knows_has_a_release(
 
 
 def test_info_prints_it() -> None:
-    r = subprocess.run([sys.executable, "-m", "pyflatmodule", "info",
-                        os.path.join(ET, "xnnpack.pte")], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": ROOT})
+    """In-process: the package under test is the one imported (an installed one in CI,
+    where the checkout's own tree is not built)."""
+    r = run_cli("info", os.path.join(ET, "xnnpack.pte"))
     assert r.returncode == 0, r.stderr
     assert "minimum runtime: ExecuTorch 0.6.0" in r.stdout
 
