@@ -20,8 +20,9 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from .core.dtypes import QuantizedTensor
+from .core.dtypes import DTYPE_NAMES, QuantizedTensor, numpy_dtype
 from .executorch import ETRecord
+from .export import SAFETENSORS_DTYPES
 from .files import load
 
 __all__ = ["Naming", "name_by_content", "renamed", "reference_tensors"]
@@ -117,11 +118,15 @@ def renamed(tensors: Mapping[str, Tensor], reference: Mapping[str, np.ndarray]
     return out, how
 
 
+#: numpy's dtype of each safetensors dtype this package writes (``export``'s table read
+#: back), but F4, whose shape counts two values a byte
+_READABLE = {st: numpy_dtype(DTYPE_NAMES.index(name))
+             for name, st in SAFETENSORS_DTYPES.items() if name in DTYPE_NAMES and st != "F4"}
+
+
 def _safetensors(path: str) -> Dict[str, np.ndarray]:
-    """A .safetensors file's tensors of the dtypes numpy has, as read-only views."""
-    dtypes = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
-              "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?", "U16": "<u2",
-              "U32": "<u4", "U64": "<u8"}
+    """A .safetensors file's tensors of the dtypes :data:`_READABLE` names, as read-only
+    views of the file."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)) if size else b""
@@ -131,13 +136,14 @@ def _safetensors(path: str) -> Dict[str, np.ndarray]:
     header = json.loads(bytes(view[8:8 + n]))
     out = {}
     for name, spec in header.items():
-        if name == "__metadata__" or spec.get("dtype") not in dtypes:
+        if name == "__metadata__" or spec.get("dtype") not in _READABLE:
             continue
+        dtype = _READABLE[spec["dtype"]]
         start, end = spec["data_offsets"]
         if not 0 <= start <= end <= len(view) - 8 - n:
             raise ValueError(f"{path}: tensor {name!r} reaches past the end of the file")
-        out[name] = np.frombuffer(view, dtypes[spec["dtype"]], (end - start) // np.dtype(
-            dtypes[spec["dtype"]]).itemsize, 8 + n + start).reshape(spec["shape"])
+        out[name] = np.frombuffer(view, dtype, (end - start) // dtype.itemsize,
+                                  8 + n + start).reshape(spec["shape"])
     return out
 
 

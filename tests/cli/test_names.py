@@ -15,6 +15,7 @@ import os
 from typing import Any, Dict
 
 import numpy as np
+import pytest
 
 from support.cli import run_cli
 from support.exported import read_safetensors
@@ -61,6 +62,19 @@ def test_an_npz_of_the_modules_weights_names_conv_weights_stored_channels_last(
     assert named == set(weights)
     for name in named:
         assert got[name][0].tobytes() == np.ascontiguousarray(weights[name]).tobytes()
+
+
+def test_a_safetensors_file_of_the_modules_weights_names_them(tmp_path: Any) -> None:
+    """The reference written by the safetensors package itself."""
+    save_file = pytest.importorskip("safetensors.numpy").save_file
+    weights = _weights("xnn_layouts_fp16")
+    ref = tmp_path / "ref.safetensors"
+    save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(ref))
+    got = _export(os.path.join(ET, "xnn_layouts_fp16.pte"), str(ref),
+                  str(tmp_path / "w.safetensors"))
+    named = {n for n in got if n in weights}
+    assert named and all(got[n][0].tobytes() == np.ascontiguousarray(weights[n]).tobytes()
+                         for n in named)
 
 
 def test_a_folded_batch_norm_gets_no_name(tmp_path: Any) -> None:
