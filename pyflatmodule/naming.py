@@ -118,15 +118,12 @@ def renamed(tensors: Mapping[str, Tensor], reference: Mapping[str, np.ndarray]
     return out, how
 
 
-#: numpy's dtype of each safetensors dtype this package writes (``export``'s table read
-#: back), but F4, whose shape counts two values a byte
-_READABLE = {st: numpy_dtype(DTYPE_NAMES.index(name))
-             for name, st in SAFETENSORS_DTYPES.items() if name in DTYPE_NAMES and st != "F4"}
-
-
 def _safetensors(path: str) -> Dict[str, np.ndarray]:
-    """A .safetensors file's tensors of the dtypes :data:`_READABLE` names, as read-only
-    views of the file."""
+    """A .safetensors file's tensors, as read-only views of the file: of each dtype this
+    package writes (``export``'s table read back; ml_dtypes is imported here, when a
+    reference is read) but F4, whose shape counts two values a byte."""
+    readable = {st: numpy_dtype(DTYPE_NAMES.index(name)) for name, st in
+                SAFETENSORS_DTYPES.items() if name in DTYPE_NAMES and st != "F4"}
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)) if size else b""
@@ -136,9 +133,9 @@ def _safetensors(path: str) -> Dict[str, np.ndarray]:
     header = json.loads(bytes(view[8:8 + n]))
     out = {}
     for name, spec in header.items():
-        if name == "__metadata__" or spec.get("dtype") not in _READABLE:
+        if name == "__metadata__" or spec.get("dtype") not in readable:
             continue
-        dtype = _READABLE[spec["dtype"]]
+        dtype = readable[spec["dtype"]]
         start, end = spec["data_offsets"]
         if not 0 <= start <= end <= len(view) - 8 - n:
             raise ValueError(f"{path}: tensor {name!r} reaches past the end of the file")
