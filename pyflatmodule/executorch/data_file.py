@@ -51,8 +51,7 @@ class DataFile(_File):
                 "segment_data_size": int(s.segment_size),
                 "segments": len(self._root.tables("segments")),
                 "named_data": int(s.n_blobs), "tensors": int(s.n_tensors),
-                "native_code": [i._asdict() for i in self.native_code()],
-                "minimum_runtime": self.minimum_runtime.as_json()}
+                "native_code": [i._asdict() for i in self.native_code()]}
 
     def _describe(self) -> str:
         return f"{int(self._summary.n_blobs)} named data entries"

@@ -778,7 +778,6 @@ class Program(_File):
                     records["stored"] == lib.ET_STORED_EXTERNAL)),
                 "data_files": len(self.data_files), "missing_data": self.missing_data,
                 "native_code": [i._asdict() for i in self.native_code()],
-                "minimum_runtime": self.minimum_runtime.as_json(),
                 "methods": methods}
 
     def _native_blobs(self) -> List[Tuple[str, int, memoryview]]:

@@ -228,6 +228,12 @@ def _minimum_runtime(m: Json) -> str:
     return f"ExecuTorch {m['release']}" + (f" (for {shown})" if shown else "")
 
 
+def _info(f: Union[Program, DataFile]) -> Json:
+    """``info()`` and the oldest runtime that reads the file: a walk of every table, for
+    the ``info`` command only (``verify`` reads ``info()`` and stays a check's cost)."""
+    return {**f.info(), "minimum_runtime": f.minimum_runtime.as_json()}
+
+
 class _ExecuTorchFile(FileFormat):
     """What a program and a data file show alike."""
 
@@ -236,7 +242,7 @@ class _ExecuTorchFile(FileFormat):
     root_kind = ""
 
     def summary(self) -> Json:
-        return {"file": self.path, **self.file.info()}
+        return {"file": self.path, **_info(self.file)}
 
     @classmethod
     def print_info(cls, ctx: Context, s: Json) -> None:
@@ -674,7 +680,7 @@ class ExecuTorchBundled(ExecuTorchProgram):
 
     def summary(self) -> Json:
         return {"file": self.path, **self.bundled.info(), "methods_tested": self._suites(),
-                "program": self.file.info()}
+                "program": _info(self.file)}
 
     @classmethod
     def print_info(cls, ctx: Context, s: Json) -> None:
