@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core.fbread import Table, decode_text, enum_names, schema_of
 from ...core.native import c_buffer, check, ffi, lib, new_error
-from .base import Backend, Payload, header_fields, named_bytes, payload_bytes
+from .base import Backend, Deferred, Payload, header_fields, named_bytes
 
 __all__ = ["BACKEND", "VkNode", "VkValue", "VulkanGraph"]
 
@@ -89,6 +89,7 @@ class VulkanGraph:
             check(status, err, self._where)
         self._payload = payload.data
         self._summary = summary
+        self._array = records   # owns the records below (its items do not keep it alive)
         self._records = [records[i] for i in range(summary.n_values)]
         self._root = Table(schema_of(lib.VK_FILE_IDENTIFIER), payload.data,
                            int(summary.root), "VkGraph")
@@ -96,10 +97,10 @@ class VulkanGraph:
         self.missing: Dict[int, str] = {}
         self._bytes = self._resolve(payload)
 
-    def _resolve(self, payload: Payload) -> Dict[int, np.ndarray]:
-        """The bytes of every constant, by value id: inline views of the payload, or the
-        named data each key names (at least the tensor's bytes), checked now."""
-        out: Dict[int, np.ndarray] = {}
+    def _resolve(self, payload: Payload) -> Dict[int, Deferred]:
+        """The bytes of every constant, by value id: inline in the payload, or the named
+        data each key names (at least the tensor's bytes), their extents checked now."""
+        out: Dict[int, Deferred] = {}
         for i, r in enumerate(self._records):
             if r.index < 0:
                 continue
@@ -112,7 +113,7 @@ class VulkanGraph:
                     self.missing[i] = key
                     continue
             else:
-                raw = payload_bytes(self._payload, int(r.data), int(r.nbytes))
+                raw = Deferred(self._payload, int(r.data), int(r.nbytes))
             out[i] = raw
         return out
 
@@ -172,7 +173,7 @@ class VulkanGraph:
         t = self._root.tables("values")[i].union("value")[1]
         assert t is not None   # a value with constant bytes is a tensor (the core's index)
         dtype = _DTYPES[DATATYPES[int(t.scalar("datatype"))]]
-        return raw.view(dtype).reshape(tuple(int(d) for d in t.vector("dims")))
+        return raw.array().view(dtype).reshape(tuple(int(d) for d in t.vector("dims")))
 
     def constants(self) -> Dict[int, np.ndarray]:
         """Every constant by value id (see :meth:`constant`), the missing ones left out."""
