@@ -17,9 +17,14 @@ TensorKey, whose ``value`` is the tensor, hashed by identity as torch hashes ten
     >>> import pyflatmodule as pfm
     >>> with pfm.load("model.pte") as p:
     ...     weights = p.state_dict()
+
+``load`` also takes a URL (``https://``, or any fsspec URL: ``s3://``, ``hf://``...): a
+remote program is read from its header and flatbuffer, its weights fetched by byte range
+when first read (:class:`RemoteFile`).
 """
 from .core.dtypes import QuantizedTensor
-from .errors import FormatError
+from .core.remote import RemoteFile, RemoteStats
+from .errors import FormatError, RemoteError
 from .executorch import BundledProgram, DataFile, ETDump, ETRecord, Method, Program, TensorSpec
 from .files import (
                     load,
@@ -52,7 +57,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Argument", "BundledProgram", "DataFile", "Device", "ETDump", "ETRecord", "EnumValue",
     "FormatError", "Function", "Method", "Methods", "Module", "Object", "ObjectType", "Operator",
-    "Program", "QuantizedTensor", "Schema", "TensorKey", "TensorRecord", "TensorSpec",
-    "VerifyReport", "load", "load_bundled", "load_data", "load_etdump", "load_etrecord",
-    "load_module", "load_program", "verify",
+    "Program", "QuantizedTensor", "RemoteError", "RemoteFile", "RemoteStats", "Schema",
+    "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load", "load_bundled", "load_data",
+    "load_etdump", "load_etrecord", "load_module", "load_program", "verify",
 ]

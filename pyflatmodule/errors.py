@@ -1,9 +1,9 @@
-"""The exceptions pyflatmodule raises for bad input."""
+"""The exceptions pyflatmodule raises for bad input, and for a remote file it cannot read."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
-__all__ = ["FormatError"]
+__all__ = ["FormatError", "RemoteError"]
 
 
 class FormatError(ValueError):
@@ -40,3 +40,22 @@ class FormatError(ValueError):
     def __reduce__(self) -> Tuple[type, Tuple[str, str, Optional[int], str]]:
         # keeps the attributes through pickling (multiprocessing)
         return (type(self), (self.code, self.reason, self.offset, self.path))
+
+
+class RemoteError(OSError):
+    """A remote file could not be read as asked: not found, a status the server answered,
+    an answer of the wrong bytes or length, a range ignored, a timeout or a dropped
+    connection (after the tries allowed). The message starts with the URL.
+
+    Attributes:
+        url: the file's URL.
+        reason: what went wrong, without the URL.
+    """
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"{url}: {reason}")
+
+    def __reduce__(self) -> Tuple[type, Tuple[str, str]]:
+        return (type(self), (self.url, self.reason))

@@ -5,6 +5,7 @@ The one place the load options are spelled as keywords: each becomes an
 :class:`~pyflatmodule.core.options.Options`, handed down to the format's opener."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import mmap
 import os
@@ -14,6 +15,7 @@ from typing import (
     Callable,
     Dict,
     FrozenSet,
+    Iterator,
     NamedTuple,
     Optional,
     Sequence,
@@ -26,6 +28,7 @@ from typing import (
 
 from .core.native import format_error, lib
 from .core.options import Options
+from .core.remote import RemoteFile, is_remote
 from .core.source import Openable, OpenedPath, SourceLike, open_file
 from .errors import FormatError
 from .executorch import (
@@ -65,6 +68,7 @@ class LoadOptions(TypedDict, total=False):
     max_depth: int
     max_tables: int
     max_elements: int
+    storage_options: Optional[Dict[str, Any]]
 
 
 class Extras(NamedTuple):
@@ -121,10 +125,15 @@ def _head(path: str) -> bytes:
         os.close(fd)
 
 
-def _identify(source: SourceLike) -> Tuple[bytes, Openable]:
+def _identify(source: SourceLike, options: Options) -> Tuple[bytes, Openable]:
     """The first HEAD bytes of ``source`` (fewer when it is shorter), and the source to open:
     a path opened once, here (the caller closes the OpenedPath unless an opener took it),
-    a file object that cannot seek read into bytes."""
+    a URL or an fsspec file object as a RemoteFile (its first bytes fetched), a file object
+    that cannot seek read into bytes."""
+    if is_remote(source) or isinstance(source, RemoteFile):
+        remote = source if isinstance(source, RemoteFile) else RemoteFile(
+            source, options.storage_options)
+        return remote.head[:HEAD], remote
     if isinstance(source, (str, os.PathLike)):
         opened = OpenedPath(os.fspath(source))
         try:
@@ -146,6 +155,22 @@ def _identify(source: SourceLike) -> Tuple[bytes, Openable]:
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("file object must be opened in binary mode")
     return bytes(data[:HEAD]), bytes(data)
+
+
+@contextlib.contextmanager
+def _identified(source: SourceLike, options: Options) -> Iterator[Tuple[bytes, Openable]]:
+    """:func:`_identify` for the time of an open: a path's descriptor is closed after it
+    (an opener that kept the file took its own), a remote file's connection if it fails."""
+    head, opened = _identify(source, options)
+    try:
+        yield head, opened
+    except BaseException:
+        if isinstance(opened, RemoteFile):
+            opened.close()
+        raise
+    finally:
+        if isinstance(opened, OpenedPath):
+            opened.close()
 
 
 #: Each format by where its identifier is and the identifier; the identifiers' offsets in
@@ -180,8 +205,14 @@ def _none_of_them(head: bytes) -> FormatError:
 def file_format(path: str) -> str:
     """``"ptmf"``, ``"pte"``, ``"ptd"``, ``"bpte"``, ``"etdump"`` or ``"etrecord"`` (any
     zip archive) by the file's identifier, ``"unknown"`` for any other file (reads 12
-    bytes; OSError if the path cannot be read)."""
-    f = format_of(_head(path))
+    bytes, for a URL in one request; OSError if the path cannot be read)."""
+    if is_remote(path):
+        remote = RemoteFile(path, head=HEAD)
+        remote.close()
+        head = remote.head
+    else:
+        head = _head(path)
+    f = format_of(head)
     return "unknown" if f is None else f.name
 
 
@@ -201,7 +232,8 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
          debug_buffer: Optional[SourceLike] = None, verify: Union[bool, str] = True,
          copy: bool = False,
          strict: bool = False, advise: Optional[str] = None, populate: bool = False,
-         max_depth: int = 200, max_tables: int = 0, max_elements: int = 0) -> File:
+         max_depth: int = 200, max_tables: int = 0, max_elements: int = 0,
+         storage_options: Optional[Dict[str, Any]] = None) -> File:
     """Open a model file without copying it; what comes back depends on the file.
 
     A PyTorch Mobile flatbuffer (identifier ``PTMF``, ``.ptl``/``.ff``) gives a
@@ -214,14 +246,20 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
 
     Args:
         source: a path (mapped read-only), ``bytes``, ``bytearray``, ``memoryview``,
-            ``mmap.mmap`` (used in place and kept alive) or a binary file object.
+            ``mmap.mmap`` (used in place and kept alive), a binary file object, or a
+            remote file: an ``http(s)://`` URL, any fsspec URL (``s3://``, ``hf://``...)
+            or an fsspec file object. A remote ExecuTorch program or data file is read
+            from its header and flatbuffer (two requests at most); its payloads, named
+            data and tensors are fetched when first read, by byte range, and its arrays
+            are copies in memory. Other formats are fetched whole.
         data: for a program, the data files (paths, sources or opened DataFiles) that
             hold its external tensors, searched in order by the tensors' names; a
             sequence, never one path.
         debug_buffer: for an ETDump, the debug buffer its debug events' tensors are
             stored in (any source as ``source``); its tensors then read as arrays.
-        verify, copy, strict, advise, populate, max_depth, max_tables, max_elements:
-            as :class:`~pyflatmodule.core.options.Options` documents them. ExecuTorch
+        verify, copy, strict, advise, populate, max_depth, max_tables, max_elements,
+        storage_options: as :class:`~pyflatmodule.core.options.Options` documents
+            them. ExecuTorch
             files are always checked, whatever ``verify`` says (it adds alignment, NUL
             and UTF-8 checks): at open, but for a program's execution plans, checked
             when first read unless ``verify="full"``.
@@ -229,7 +267,8 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
     Raises:
         FormatError: the bytes are not a valid file of any of these formats, or a data
             file is not one (its errors' paths start with ``data[i]``).
-        OSError: the path cannot be opened.
+        OSError: the path cannot be opened; RemoteError (an OSError) when a remote
+            file cannot be read (not found, a server's fault, a timeout).
         TypeError: ``data`` is a single path or buffer rather than a sequence.
         ValueError: an option is out of range, ``data`` given for a non-program or
             ``debug_buffer`` for a non-ETDump.
@@ -237,14 +276,11 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
     data = _check_data(data)
     given: Dict[str, Any] = dict(verify=verify, copy=copy, strict=strict, advise=advise,
                                  populate=populate, max_depth=max_depth,
-                                 max_tables=max_tables, max_elements=max_elements)
+                                 max_tables=max_tables, max_elements=max_elements,
+                                 storage_options=storage_options)
     options = _DEFAULT if given == _DEFAULT_GIVEN else Options(**given)
-    head, opened = _identify(source)
-    try:
+    with _identified(source, options) as (head, opened):
         return _open(head, opened, options, Extras(data, debug_buffer))
-    finally:
-        if isinstance(opened, OpenedPath):
-            opened.close()
 
 
 #: What each of :class:`Extras` is for, in the ValueError of a format that does not take it.
@@ -257,7 +293,7 @@ def _open(head: bytes, source: Openable, options: Options, extras: Extras) -> Fi
     fmt = format_of(head)
     if fmt is None:
         if hasattr(source, "read") or isinstance(
-                source, (OpenedPath, bytes, bytearray, memoryview, mmap.mmap)):
+                source, (OpenedPath, RemoteFile, bytes, bytearray, memoryview, mmap.mmap)):
             raise _none_of_them(head)
         fmt = BY_NAME["ptmf"]   # anything else: the PTMF loader names the fault
     elif extras.data and "data" not in fmt.takes:
@@ -318,8 +354,9 @@ def load_etrecord(source: SourceLike, **options: Unpack[LoadOptions]) -> ETRecor
 
 def verify(source: SourceLike, *, data: Sequence[Any] = (),
            debug_buffer: Optional[SourceLike] = None, strict: bool = False,
-           max_depth: int = 200, max_tables: int = 0,
-           max_elements: int = 0) -> Union[VerifyReport, Dict[str, Any]]:
+           max_depth: int = 200, max_tables: int = 0, max_elements: int = 0,
+           storage_options: Optional[Dict[str, Any]] = None
+           ) -> Union[VerifyReport, Dict[str, Any]]:
     """Check a whole file of any format and return a short report; raise FormatError if
     it is bad.
 
@@ -327,19 +364,21 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (),
     whose ``"format"`` names it), after a load that checks everything: with ``data``, the
     data files a program's external tensors are in (each checked too); with
     ``debug_buffer``, the one an ETDump's debug tensors are in (their extents checked
-    against it)."""
+    against it). A remote program is read as :func:`load` reads it: its flatbuffer and the
+    delegate payloads the check reads, never its weights."""
     data = _check_data(data)
     options = Options(verify="full", strict=strict, max_depth=max_depth,
-                      max_tables=max_tables, max_elements=max_elements)
-    head, opened = _identify(source)
-    try:
-        if format_of(head) is BY_NAME["ptmf"] and not data and debug_buffer is None:
-            return verify_module(opened, options)
-        with _open(head, opened, options, Extras(data, debug_buffer)) as f:
-            info = f.info()
-            if strict:
-                refuse_native_code(info)
-            return info
-    finally:
-        if isinstance(opened, OpenedPath):
-            opened.close()
+                      max_tables=max_tables, max_elements=max_elements,
+                      storage_options=storage_options)
+    with _identified(source, options) as (head, opened):
+        try:
+            if format_of(head) is BY_NAME["ptmf"] and not data and debug_buffer is None:
+                return verify_module(opened, options)
+            with _open(head, opened, options, Extras(data, debug_buffer)) as f:
+                info = f.info()
+                if strict:
+                    refuse_native_code(info)
+                return info
+        finally:
+            if isinstance(opened, RemoteFile):
+                opened.close()

@@ -63,86 +63,105 @@ typedef struct walk {
 
 /* ---------------------------------------------------------------- headers */
 
-/* The checks both headers end with: the flatbuffer after the header and inside the file,
- * the segment data inside the file (its base offset at byte `at`, its size after it). */
-static int check_extents(fb_ctx *c, uint32_t length, uint64_t flatbuffer_end, uint64_t base,
-                         uint64_t size, uint64_t at) {
+/* The checks both headers end with: the flatbuffer after the header and inside the file of
+ * `size` bytes, the segment data inside the file (its base offset at byte `at`, its size
+ * after it). A failure for a file too short records its size and the bytes it needs. */
+static int truncated(fb_ctx *c, uint64_t size, uint64_t at, uint64_t need) {
+    fb_truncated(c, ET_E_BAD_HEADER, at, need);
+    if (c->err) c->err->size = size;
+    return ET_E_BAD_HEADER;
+}
+
+static int check_extents(fb_ctx *c, uint64_t size, uint32_t length, uint64_t flatbuffer_end,
+                         uint64_t base, uint64_t segment_size, uint64_t at) {
     if (flatbuffer_end < 8 + (uint64_t)length) return fb_fail(c, ET_E_BAD_HEADER, 16);
-    if (flatbuffer_end > c->len) return fb_truncated(c, ET_E_BAD_HEADER, 16, flatbuffer_end);
-    if (base > c->len) return fb_truncated(c, ET_E_BAD_HEADER, at, base);
-    if (size > c->len - base)
-        return size > UINT64_MAX - base ? fb_fail(c, ET_E_BAD_HEADER, at + 8)
-                                        : fb_truncated(c, ET_E_BAD_HEADER, at + 8, base + size);
+    if (flatbuffer_end > size) return truncated(c, size, 16, flatbuffer_end);
+    if (base > size) return truncated(c, size, at, base);
+    if (segment_size > size - base)
+        return segment_size > UINT64_MAX - base ? fb_fail(c, ET_E_BAD_HEADER, at + 8)
+                                                : truncated(c, size, at + 8, base + segment_size);
     return FB_OK;
 }
 
-int et_read_extended_header(const uint8_t *buf, size_t size, et_extended_header *h,
-                            fb_error *err) {
+/* The header's own bytes, from its magic on, must be in the file, and in the buffer: a
+ * buffer that holds fewer of the file's bytes than its header is the caller's fault. */
+static int check_header_bytes(fb_ctx *c, uint64_t size, uint32_t length) {
+    if ((uint64_t)length > size - 8) return truncated(c, size, 12, 8 + (uint64_t)length);
+    if ((uint64_t)length > c->len - 8) return fb_fail(c, FB_E_BAD_ARGUMENT, 0);
+    return FB_OK;
+}
+
+int et_read_extended_header(const uint8_t *buf, size_t len, uint64_t size,
+                            et_extended_header *h, fb_error *err) {
     fb_ctx c;
-    uint64_t len = (uint64_t)size;
-    fb_ctx_init(&c, buf, size, NULL, NULL, err);
+    fb_ctx_init(&c, buf, len, NULL, NULL, err);
     memset(h, 0, sizeof *h);
+    if (len > size) return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
     if (len < 16 || fb_ld32(buf + 8) != EH_MAGIC) {   /* none: all flatbuffer, no segments */
-        h->program_size = len;
-        h->segment_base_offset = len;
+        h->program_size = size;
+        h->segment_base_offset = size;
         return FB_OK;
     }
     fb_push(&c, "header", FB_NO_INDEX);
     /* eh00, u32 length, u64 program size, u64 segment base[, u64 segment data size] */
     h->length = fb_ld32(buf + 12);
     if (h->length < 24) return fb_fail(&c, ET_E_BAD_HEADER, 12);
-    if (h->length > len - 8)
-        return fb_truncated(&c, ET_E_BAD_HEADER, 12, 8 + (uint64_t)h->length);
+    FB_TRY(check_header_bytes(&c, size, h->length));
     h->program_size = fb_ld64(buf + 16);
     h->segment_base_offset = fb_ld64(buf + 24);
     h->segment_data_size = h->length >= 32 ? fb_ld64(buf + 32)
-                           : (h->segment_base_offset <= len ? len - h->segment_base_offset : 0);
-    return check_extents(&c, h->length, h->program_size, h->segment_base_offset,
+                           : (h->segment_base_offset <= size ? size - h->segment_base_offset
+                                                             : 0);
+    return check_extents(&c, size, h->length, h->program_size, h->segment_base_offset,
                          h->segment_data_size, 24);
 }
 
-int et_read_flat_tensor_header(const uint8_t *buf, size_t size, et_flat_tensor_header *h,
-                               fb_error *err) {
+int et_read_flat_tensor_header(const uint8_t *buf, size_t len, uint64_t size,
+                               et_flat_tensor_header *h, fb_error *err) {
     fb_ctx c;
-    uint64_t len = (uint64_t)size;
-    fb_ctx_init(&c, buf, size, NULL, NULL, err);
+    fb_ctx_init(&c, buf, len, NULL, NULL, err);
     memset(h, 0, sizeof *h);
+    if (len > size) return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
     fb_push(&c, "header", FB_NO_INDEX);
     /* FH01, u32 length, u64 flatbuffer offset, u64 flatbuffer size, u64 segment base,
      * u64 segment data size */
     if (len < 16 || fb_ld32(buf + 8) != FH_MAGIC) return fb_fail(&c, ET_E_BAD_HEADER, 8);
     h->length = fb_ld32(buf + 12);
     if (h->length < 40) return fb_fail(&c, ET_E_BAD_HEADER, 12);
-    if (h->length > len - 8)
-        return fb_truncated(&c, ET_E_BAD_HEADER, 12, 8 + (uint64_t)h->length);
+    FB_TRY(check_header_bytes(&c, size, h->length));
     h->flatbuffer_offset = fb_ld64(buf + 16);
     h->flatbuffer_size = fb_ld64(buf + 24);
     if (h->flatbuffer_size > UINT64_MAX - h->flatbuffer_offset)
         return fb_fail(&c, ET_E_BAD_HEADER, 16);
-    if (h->flatbuffer_offset + h->flatbuffer_size > len)
-        return fb_truncated(&c, ET_E_BAD_HEADER, 16, h->flatbuffer_offset + h->flatbuffer_size);
+    if (h->flatbuffer_offset + h->flatbuffer_size > size)
+        return truncated(&c, size, 16, h->flatbuffer_offset + h->flatbuffer_size);
     h->segment_base_offset = fb_ld64(buf + 32);
     h->segment_data_size = fb_ld64(buf + 40);
-    return check_extents(&c, h->length, h->flatbuffer_offset + h->flatbuffer_size,
+    return check_extents(&c, size, h->length, h->flatbuffer_offset + h->flatbuffer_size,
                          h->segment_base_offset, h->segment_data_size, 32);
 }
 
-/* The identifier, then the header of a program or a data file, as the summary's extents. */
-static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error *err) {
+/* The identifier, then the header of a program or a data file of `size` bytes (buf holds
+ * its first len), as the summary's extents. */
+static int read_header(const uint8_t *buf, uint64_t len, uint64_t size, et_summary *s,
+                       fb_error *err) {
     fb_ctx c;
     fb_ctx_init(&c, buf, len, NULL, NULL, err);
-    if (len < 8) return fb_fail(&c, FB_E_TOO_SMALL, 0);
+    if (len < 8) {
+        if (len == size) return fb_fail(&c, FB_E_TOO_SMALL, 0);
+        return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
+    }
     s->identifier = fb_ld32(buf + 4);
     if (s->identifier == ET_FILE_IDENTIFIER) {
         et_extended_header h;
-        FB_TRY(et_read_extended_header(buf, (size_t)len, &h, err));
+        FB_TRY(et_read_extended_header(buf, (size_t)len, size, &h, err));
         s->header_length = h.length;
         s->flatbuffer_end = h.program_size;
         s->segment_base = h.segment_base_offset;
         s->segment_size = h.segment_data_size;
     } else if (s->identifier == FT_FILE_IDENTIFIER) {
         et_flat_tensor_header h;
-        FB_TRY(et_read_flat_tensor_header(buf, (size_t)len, &h, err));
+        FB_TRY(et_read_flat_tensor_header(buf, (size_t)len, size, &h, err));
         s->header_length = h.length;
         s->flatbuffer_end = h.flatbuffer_offset + h.flatbuffer_size;
         s->segment_base = h.segment_base_offset;
@@ -151,6 +170,11 @@ static int read_header(const uint8_t *buf, uint64_t len, et_summary *s, fb_error
         return fb_fail(&c, FB_E_BAD_IDENTIFIER, 4);
     }
     return FB_OK;
+}
+
+int et_extent(const uint8_t *buf, size_t len, uint64_t size, et_summary *s, fb_error *err) {
+    memset(s, 0, sizeof *s);
+    return read_header(buf, (uint64_t)len, size, s, err);
 }
 
 /* ------------------------------------------------------------- segments */
@@ -896,7 +920,7 @@ static int check_summary(const uint8_t *buf, size_t len, const et_summary *s, fb
     return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
 }
 
-int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
+int et_open(const uint8_t *buf, size_t len, uint64_t size, const fb_options *opt, int plans,
             et_summary *s, fb_error *err) {
     memset(s, 0, sizeof *s);
     if (err) {
@@ -904,7 +928,8 @@ int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
         err->offset = 0;
         err->path[0] = '\0';
     }
-    FB_TRY(read_header(buf, (uint64_t)len, s, err));
+    FB_TRY(read_header(buf, (uint64_t)len, size, s, err));
+    FB_TRY(check_summary(buf, len, s, err));   /* buf must hold the whole flatbuffer */
     FB_TRY(walk_file(buf, opt, s, NULL, NULL, WALK_TOP, err));
     if (!plans || s->plans_checked) return FB_OK;
     return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);

@@ -45,12 +45,13 @@ typedef struct et_flat_tensor_header {
     uint64_t segment_data_size;
 } et_flat_tensor_header;
 
-/* Read a file's header and check that every extent it gives lies inside buf[0, len);
+/* Read the header of a file of `size` bytes, of which buf holds the first len (len <=
+ * size; the whole header), and check that every extent it gives lies inside the file;
  * failures are located at the field ("header", its byte offset). */
-int et_read_extended_header(const uint8_t *buf, size_t len, et_extended_header *h,
-                            fb_error *err);
-int et_read_flat_tensor_header(const uint8_t *buf, size_t len, et_flat_tensor_header *h,
-                               fb_error *err);
+int et_read_extended_header(const uint8_t *buf, size_t len, uint64_t size,
+                            et_extended_header *h, fb_error *err);
+int et_read_flat_tensor_header(const uint8_t *buf, size_t len, uint64_t size,
+                               et_flat_tensor_header *h, fb_error *err);
 
 /* What et_open finds; positions are absolute byte offsets in the file. */
 typedef struct et_summary {
@@ -109,9 +110,15 @@ unsigned et_element_size(int type);
 /* Verifies a .pte or .ptd (structure by the schema, then meaning) and counts its
  * tensors and named data: the whole file when `plans`, or else all of it but a program's
  * execution plans (their vector's extent only), which et_check_plans checks later, as
- * the runtime's load_method checks a method after its load_program. */
-int et_open(const uint8_t *buf, size_t len, const fb_options *opt, int plans,
+ * the runtime's load_method checks a method after its load_program. buf holds the first len
+ * bytes of a file of `size` bytes: all of it, or (read in parts) at least its flatbuffer;
+ * segment extents are checked against `size`. */
+int et_open(const uint8_t *buf, size_t len, uint64_t size, const fb_options *opt, int plans,
             et_summary *s, fb_error *err);
+/* The extents et_open reads from a file's identifier and header (s->flatbuffer_end: the
+ * bytes a buffer given to et_open must hold), without verifying the rest: for a file read
+ * in parts, whose buf holds its first len of `size` bytes. */
+int et_extent(const uint8_t *buf, size_t len, uint64_t size, et_summary *s, fb_error *err);
 /* Checks the execution plans et_open left, as it checks them with `plans`, and completes
  * the counts of s (nothing to do once s->plans_checked). */
 int et_check_plans(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,

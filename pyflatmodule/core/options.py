@@ -4,7 +4,7 @@ and every nested check (a payload one file holds inside it) take that one."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 from .native import ffi, lib
 
@@ -44,6 +44,10 @@ class Options:
             a flatbuffer (a file's own, each payload's nested inside it) has this budget.
         max_elements: vector elements visited (0: derived from the file size), per pass
             as ``max_tables``.
+        storage_options: for a URL: for ``http(s)://``, ``headers`` (a dict sent with
+            every request), ``timeout`` (seconds for each network operation, default 30)
+            and ``tries`` (of each read, default 3); for any other scheme, fsspec's
+            options for its filesystem (credentials, endpoints...).
     """
 
     verify: Union[bool, str] = True
@@ -54,6 +58,7 @@ class Options:
     max_depth: int = 200
     max_tables: int = 0
     max_elements: int = 0
+    storage_options: Optional[Mapping[str, Any]] = dataclasses.field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.verify not in (True, False, "full"):

@@ -11,28 +11,48 @@ import io
 import mmap
 import os
 import stat
-from typing import Any, BinaryIO, Optional, Sequence, Tuple, TypeVar, Union
+from typing import (
+    Any,
+    BinaryIO,
+    Callable,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from .native import format_error, lib
 from .options import ADVICE, Options
+from .remote import RemoteFile, is_remote
 
-SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO]
+SourceLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, mmap.mmap, BinaryIO,
+                   RemoteFile]
 
 #: What an opener takes: a SourceLike, or a path the front door already opened.
 Openable = Union[SourceLike, "OpenedPath"]
 
-__all__ = ["Holder", "Openable", "OpenedPath", "Source", "SourceLike", "apply_advice",
-           "open_source"]
+#: What an opener needs of a remote file: how many of its first bytes, given its head and
+#: its size (None: all of them).
+Need = Callable[[bytes, int], int]
+
+__all__ = ["Bytes", "Holder", "Need", "Openable", "OpenedPath", "Source", "SourceLike", "Span",
+           "apply_advice", "open_source"]
 
 
 class Source:
-    """One buffer holding a whole file, with what is known about where it came from."""
+    """One buffer holding a file (a local file whole; a remote one's first bytes), with
+    what is known about where it came from.
 
-    __slots__ = ("obj", "name", "mapped", "stat", "path", "fd")
+    ``len(source)`` is the file's size; :attr:`held` the bytes the buffer holds (the
+    same, but for a remote file). Bytes past the buffer are read with :meth:`read`."""
+
+    __slots__ = ("obj", "name", "mapped", "stat", "path", "fd", "held", "size", "remote")
 
     def __init__(self, obj: Any, name: str, mapped: bool,
                  stat: Optional[os.stat_result] = None, path: Optional[str] = None,
-                 fd: int = -1) -> None:
+                 fd: int = -1, remote: Optional[RemoteFile] = None) -> None:
         if isinstance(obj, memoryview) and (obj.ndim != 1 or obj.itemsize != 1):
             obj = obj.cast("B")
         # The object itself, not a memoryview of it, is what every consumer
@@ -44,6 +64,24 @@ class Source:
         self.path = path
         #: A descriptor of the mapped file while the index is built (then -1).
         self.fd = fd
+        #: Bytes in the buffer.
+        self.held: int = obj.nbytes if isinstance(obj, memoryview) else len(obj)
+        #: The remote file the buffer's bytes came from (it reads the rest), or None.
+        self.remote = remote
+        #: Bytes in the file.
+        self.size: int = remote.size if remote is not None else self.held
+
+    def read(self, start: int, n: int) -> memoryview:
+        """Read-only bytes [start, start + n) of the file (the caller proved the extent):
+        a view of the mapping, or for a remote file, bytes fetched (a copy)."""
+        if self.remote is not None and start + n > self.held:
+            return memoryview(self.remote.read(start, n))
+        return memoryview(self.obj)[start:start + n].toreadonly()
+
+    def disconnect(self) -> None:
+        """Close a remote file's connection and drop its cache (nothing for others)."""
+        if self.remote is not None:
+            self.remote.close()
 
     def release_fd(self) -> None:
         """Close the descriptor kept for building the index."""
@@ -73,7 +111,39 @@ class Source:
         return None
 
     def __len__(self) -> int:
-        return len(self.obj) if not isinstance(self.obj, memoryview) else self.obj.nbytes
+        return self.size
+
+
+class Bytes(Protocol):
+    """Bytes that may be read in part: a memoryview, or a :class:`Span` that reads only
+    the slices taken."""
+
+    def __len__(self) -> int:
+        """Their length."""
+
+    def __getitem__(self, part: slice) -> memoryview:
+        """Some of them."""
+
+
+class Span:
+    """Bytes [start, start + size) of a file, read only as far as they are sliced: what a
+    look at the start of a payload takes, without reading the whole of a remote one."""
+
+    __slots__ = ("source", "start", "size")
+
+    def __init__(self, source: Source, start: int, size: int) -> None:
+        self.source = source
+        self.start = start
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, part: slice) -> memoryview:
+        begin, end, step = part.indices(self.size)
+        if step != 1:
+            raise ValueError("a Span is sliced with step 1")
+        return self.source.read(self.start + begin, max(0, end - begin))
 
 
 #: Payloads less than this apart share one readahead run: the gap holds storage
@@ -119,8 +189,11 @@ class Holder:
     _source: Optional[Source]
 
     def close(self) -> None:
-        """Drop this object's hold on the mapping; arrays taken earlier stay valid."""
-        self._source = None
+        """Drop this object's hold on the mapping; arrays taken earlier stay valid. A
+        remote file's connection is closed."""
+        source, self._source = self._source, None
+        if source is not None:
+            source.disconnect()
 
     @property
     def closed(self) -> bool:
@@ -230,9 +303,16 @@ def apply_advice(source: Source, advise: Optional[str],
         _madvise(source.obj, "MADV_NORMAL", start, end - start)
 
 
-def open_source(source: Openable, options: Options) -> Source:
+def open_source(source: Openable, options: Options, need: Optional[Need] = None) -> Source:
     """Make a Source from any of the inputs ``load`` accepts, as ``options.copy`` and
-    ``options.populate`` ask."""
+    ``options.populate`` ask. A URL or an fsspec file object (a RemoteFile when the front
+    door opened it) gives the first ``need(head, size)`` bytes of the file (all of it
+    without ``need``); the rest is read when asked for (:meth:`Source.read`)."""
+    if is_remote(source):
+        source = RemoteFile(source, options.storage_options)
+    if isinstance(source, RemoteFile):
+        n = source.size if need is None else need(source.head, source.size)
+        return Source(source.prefix(n), source.url, False, remote=source)
     copy, populate = options.copy, options.populate
     if isinstance(source, (str, os.PathLike, OpenedPath)):
         if isinstance(source, OpenedPath):

@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .file import _File
+from .file import StoredTensor, _File
 from .minimum_runtime import MinimumRuntime, data_file_features, minimum
 from .regions import Region, data_file_regions
 
@@ -28,8 +28,12 @@ class DataFile(_File):
     @property
     def tensors(self) -> Dict[str, np.ndarray]:
         """Stored tensors by key: read-only zero-copy arrays with their layouts."""
+        return {key: stored.array() for key, stored in self._stored_tensors().items()}
+
+    def _stored_tensors(self) -> Dict[str, StoredTensor]:
+        """Where each tensor is, by key (nothing read)."""
         records, _ = self._index()
-        return {self._name(r): self._array(r) for r in records}
+        return {self._name(r): self._stored(r) for r in records}
 
     def state_dict(self) -> Dict[str, np.ndarray]:
         """Every tensor of the file by key (the same as :attr:`tensors`)."""

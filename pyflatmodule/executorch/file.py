@@ -3,7 +3,7 @@ records and named data, the tensors' layouts, the file's lifetime."""
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -12,7 +12,8 @@ from ..core.fbread import Schema, Table, decode_text, schema_of
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.records import struct_dtype
-from ..core.source import Holder, Source, file_identity
+from ..core.remote import RemoteStats
+from ..core.source import Bytes, Holder, Source, Span, file_identity
 from .native_code import NativeImage, find_native_code
 
 #: The C index's records: one per tensor, one per named data entry.
@@ -34,6 +35,36 @@ def dim_order_view(buf: Any, scalar_type: int, sizes: Sequence[int], order: Sequ
     out = np.ndarray(tuple(sizes), dtype, buffer=buf, offset=offset, strides=strides)
     out.flags.writeable = False
     return out
+
+
+class StoredTensor(NamedTuple):
+    """A tensor stored in a file: where its bytes start and its layout. Its array is made
+    when asked for (a view of the mapping; for a remote file, of its bytes fetched then),
+    and stays readable after the file that gave it is closed."""
+
+    source: Source
+    scalar_type: int
+    sizes: Tuple[int, ...]
+    order: Tuple[int, ...]
+    start: int
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Its numpy dtype."""
+        return numpy_dtype(self.scalar_type)
+
+    @property
+    def nbytes(self) -> int:
+        """Its bytes."""
+        return int(np.prod(self.sizes, dtype=np.int64)) * self.dtype.itemsize
+
+    def array(self) -> np.ndarray:
+        """The read-only array."""
+        if self.source.remote is not None:
+            return dim_order_view(self.source.read(self.start, self.nbytes), self.scalar_type,
+                                  self.sizes, self.order, 0)
+        return dim_order_view(self.source.obj, self.scalar_type, self.sizes, self.order,
+                              self.start)
 
 
 class _File(Holder, abc.ABC):
@@ -77,14 +108,17 @@ class _File(Holder, abc.ABC):
             blobs = ffi.new("et_blob[]", max(1, s.n_blobs))
             err = new_error()
             buf = self._buf
-            check(lib.et_index(c_buffer(buf), len(self._source or b""), s, tensors, blobs,
-                               err), err)
+            check(lib.et_index(c_buffer(buf), self._source.held if self._source else 0, s,
+                               tensors, blobs, err), err)
             self._records = np.frombuffer(ffi.buffer(tensors), RECORD)[:s.n_tensors].copy()
             self._blobs = np.frombuffer(ffi.buffer(blobs), BLOB)[:s.n_blobs].copy()
         return self._records, self._blobs
 
     def _bytes(self, start: int, size: int) -> memoryview:
-        return memoryview(self._buf)[start:start + size].toreadonly()
+        """Read-only bytes of the file: a view of the mapping (a copy for a remote file)."""
+        if self._source is None:
+            raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
+        return self._source.read(start, size)
 
     def _name(self, r: Any) -> str:
         """A tensor record's name (fully qualified name, or data file key)."""
@@ -99,10 +133,16 @@ class _File(Holder, abc.ABC):
                  if r["dim_order"] else tuple(range(n)))
         return scalar_type_name(int(r["scalar_type"])), sizes, order
 
-    def _array(self, r: Any) -> np.ndarray:
-        """The read-only view of a record's bytes."""
+    def _stored(self, r: Any) -> "StoredTensor":
+        """Where a record's bytes are, with its layout (nothing read)."""
+        if self._source is None:
+            raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
         _, sizes, order = self._layout(r)
-        return dim_order_view(self._buf, int(r["scalar_type"]), sizes, order, int(r["data"]))
+        return StoredTensor(self._source, int(r["scalar_type"]), sizes, order, int(r["data"]))
+
+    def _array(self, r: Any) -> np.ndarray:
+        """The read-only view of a record's bytes (of a copy, for a remote file)."""
+        return self._stored(r).array()
 
     @property
     def named_data(self) -> Dict[str, memoryview]:
@@ -111,9 +151,13 @@ class _File(Holder, abc.ABC):
         return self._named_data()
 
     def _named_data(self) -> Dict[str, memoryview]:
+        return {key: span[:] for key, span in self._named_spans().items()}
+
+    def _named_spans(self) -> Dict[str, Span]:
+        """Named data by key, as spans of the file (read when sliced)."""
         _, blobs = self._read_index()
         return {decode_text(self._buf, int(b["key"]), int(b["key_len"])):
-                self._bytes(int(b["data"]), int(b["size"])) for b in blobs}
+                self._span(int(b["data"]), int(b["size"])) for b in blobs}
 
     def native_code(self) -> List[NativeImage]:
         """Every executable image (ELF, Mach-O, PE) that starts a named data entry or, in a
@@ -122,16 +166,30 @@ class _File(Holder, abc.ABC):
         file that holds any."""
         return find_native_code(self._native_blobs())
 
-    def _native_blobs(self) -> List[Tuple[str, int, memoryview]]:
+    def _native_blobs(self) -> List[Tuple[str, int, Bytes]]:
         """(where, file offset, bytes) of everything that may hold native code."""
         _, blobs = self._index()
         return [(f"named_data[{decode_text(self._buf, int(b['key']), int(b['key_len']))!r}]",
-                 int(b["data"]), self._bytes(int(b["data"]), int(b["size"]))) for b in blobs]
+                 int(b["data"]), self._span(int(b["data"]), int(b["size"]))) for b in blobs]
+
+    def _span(self, start: int, size: int) -> Span:
+        """Bytes of the file read only as far as they are sliced."""
+        if self._source is None:
+            raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
+        return Span(self._source, start, size)
 
     @property
     def version(self) -> int:
         """The file's schema version field."""
         return int(self._root.scalar("version"))
+
+    @property
+    def fetched(self) -> Optional[RemoteStats]:
+        """For a remote file, the requests made and bytes fetched so far; None for a local
+        file or a buffer."""
+        if self._source is None:
+            raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
+        return self._source.remote.stats if self._source.remote is not None else None
 
     @property
     def size(self) -> int:

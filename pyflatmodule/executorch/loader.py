@@ -20,7 +20,18 @@ def open_executorch(source: Openable, options: Options,
     """Open an ExecuTorch program or data file with ``options`` (the data files a
     program names, and its XNNPACK payloads, with the same); see
     :func:`pyflatmodule.load`."""
-    return open_opened(open_source(source, options), options, data)
+    return open_opened(open_source(source, options, _flatbuffer_bytes), options, data)
+
+
+def _flatbuffer_bytes(head: bytes, size: int) -> int:
+    """The bytes of a remote file its opener needs: its header and flatbuffer (the first
+    ``len(head)`` when the header is bad: the open reports it from those; the whole file
+    when the header is longer than the head)."""
+    summary = ffi.new("et_summary *")
+    rc = lib.et_extent(c_buffer(head), len(head), size, summary, new_error())
+    if rc == lib.FB_OK:
+        return max(int(summary.flatbuffer_end), len(head))
+    return size if rc == lib.FB_E_BAD_ARGUMENT else len(head)
 
 
 def open_opened(opened: Source, options: Options,
@@ -30,8 +41,8 @@ def open_opened(opened: Source, options: Options,
         summary = ffi.new("et_summary *")
         err = new_error()
         buf = opened.obj
-        check(lib.et_open(c_buffer(buf), len(opened), options.to_c(), options.full,
-                          summary, err), err)
+        check(lib.et_open(c_buffer(buf), opened.held, opened.size, options.to_c(),
+                          options.full, summary, err), err)
         # Segment data (constants, payloads) gets readahead; the flatbuffer stays random.
         start = int(summary.segment_base) // mmap.PAGESIZE * mmap.PAGESIZE
         end = int(summary.segment_base + summary.segment_size)

@@ -22,6 +22,7 @@ import struct
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from ..core.native import format_error, lib
+from ..core.source import Bytes
 
 __all__ = ["NativeImage", "describe_native_code", "find_native_code", "identify",
            "refuse_native_code"]
@@ -45,7 +46,7 @@ class NativeImage(NamedTuple):
     size: int
 
 
-def identify(data: memoryview) -> Optional[Tuple[str, str]]:
+def identify(data: Bytes) -> Optional[Tuple[str, str]]:
     """(format, kind) of the executable image ``data`` starts with, None if none."""
     head = bytes(data[:64])
     if head[:4] == b"\x7fELF" and len(head) >= 18:
@@ -68,7 +69,7 @@ def identify(data: memoryview) -> Optional[Tuple[str, str]]:
     return None
 
 
-def find_native_code(blobs: Iterable[Tuple[str, int, memoryview]]) -> List[NativeImage]:
+def find_native_code(blobs: Iterable[Tuple[str, int, Bytes]]) -> List[NativeImage]:
     """Every image among ``(where, file offset, bytes)``, in the order given."""
     out = []
     for where, offset, data in blobs:

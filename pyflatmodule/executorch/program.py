@@ -11,14 +11,14 @@ import numpy as np
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, Tables, enum_names
 from ..core.names import NamedDict, plural
-from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
+from ..core.native import c_buffer, check, format_error, lib, new_error
 from ..core.options import Options
-from ..core.source import Source
+from ..core.source import Bytes, Source, Span
 from ..errors import FormatError
 from . import releases
 from .backends import Backend, DelegateGraph, Payload, backend_of
 from .data_file import DataFile
-from .file import _File
+from .file import StoredTensor, _File
 from .memory import MemoryPlan, make_plan
 from .minimum_runtime import MinimumRuntime, delegate_features, minimum, program_features
 from .regions import ExtendedHeader, Region, program_regions, segment_span
@@ -451,17 +451,17 @@ class Program(_File):
         super().__init__(source, summary, options)
         #: the data files given to ``load``, searched in order for external tensors
         self.data_files = list(data)
-        self._external: Dict[str, np.ndarray] = {}
+        self._external: Dict[str, StoredTensor] = {}
         self._graphs: Dict[str, Optional[DelegateGraph]] = {}
-        self._named: Optional[Dict[str, memoryview]] = None
-        # The data files' tensors and named data, taken now: they hold the mappings, so
-        # the program keeps working when a data file given to it is closed.
-        self._data_named: Dict[str, memoryview] = {}
+        self._named: Optional[Dict[str, Span]] = None
+        # Where the data files' tensors and named data are, taken now: they hold the
+        # sources, so the program keeps working when a data file given to it is closed.
+        self._data_named: Dict[str, Span] = {}
         for f in self.data_files:
-            for key, array in f.tensors.items():
-                self._external.setdefault(key, array)
-            for key, blob in f.named_data.items():
-                self._data_named.setdefault(key, blob)
+            for key, stored in f._stored_tensors().items():
+                self._external.setdefault(key, stored)
+            for key, span in f._named_spans().items():
+                self._data_named.setdefault(key, span)
         self._plans_ok = False
         self._plans_lock = threading.Lock()
         if summary.plans_checked:
@@ -542,7 +542,7 @@ class Program(_File):
                 raise format_error(lib.ET_E_DATA_MISMATCH, int(r["table"]), where,
                                    f"external tensor {name!r}: the program wants {dtype} "
                                    f"{list(shape)}, the data file holds {array.dtype} "
-                                   f"{list(array.shape)}")
+                                   f"{list(array.sizes)}")
 
     def kernel_keys(self) -> Dict[str, List[str]]:
         """Every method's :meth:`Method.kernel_keys`, merged: each operator's keys, sorted."""
@@ -585,7 +585,7 @@ class Program(_File):
         if stored == lib.ET_STORED_CONSTANT:
             return self._array(r)
         if stored == lib.ET_STORED_EXTERNAL and name in self._external:
-            array = self._external[name]
+            array = self._external[name].array()
             return array.reshape(self._layout(r)[1]) if array.ndim == 0 else array
         dtype, shape, order = self._layout(r)
         allocation = ((int(r["memory_id"]), int(r["memory_offset"]))
@@ -612,10 +612,10 @@ class Program(_File):
                 bool(self.data_files), self._options))
         return self._graphs[where]
 
-    def _named_bytes(self, key: str) -> Optional[memoryview]:
+    def _named_bytes(self, key: str) -> Optional[Span]:
         """Named data `key` from the program, else from the data files given."""
         if self._named is None:
-            self._named = {**self._data_named, **self._named_data()}
+            self._named = {**self._data_named, **self._named_spans()}
         return self._named.get(key)
 
     def _delegate_graphs(self) -> List[Tuple[str, DelegateGraph]]:
@@ -670,9 +670,10 @@ class Program(_File):
             if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
                 out.setdefault(name, self._array(r))
             elif name in self._external:
-                out.setdefault(name, self._external[name])
-        for key, array in self._external.items():
-            out.setdefault(key, array)
+                out.setdefault(name, self._external[name].array())
+        for key, stored in self._external.items():
+            if key not in out:
+                out[key] = stored.array()
         for key, value in self.delegate_constants().items():
             out.setdefault(key, value)
         return out
@@ -706,14 +707,11 @@ class Program(_File):
     def extended_header(self) -> Optional[ExtendedHeader]:
         """The ``eh00`` extended header (program size, segment base offset, segment data
         size), None when the file has none (a program without segments)."""
-        h = ffi.new("et_extended_header *")
-        err = new_error()
-        buf = self._buf
-        check(lib.et_read_extended_header(c_buffer(buf), len(buf), h, err), err)
-        if not h.length:
+        s = self._summary
+        if not s.header_length:
             return None
-        return ExtendedHeader(int(h.program_size), int(h.segment_base_offset),
-                              int(h.segment_data_size))
+        return ExtendedHeader(int(s.flatbuffer_end), int(s.segment_base),
+                              int(s.segment_size))
 
     @property
     def minimum_runtime(self) -> MinimumRuntime:
@@ -780,10 +778,11 @@ class Program(_File):
                 "native_code": [i._asdict() for i in self.native_code()],
                 "methods": methods}
 
-    def _native_blobs(self) -> List[Tuple[str, int, memoryview]]:
+    def _native_blobs(self) -> List[Tuple[str, int, Bytes]]:
         """Named data, then every delegate payload, by where it is."""
         return super()._native_blobs() + [
-            (d.name, d._span()[0], d.data) for m in self.methods.values() for d in m.delegates]
+            (d.name, d._span()[0], self._span(*d._span()))
+            for m in self.methods.values() for d in m.delegates]
 
     def _describe(self) -> str:
         try:

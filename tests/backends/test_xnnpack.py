@@ -135,7 +135,7 @@ def _check_quantization(g: XnnGraph, vid: int, kind: Optional[str], params: Any,
         assert entry["size"] == q.scales.itemsize * params["num_scales"]
         named = g._resolve(entry["named_key"])
         assert named is not None
-        assert q.scales.tobytes() == bytes(named)[:entry["size"]]
+        assert q.scales.tobytes() == bytes(named[:entry["size"]])
 
 
 # ------------------------------------------------------- constants: the module's weights

@@ -25,12 +25,14 @@ import numpy as np
 from ...core.dtypes import QuantizedTensor
 from ...core.native import format_error, lib
 from ...core.options import Options
+from ...core.source import Bytes
 
-__all__ = ["Backend", "DelegateGraph", "Payload", "Resolver", "header_fields", "named_bytes",
-           "payload_bytes"]
+__all__ = ["Backend", "Deferred", "DelegateGraph", "Payload", "Resolver", "header_fields",
+           "named_bytes", "payload_bytes"]
 
-#: Bytes a named data key resolves to, or None when no file given holds it.
-Resolver = Callable[[str], Optional[memoryview]]
+#: Bytes a named data key resolves to (a memoryview, or a span read when sliced), or
+#: None when no file given holds it.
+Resolver = Callable[[str], Optional[Bytes]]
 Tensor = Union[np.ndarray, QuantizedTensor]
 
 
@@ -100,13 +102,35 @@ class Backend(NamedTuple):
     read: Callable[[Payload], Optional[DelegateGraph]]
 
 
+class Deferred:
+    """Bytes of a payload or of named data, as a read-only array of bytes made when first
+    asked for: a graph checks every constant's extent when it is read, and reads the
+    bytes of those asked for (a remote program's weights stay where they are)."""
+
+    __slots__ = ("_data", "_offset", "_nbytes", "_array")
+
+    def __init__(self, data: Bytes, offset: int, nbytes: int) -> None:
+        self._data = data
+        self._offset = offset
+        self._nbytes = nbytes
+        self._array: Optional[np.ndarray] = None
+
+    def array(self) -> np.ndarray:
+        """The bytes (zero-copy over a mapping; fetched once from a remote file)."""
+        if self._array is None:
+            self._array = payload_bytes(self._data[self._offset:self._offset + self._nbytes],
+                                        0, self._nbytes)
+        return self._array
+
+
 def named_bytes(resolve: Resolver, key: str, nbytes: int, require_all: bool, at: int,
-                where: str, what: str) -> Optional[np.ndarray]:
-    """The first ``nbytes`` bytes of named data ``key`` as a read-only array of bytes, for
-    ``what`` (errors name it: ``"XNNPACK constant of value 3"``; ``at`` and ``where``
-    locate the key). None when no file given holds the key and no data files were given
-    (the graph lists it missing); FormatError ``missing_data`` when data files were given
-    and none holds it, ``outside_storage`` when it holds fewer bytes."""
+                where: str, what: str) -> Optional[Deferred]:
+    """The first ``nbytes`` bytes of named data ``key``, for ``what`` (errors name it:
+    ``"XNNPACK constant of value 3"``; ``at`` and ``where`` locate the key); their extent
+    checked now, their bytes read when asked for. None when no file given holds the key
+    and no data files were given (the graph lists it missing); FormatError
+    ``missing_data`` when data files were given and none holds it, ``outside_storage``
+    when it holds fewer bytes."""
     data = resolve(key)
     if data is None:
         if not require_all:
@@ -117,10 +141,10 @@ def named_bytes(resolve: Resolver, key: str, nbytes: int, require_all: bool, at:
         raise format_error(lib.FB_E_OUTSIDE_STORAGE, at, where,
                            f"{what} needs {nbytes} bytes, named data {key!r} holds "
                            f"{len(data)}")
-    return payload_bytes(data, 0, nbytes)
+    return Deferred(data, 0, nbytes)
 
 
-def payload_bytes(data: memoryview, offset: int, nbytes: int) -> np.ndarray:
+def payload_bytes(data: Any, offset: int, nbytes: int) -> np.ndarray:
     """``nbytes`` bytes of ``data`` from ``offset`` as a read-only zero-copy array."""
     raw = np.frombuffer(data, np.uint8, nbytes, offset)
     raw.flags.writeable = False

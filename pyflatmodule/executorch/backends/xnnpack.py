@@ -31,7 +31,7 @@ from ...core.dtypes import QuantizedTensor, numpy_dtype
 from ...core.fbread import Table, decode_text, enum_names, schema_of
 from ...core.native import c_buffer, check, ffi, lib, new_error
 from ...core.options import Options
-from .base import Backend, Payload, Resolver, header_fields, named_bytes, payload_bytes
+from .base import Backend, Deferred, Payload, Resolver, header_fields, named_bytes
 
 __all__ = ["BACKEND", "DATATYPES", "Quantization", "TorchLayout", "XnnGraph", "XnnNode",
            "XnnValue", "XNN_NO_ID", "is_legacy"]
@@ -450,7 +450,7 @@ class XnnGraph:
                                 group_size=(int(q.scalar("group_size"))
                                             if kind == "per_channel_group" else None))
         if not len(scales):
-            scales = self._refs[i, "scales"].view(
+            scales = self._refs[i, "scales"].array().view(
                 "<f4" if kind == "per_channel" else numpy_dtype(lib.FB_SCALAR_TYPE_BFLOAT16))
         channel_dim = int(q.scalar("channel_dim"))
         if kind == "per_channel":
@@ -459,11 +459,11 @@ class XnnGraph:
         return Quantization(kind, scales=scales.reshape(dims[channel_dim], -1),
                             channel_dim=channel_dim, group_size=int(q.scalar("group_size")))
 
-    def _resolve_refs(self, require_all: bool) -> Dict[Tuple[int, str], np.ndarray]:
+    def _resolve_refs(self, require_all: bool) -> Dict[Tuple[int, str], Deferred]:
         """The bytes of every constant and scale reference, by (value id, what): inline
-        views of the payload, or the named data each key names (at least the extent the
-        core found), checked now so that a graph that was made reads in full."""
-        out: Dict[Tuple[int, str], np.ndarray] = {}
+        in the payload, or the named data each key names (at least the extent the core
+        found), their extents checked now so that a graph that was made reads in full."""
+        out: Dict[Tuple[int, str], Deferred] = {}
         for i, r in enumerate(self._records):
             for what, ref in (("constant", r.constant), ("scales", r.scales)):
                 if not ref.index:
@@ -478,7 +478,7 @@ class XnnGraph:
                         self.missing[i] = key
                         continue
                 else:
-                    raw = payload_bytes(self._payload, int(ref.data), int(ref.nbytes))
+                    raw = Deferred(self._payload, int(ref.data), int(ref.nbytes))
                 out[i, what] = raw
         return out
 
@@ -506,7 +506,7 @@ class XnnGraph:
             return None
         datatype = self._datatype(i)
         dims = tuple(self._tensor_table(i).vector("dims").tolist())
-        raw = self._refs[i, "constant"]
+        raw = self._refs[i, "constant"].array()
         shape = dims[:-1] + (-(-dims[-1] // 2),) if datatype in _PACKED and dims else dims
         array = raw.view(numpy_dtype(lib.FB_SCALAR_TYPE_BFLOAT16) if datatype == "bf16"
                          else _DTYPES[datatype])

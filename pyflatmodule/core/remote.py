@@ -1,0 +1,378 @@
+"""Reading a file where it lives: byte ranges over HTTP(S), or any fsspec filesystem.
+
+A program puts everything but its weights at the front, so a remote file is opened from
+its first bytes: :class:`RemoteFile` fetches the first :data:`HEAD_BYTES` (which also give
+its size), then the rest of what the opener needs (a program's flatbuffer) in one more
+request; everything after is fetched when first read, by byte range, through a bounded
+block cache. Every read is checked: the server must answer each range with exactly its
+bytes, the file must keep the size it had. A fault is a :class:`~pyflatmodule.errors.RemoteError`
+naming the URL, after a bounded number of tries, each with a timeout.
+
+``http://`` and ``https://`` URLs are read with the standard library (one keep-alive
+connection a file; the first answer's ``Content-Range`` gives the size, so no HEAD is
+sent); every other ``scheme://`` URL (``s3://``, ``gs://``, ``hf://``, ``memory://``,
+``file://``...) and every fsspec file object through fsspec, which is imported only for
+them (``pip install 'pyflatmodule[remote]'``).
+"""
+from __future__ import annotations
+
+import collections
+import http.client
+import re
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ..errors import RemoteError
+
+__all__ = ["HEAD_BYTES", "TOTAL", "RemoteFile", "RemoteStats", "is_remote", "list_prefix"]
+
+#: Bytes the first request asks for: a program's header and, mostly, its flatbuffer.
+HEAD_BYTES = 64 << 10
+#: The cache's unit: reads are rounded out to whole blocks, and cached by block.
+BLOCK_BYTES = 64 << 10
+#: Blocks the cache keeps (least recently used first out): 32 MiB.
+CACHE_BLOCKS = 512
+#: Seconds each network operation may take before it is given up and tried again.
+TIMEOUT = 30.0
+#: Tries of one read (a dropped connection, a timeout, a short answer, a 5xx).
+TRIES = 3
+#: Redirects followed for one request.
+MAX_REDIRECTS = 5
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+def is_remote(source: Any) -> bool:
+    """Whether ``source`` is a URL (``scheme://...``) or an fsspec file object, which
+    :func:`open_remote` reads, rather than a path or a buffer."""
+    if isinstance(source, str):
+        return _SCHEME.match(source) is not None
+    fsspec = sys.modules.get("fsspec")
+    return fsspec is not None and isinstance(source, fsspec.spec.AbstractBufferedFile)
+
+
+class RemoteStats:
+    """Requests made and bytes received (the body bytes of each answer) for one remote
+    file as it was read, or for all of them (:data:`TOTAL`)."""
+
+    __slots__ = ("requests", "bytes", "_lock")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, nbytes: int) -> None:
+        """Count one request that received ``nbytes``."""
+        with self._lock:
+            self.requests += 1
+            self.bytes += nbytes
+
+    def __repr__(self) -> str:
+        return f"<RemoteStats {self.requests} requests, {self.bytes} bytes>"
+
+
+#: Every remote file's requests and bytes, in this process (the CLI's ``--stats``).
+TOTAL = RemoteStats()
+
+
+class _Transient(Exception):
+    """A fault worth another try (dropped connection, timeout, 5xx, short answer)."""
+
+
+# ------------------------------------------------------------------------ transports
+
+
+class _Http:
+    """Ranges of one HTTP(S) URL over one keep-alive connection (redirects followed)."""
+
+    def __init__(self, url: str, options: Mapping[str, Any]) -> None:
+        unknown = set(options) - {"headers", "timeout", "tries"}
+        if unknown:
+            raise ValueError(f"storage_options for an HTTP(S) URL take headers, timeout "
+                             f"and tries, not {', '.join(sorted(unknown))}")
+        self.url = url
+        self.timeout = float(options.get("timeout", TIMEOUT))
+        self.tries = int(options.get("tries", TRIES))
+        self.headers: Dict[str, str] = dict(options.get("headers", {}))
+        self._target = url
+        self._conn: Optional[http.client.HTTPConnection] = None
+        self._conn_for = ""
+
+    def _connection(self) -> Tuple[http.client.HTTPConnection, str]:
+        parts = urllib.parse.urlsplit(self._target)
+        netloc = f"{parts.scheme}://{parts.netloc}"
+        if self._conn is None or self._conn_for != netloc:
+            self.close()
+            cls = (http.client.HTTPSConnection if parts.scheme == "https"
+                   else http.client.HTTPConnection)
+            self._conn = cls(parts.netloc, timeout=self.timeout)
+            self._conn_for = netloc
+        path = parts.path or "/"
+        return self._conn, path + (f"?{parts.query}" if parts.query else "")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def get(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
+        """Bytes [start, end) and the file's size (from Content-Range)."""
+        for _ in range(MAX_REDIRECTS + 1):
+            conn, path = self._connection()
+            try:
+                conn.request("GET", path, headers={
+                    **self.headers, "Range": f"bytes={start}-{end - 1}",
+                    "Accept-Encoding": "identity"})
+                r = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                self.close()
+                raise _Transient(_describe(e)) from None
+            if r.status in (301, 302, 303, 307, 308) and r.getheader("Location"):
+                r.read()
+                self._target = urllib.parse.urljoin(self._target, r.getheader("Location", ""))
+                continue
+            return self._answer(r, start, end, known)
+        raise RemoteError(self.url, f"more than {MAX_REDIRECTS} redirects")
+
+    def _answer(self, r: http.client.HTTPResponse, start: int, end: int,
+                known: Optional[int]) -> Tuple[bytes, int]:
+        status = r.status
+        if status >= 500 or status == 429:
+            self.close()
+            raise _Transient(f"HTTP {status} {r.reason}")
+        if status == 416:   # a range past the end: the file is shorter than asked
+            total = _total(r.getheader("Content-Range", ""))
+            self.close()
+            if total is not None and start == 0:
+                return b"", total
+            raise RemoteError(self.url, f"bytes {start}..{end} are past the end of the file"
+                                        + (f" ({total} bytes)" if total is not None else ""))
+        if status == 200:
+            length = r.getheader("Content-Length")
+            if start == 0 and length is not None and length.isdigit() and int(length) <= end:
+                body = self._body(r, int(length))   # the whole file fits the range
+                return body, int(length)
+            self.close()   # do not read a whole file that was not asked for
+            raise RemoteError(self.url, f"the server ignored the range request for bytes "
+                                        f"{start}..{end} and answered with the whole file "
+                                        f"(HTTP 200, Content-Length {length})")
+        if status != 206:
+            self.close()
+            if status == 404:
+                raise RemoteError(self.url, "not found (HTTP 404)")
+            raise RemoteError(self.url, f"HTTP {status} {r.reason}")
+        content_range = r.getheader("Content-Range", "")
+        m = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", content_range.strip())
+        if m is None:
+            self.close()
+            raise RemoteError(self.url, f"answered bytes {start}..{end} with Content-Range "
+                                        f"{content_range!r}")
+        first, last, total = (int(g) for g in m.groups())
+        want_last = min(end, total) - 1
+        if first != start or last != want_last:
+            self.close()
+            raise RemoteError(self.url, f"asked for bytes {start}..{end}, the server sent "
+                                        f"{first}..{last + 1} of {total}")
+        if known is not None and total != known:
+            self.close()
+            raise RemoteError(self.url, f"the file's size changed from {known} to {total} "
+                                        f"bytes while it was read")
+        return self._body(r, last + 1 - first), total
+
+    def _body(self, r: http.client.HTTPResponse, n: int) -> bytes:
+        try:
+            body = r.read(n)
+            extra = r.read(1) if r.length else b""
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise _Transient(_describe(e)) from None
+        if len(body) != n or extra:
+            self.close()
+            raise _Transient(f"the answer held {len(body) + len(extra)}"
+                             f"{'+' if extra else ''} bytes, not {n}")
+        return body
+
+
+class _Fsspec:
+    """Ranges of a file on an fsspec filesystem, or of an fsspec file object."""
+
+    def __init__(self, source: Any, options: Mapping[str, Any]) -> None:
+        self.tries = TRIES
+        if isinstance(source, str):
+            fsspec = _fsspec(source)
+            self.url = source
+            try:
+                self.fs, self.path = fsspec.core.url_to_fs(source, **options)
+                self.size = int(self.fs.size(self.path))
+            except FileNotFoundError:
+                raise RemoteError(source, "not found") from None
+            except (OSError, ValueError, ImportError) as e:
+                raise RemoteError(source, _describe(e)) from None
+            self.file: Any = None
+        else:
+            self.file = source
+            self.fs, self.path = source.fs, source.path
+            self.url = str(source.path)
+            self.size = int(source.size)
+
+    def close(self) -> None:
+        """Nothing to close: fsspec keeps its own sessions."""
+
+    def get(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
+        end = min(end, self.size)
+        try:
+            if self.file is not None:
+                self.file.seek(start)
+                body = self.file.read(end - start)
+            else:
+                body = self.fs.cat_file(self.path, start, end)
+        except FileNotFoundError:
+            raise RemoteError(self.url, "not found") from None
+        except (OSError, TimeoutError) as e:
+            raise _Transient(_describe(e)) from None
+        if len(body) != end - start:
+            raise _Transient(f"asked for bytes {start}..{end}, received {len(body)} bytes")
+        return bytes(body), self.size
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return "timed out"
+    text = str(e) or type(e).__name__
+    return text if type(e).__name__ in text else f"{type(e).__name__}: {text}"
+
+
+def _total(content_range: str) -> Optional[int]:
+    m = re.fullmatch(r"bytes \*/(\d+)", content_range.strip())
+    return int(m.group(1)) if m else None
+
+
+# ------------------------------------------------------------------------- the file
+
+
+class RemoteFile:
+    """One remote file: its size, its first bytes, and reads of any range through a
+    bounded block cache (thread-safe); :attr:`stats` counts what was fetched."""
+
+    def __init__(self, source: Any, storage_options: Optional[Mapping[str, Any]] = None,
+                 head: int = HEAD_BYTES) -> None:
+        options = dict(storage_options or {})
+        self._transport: Any = (
+            _Http(source, options) if isinstance(source, str)
+            and source.lower().startswith(("http://", "https://"))
+            else _Fsspec(source, options))
+        self.url: str = self._transport.url
+        self.stats = RemoteStats()
+        self._lock = threading.Lock()
+        self._blocks: "collections.OrderedDict[int, bytes]" = collections.OrderedDict()
+        known = getattr(self._transport, "size", None)
+        self.head, self.size = self._fetch(0, head if known is None else min(head, known),
+                                           known)
+        if len(self.head) > self.size:
+            raise RemoteError(self.url, "answered more bytes than the file holds")
+
+    def _fetch(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
+        last = ""
+        for attempt in range(max(1, self._transport.tries)):
+            if attempt:
+                time.sleep(min(0.05 * 2 ** attempt, 1.0))
+            try:
+                body, size = self._transport.get(start, end, known)
+            except _Transient as e:
+                last = str(e)
+                continue
+            self.stats.add(len(body))
+            TOTAL.add(len(body))
+            return body, size
+        raise RemoteError(self.url, f"reading bytes {start}..{end} failed "
+                                    f"{self._transport.tries} times: {last}")
+
+    def fetch(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the file in one request, uncached (``end`` within the
+        size)."""
+        if not 0 <= start <= end <= self.size:
+            raise ValueError(f"bytes {start}..{end} are outside the file ({self.size} bytes)")
+        if start == end:
+            return b""
+        return self._fetch(start, end, self.size)[0]
+
+    def prefix(self, n: int) -> bytes:
+        """The first ``n`` bytes (at most the size): the head, and the rest in one request."""
+        n = min(n, self.size)
+        if n <= len(self.head):
+            return self.head[:n]
+        return self.head + self.fetch(len(self.head), n)
+
+    def read(self, start: int, n: int) -> bytes:
+        """Bytes [start, start + n): whole blocks, fetched once and cached (missing runs in
+        one request each); a read larger than half the cache bypasses it."""
+        end = start + n
+        if not 0 <= start <= end <= self.size:
+            raise ValueError(f"bytes {start}..{end} are outside the file ({self.size} bytes)")
+        if n == 0:
+            return b""
+        first, last = start // BLOCK_BYTES, (end - 1) // BLOCK_BYTES
+        lo = first * BLOCK_BYTES
+        hi = min((last + 1) * BLOCK_BYTES, self.size)
+        if last - first + 1 > CACHE_BLOCKS // 2:
+            return self.fetch(lo, hi)[start - lo:end - lo]
+        with self._lock:
+            parts = []
+            b = first
+            while b <= last:
+                got = self._blocks.get(b)
+                if got is not None:
+                    self._blocks.move_to_end(b)
+                    parts.append(got)
+                    b += 1
+                    continue
+                run = b
+                while run + 1 <= last and run + 1 not in self._blocks:
+                    run += 1
+                data = self.fetch(b * BLOCK_BYTES, min((run + 1) * BLOCK_BYTES, self.size))
+                for k in range(b, run + 1):
+                    block = data[(k - b) * BLOCK_BYTES:(k - b + 1) * BLOCK_BYTES]
+                    self._blocks[k] = block
+                    parts.append(block)
+                b = run + 1
+            while len(self._blocks) > CACHE_BLOCKS:
+                self._blocks.popitem(last=False)
+        return b"".join(parts)[start - lo:end - lo]
+
+    def close(self) -> None:
+        """Close the connection (a later read opens another) and drop the cache."""
+        with self._lock:
+            self._blocks.clear()
+        self._transport.close()
+
+
+def list_prefix(prefix: str, suffixes: Tuple[str, ...],
+                storage_options: Optional[Mapping[str, Any]] = None) -> List[str]:
+    """The URLs of the files under ``prefix`` (recursively; for HTTP, the links of its
+    directory listings) whose names end in one of ``suffixes`` (any case), sorted: an
+    object store's keys, listed through fsspec."""
+    fsspec = _fsspec(prefix)
+    try:
+        fs, root = fsspec.core.url_to_fs(prefix, **dict(storage_options or {}))
+        found = fs.find(root)
+    except FileNotFoundError:
+        raise RemoteError(prefix, "not found") from None
+    except (OSError, ValueError) as e:
+        raise RemoteError(prefix, _describe(e)) from None
+    return sorted(fs.unstrip_protocol(p) if "://" not in p else p
+                  for p in found if p.lower().endswith(suffixes))
+
+
+def _fsspec(url: str) -> Any:
+    """fsspec, or RemoteError saying how to install it."""
+    try:
+        import fsspec
+    except ImportError:
+        raise RemoteError(url, "reading this URL needs fsspec: pip install "
+                               "'pyflatmodule[remote]'") from None
+    return fsspec
