@@ -21,6 +21,8 @@ import os
 import sys
 from typing import Any, List, Optional
 
+from ..core.names import plural
+from ..core.remote import TOTAL
 from ..errors import FormatError
 from . import diff, dis, export, extract, info, memory, ops, profile, shared, size, tree, verify
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, SAMPLE, CliError, Context, report
@@ -45,6 +47,8 @@ EXAMPLES = """examples:
   pyflatmodule diff old.pte new.pte          what changed between two builds
   pyflatmodule shared a.pte b.pte --data base.ptd   which program reads which key
   pyflatmodule size model.pte --html s.html  where a program's bytes go, as a treemap
+  pyflatmodule info https://host/m.pte --stats  a program on a server: its header and
+                                             flatbuffer are fetched, not its weights
 
 exit status: 0 success, 1 invalid/unreadable model, missing name or unwritable output,
 2 usage error (including an output that is the input model)
@@ -69,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="colour: auto (terminal and no NO_COLOR), always, never")
     common.add_argument("--data", action="append", default=[], metavar="PTD",
                         help="an ExecuTorch data file holding a program's external tensors "
-                             "(repeatable; for .pte files)")
+                             "(repeatable; for .pte files; a path or a URL)")
+    common.add_argument("--stats", action="store_true",
+                        help="what the answer cost, on stderr at the end: requests made and "
+                             "bytes fetched for URLs; for verify, also files and files/second")
     parser = _Parser(prog="pyflatmodule",
                      description="Inspect, verify, compare and convert PyTorch Mobile "
                                  "flatbuffer models (.ptl/.ff) and ExecuTorch programs and "
@@ -135,3 +142,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         report(ctx, _file_of(args), e)
         return EXIT_FAIL
+    finally:
+        if args.stats and TOTAL.requests:
+            ctx.err.write(f"fetched: {plural(TOTAL.requests, 'request')}, "
+                          f"{TOTAL.bytes:,} bytes\n")

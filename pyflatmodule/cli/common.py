@@ -4,14 +4,16 @@ the input, plain JSON values."""
 from __future__ import annotations
 
 import argparse
+import collections
+import concurrent.futures
 import json
 import math
 import os
 import stat
 import sys
-from typing import Any, Dict, Optional, TextIO
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Optional, TextIO, TypeVar
 
-from ..errors import FormatError
+from ..errors import FormatError, RemoteError
 from ..files import file_format
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
@@ -98,6 +100,9 @@ def error_doc(file: Optional[str], exc: BaseException) -> Json:
     if isinstance(exc, CliError):
         return {"file": exc.file or file, "code": exc.code, "message": exc.message,
                 "offset": exc.offset, "path": exc.path}
+    if isinstance(exc, RemoteError):
+        return {"file": exc.url, "code": "remote_error", "message": exc.reason,
+                "offset": None, "path": ""}
     if isinstance(exc, OSError):
         return {"file": file or exc.filename, "code": "io_error",
                 "message": exc.strerror or str(exc), "offset": None, "path": ""}
@@ -126,6 +131,8 @@ def error_line(file: Optional[str], exc: BaseException) -> str:
         return prefix + invalid(file, exc)
     if isinstance(exc, CliError):
         return f"{exc.file + ': ' if exc.file else prefix}{exc.message}"
+    if isinstance(exc, RemoteError):
+        return f"{exc.url}: {exc.reason}"
     if isinstance(exc, OSError):
         named = f"{exc.filename}: " if not file and exc.filename else prefix
         return f"{named}{exc.strerror or exc}"
@@ -231,3 +238,24 @@ def isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def in_order(work: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[R]:
+    """``work`` of each item, ``jobs`` at a time on threads, yielded in the items' order;
+    at most ``4 * jobs`` items are taken ahead of the one yielded (a list of a million
+    URLs on stdin is read as it is checked)."""
+    if jobs <= 1:
+        yield from map(work, items)
+        return
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        pending: Deque["concurrent.futures.Future[R]"] = collections.deque()
+        for item in items:
+            pending.append(pool.submit(work, item))
+            if len(pending) >= 4 * jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -1,4 +1,5 @@
-"""``pyflatmodule verify``: check model files completely, one line per file."""
+"""``pyflatmodule verify``: check model files completely, one line per file: local files,
+directories, URLs and URL prefixes (a store's audit), ``--jobs`` of them at once."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +7,9 @@ import os
 import stat
 import sys
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple, Type
+from typing import Iterator, List, Optional, Sequence, Tuple, Type, Union
 
+from ..core.remote import RemoteFile, is_remote, list_prefix
 from ..errors import FormatError
 from ..files import file_format
 from .common import (
@@ -20,6 +22,7 @@ from .common import (
     Json,
     Style,
     error_doc,
+    in_order,
 )
 from .formats import FileFormat, format_of
 
@@ -29,6 +32,11 @@ EXAMPLES = """examples:
   pyflatmodule verify model.ptl         one line per file: OK or INVALID [code] offset, path
   pyflatmodule verify -q models/        recurse into models/, print only invalid files
   find /data -name '*.ptl' | pyflatmodule verify --stats -
+  pyflatmodule verify https://host/m.pte  a program on a server: its flatbuffer and the
+                                        delegate payloads it checks are read, not its weights
+  pyflatmodule verify -j 16 -q s3://bucket/models/   audit a store: every model file under
+                                        the prefix, 16 at a time (fsspec lists it)
+  pyflatmodule verify -j 16 - < urls.txt  a file of URLs (and paths), one a line
   pyflatmodule verify --json a.ff b.ff  {"files": [{"file", "format", "valid", ...}],
                                          "valid": n, "invalid": n}
 
@@ -39,24 +47,36 @@ exit status: 0 every file is valid, 1 any is not, 2 usage error
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="model files, directories (searched for .ptl/.ff/.pte/.ptd) or - (paths "
-                        "on stdin)")
+                   help="model files, directories (searched for .ptl/.ff/.pte/.ptd), URLs, "
+                        "URL prefixes ending in / (listed through fsspec) or - (paths and "
+                        "URLs on stdin)")
     p.add_argument("--strict", action="store_true",
                    help="FlatBuffers' own rules (rejects torch's >2 GiB wrapped vtables)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only invalid files")
-    p.add_argument("--stats", action="store_true",
-                   help="print a count and files/second on stderr at the end")
+    p.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
+                   help="files checked at once (threads; for remote files, also the most "
+                        "connections open at once); results keep the order given")
+
+
+def _jobs(text: str) -> int:
+    n = int(text)
+    if not 1 <= n <= 256:
+        raise argparse.ArgumentTypeError(f"--jobs must be between 1 and 256, not {n}")
+    return n
 
 
 def expand_paths(paths: Sequence[str]) -> Iterator[str]:
     """Files to check: ``-`` reads paths from stdin (one a line), directories are
-    searched recursively for ``.ptl``/``.ff`` files, anything else is taken as is."""
+    searched recursively for model files, and URL prefixes (ending in ``/``) listed;
+    anything else is taken as is."""
     for path in paths:
         if path == "-":
             for line in sys.stdin:
                 line = line.rstrip("\r\n")
                 if line:
                     yield line
+        elif is_remote(path) and path.endswith("/"):
+            yield from list_prefix(path, MODEL_SUFFIXES)
         elif os.path.isdir(path):
             for root, dirs, files in os.walk(path):
                 dirs.sort()
@@ -86,8 +106,10 @@ def verify_one(path: str, strict: bool,
     try:
         if os.path.isdir(path):
             raise IsADirectoryError(21, "is a directory", path)
-        adapter = format_of(path)
-        fields = adapter.verify(path, strict, data)
+        # A URL's first bytes are read once: for its format, then for its open.
+        source: Union[str, RemoteFile] = RemoteFile(path) if is_remote(path) else path
+        adapter = format_of(source)
+        fields = adapter.verify(source, strict, data)
     except (FormatError, OSError) as e:
         return _invalid(path, e), None
     except Exception as e:          # a reader bug must not stop a run over thousands
@@ -98,8 +120,8 @@ def verify_one(path: str, strict: bool,
 
 
 def _invalid(path: str, exc: BaseException) -> Json:
-    return {"file": path, "format": _format_name(path), "valid": False,
-            "error": error_doc(path, exc)}
+    return {"file": path, "format": None if is_remote(path) else _format_name(path),
+            "valid": False, "error": error_doc(path, exc)}
 
 
 def verify_text(st: Style, result: Json, adapter: Optional[Type[FileFormat]]) -> str:
@@ -123,9 +145,10 @@ def run(ctx: Context) -> int:
     counts = [0, 0]
     start = time.perf_counter()
     seen_any = False
-    for path in expand_paths(args.paths):
+    for result, adapter in in_order(
+            lambda path: verify_one(path, args.strict, args.data), expand_paths(args.paths),
+            args.jobs):
         seen_any = True
-        result, adapter = verify_one(path, args.strict, args.data)
         counts[0 if result["valid"] else 1] += 1
         if ctx.json:
             results.append(result)

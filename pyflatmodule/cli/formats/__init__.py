@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Sequence, Type
+from typing import Dict, Sequence, Type, Union
 
+from ...core.remote import RemoteFile, is_remote
 from ...errors import FormatError
 from ...executorch import Region
 from ...files import BY_NAME, file_format, load
+from ...files import format_of as identify
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing
 from .etdump import PROFILE_BY, ExecuTorchETDump
@@ -26,10 +28,14 @@ _BY_CLASS: Dict[type, Type[FileFormat]] = {adapter.opens: adapter for adapter in
     ExecuTorchETRecord)}
 
 
-def format_of(path: str) -> Type[FileFormat]:
-    """The adapter for the file at ``path``, by its identifier; any file of no known
-    format is read as PTMF, whose loader says what is wrong with it."""
-    fmt = BY_NAME.get(file_format(path))
+def format_of(path: Union[str, RemoteFile]) -> Type[FileFormat]:
+    """The adapter for the file at ``path`` (or a remote file, opened), by its identifier;
+    any file of no known format is read as PTMF, whose loader says what is wrong with it."""
+    if isinstance(path, RemoteFile):
+        found = identify(path.head)
+        fmt = None if found is None else found
+    else:
+        fmt = BY_NAME.get(file_format(path))
     return PtmfModel if fmt is None else _BY_CLASS[fmt.cls]
 
 
@@ -39,7 +45,7 @@ def open_file(path: str, data: Sequence[str] = ()) -> FileFormat:
     for p in (path, *data):
         if os.path.isdir(p):
             raise IsADirectoryError(21, "is a directory", p)
-    if data and file_format(path) != "pte":
+    if data and not is_remote(path) and file_format(path) != "pte":
         raise CliError("--data is for ExecuTorch programs (.pte)", "usage", EXIT_USAGE,
                        file=path)
     try:

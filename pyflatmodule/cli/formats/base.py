@@ -8,9 +8,13 @@ from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor, dtype_name
+from ...core.remote import RemoteFile
 from ...executorch import Region
 from ...files import FORMATS, Format
 from ..common import Context, Json, Style
+
+#: What ``verify`` checks: a path or URL, or a remote file whose first bytes were read.
+Checkable = Union[str, RemoteFile]
 
 Tensor = Union[np.ndarray, QuantizedTensor]
 
@@ -70,7 +74,7 @@ class FileFormat(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+    def verify(cls, path: Checkable, strict: bool, data: Sequence[str] = ()) -> Json:
         """What ``verify`` reports of a valid file (FormatError or OSError otherwise);
         ``data``: the data files of a program's external tensors (other formats ignore
         them, so that one ``--data`` serves a folder of programs)."""

@@ -24,7 +24,7 @@ from ...executorch import (
 )
 from ...files import load
 from ..common import CliError, Context, Json, Style
-from .base import FileFormat, NoCode, Tensor, below
+from .base import Checkable, FileFormat, NoCode, Tensor, below
 
 __all__ = ["ExecuTorchETDump", "PROFILE_BY"]
 
@@ -172,7 +172,7 @@ class ExecuTorchETDump(NoCode):
                          if r["allocators"] else ""))
 
     @classmethod
-    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+    def verify(cls, path: Checkable, strict: bool, data: Sequence[str] = ()) -> Json:
         with load(path, strict=strict) as f:
             info = f.info()
         return {"format": "etdump", "size": info["size"], "runs": info["runs"],

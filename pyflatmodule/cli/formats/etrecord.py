@@ -10,7 +10,7 @@ from ...core.names import plural
 from ...executorch import ETRecord
 from ...files import load_etrecord
 from ..common import CliError, Context, Json, Style
-from .base import NoCode, Tensor, below
+from .base import Checkable, NoCode, Tensor, below
 
 __all__ = ["ExecuTorchETRecord"]
 
@@ -43,7 +43,7 @@ class ExecuTorchETRecord(NoCode):
             ctx.print(f"  {name}: {', '.join(methods) or 'empty'}")
 
     @classmethod
-    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+    def verify(cls, path: Checkable, strict: bool, data: Sequence[str] = ()) -> Json:
         # verify="full": every graph and torch.save archive read at open
         with load_etrecord(path, strict=strict, verify="full") as f:
             info = f.info()

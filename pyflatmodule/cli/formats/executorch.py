@@ -34,7 +34,7 @@ from ...executorch import (
 )
 from ...files import load
 from ..common import CliError, Context, Json, Style, human
-from .base import FileFormat, Listing, Tensor, below
+from .base import Checkable, FileFormat, Listing, Tensor, below
 
 __all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
 
@@ -263,7 +263,7 @@ class _ExecuTorchFile(FileFormat):
         """What ``info`` prints after the sizes: what the file holds."""
 
     @classmethod
-    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+    def verify(cls, path: Checkable, strict: bool, data: Sequence[str] = ()) -> Json:
         with load(path, strict=strict, data=data if cls.opens is Program else ()) as f:
             return cls._checked(f.info(), strict, cls._verify_fields(f.info()))
 
@@ -694,7 +694,7 @@ class ExecuTorchBundled(ExecuTorchProgram):
                                            f"(bytes {start:,}..{start + s['program_size']:,})"})
 
     @classmethod
-    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+    def verify(cls, path: Checkable, strict: bool, data: Sequence[str] = ()) -> Json:
         with load(path, strict=strict) as f:
             assert isinstance(f, BundledProgram)
             info = f.info()

@@ -12,7 +12,7 @@ from ...core.dtypes import QuantizedTensor, dtype_name
 from ...files import verify
 from ...ptmf import Argument, Function, Methods, Module, Object, TensorRecord, VerifyReport, short
 from ..common import CliError, Context, Json, Style, json_value
-from .base import FileFormat, Listing, Tensor
+from .base import Checkable, FileFormat, Listing, Tensor
 
 __all__ = ["PtmfModel"]
 
@@ -366,7 +366,7 @@ class PtmfModel(FileFormat):
             ctx.print(f"    {name}  ({size:,} bytes)")
 
     @classmethod
-    def verify(cls, path: str, strict: bool, data: Sequence[str] = ()) -> Json:
+    def verify(cls, path: Checkable, strict: bool, data: Sequence[str] = ()) -> Json:
         report = verify(path, strict=strict)
         assert isinstance(report, VerifyReport)   # what verify gives for a PTMF file
         return {"format": "ptmf", **report._asdict()}
