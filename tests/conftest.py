@@ -4,8 +4,8 @@ Expected values come from torch (tests/support/oracles.py says where they are st
 comparisons here never use pyflatmodule output as an expected value.
 
 The test modules are grouped by what they test (core/, ptmf/, et/, backends/, cli/,
-fuzz/, project/; docs/development.md lists them). These folders are not packages: pytest
-imports each module by its file name, so a name may be used once in tests/ and
+remote/, fuzz/, project/; docs/development.md lists them). These folders are not packages:
+pytest imports each module by its file name, so a name may be used once in tests/ and
 benchmarks/ (checked below), and a folder is never named like a module the tests import
 (ExecuTorch's are in et/: a folder named executorch on sys.path would pass for the
 package where it is not installed).
@@ -13,14 +13,16 @@ package where it is not installed).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
 import pyflatmodule as pfm
 
 from support import TESTS
-from support.paths import BENCHMARKS
+from support.http_servers import Misbehaving, Nginx, nginx_binary
+from support.paths import BENCHMARKS, DATA, ET
 
 #: Opt-in suites: marker -> the option that selects it (deselected otherwise).
 OPT_IN = {"full_sweep": "--full-sweep", "zoo": "--zoo", "zoo_hf": "--zoo-hf"}
@@ -79,3 +81,32 @@ def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
         config.hook.pytest_deselected(items=deselected)
         gone = set(map(id, deselected))
         items[:] = [item for item in items if id(item) not in gone]
+
+
+# --- HTTP servers on 127.0.0.1 (tests/support/http_servers.py)
+
+@pytest.fixture(scope="session")
+def nginx_bin() -> str:
+    """The nginx executable; the tests that need it skip, saying why, without it."""
+    exe = nginx_binary()
+    if exe is None:
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx-light; .ci/run "
+                    "installs it): the tests against a real HTTP server need it")
+    return exe
+
+
+@pytest.fixture(scope="session")
+def nginx(nginx_bin: str) -> Iterator[Nginx]:
+    """nginx serving tests/data at ``/data/`` (``nginx.url("data", "et/mlp.pte")``), one
+    for the session: take ``nginx.mark()`` before the requests a test counts."""
+    with Nginx({"data": Path(DATA)}, binary=nginx_bin) as server:
+        yield server
+
+
+@pytest.fixture
+def misbehaving() -> Iterator[Misbehaving]:
+    """The misbehaving server, serving tests/data/et's programs by file name
+    (``misbehaving.url("short", "mlp.pte")``), one per test."""
+    files = {n: Path(ET, n) for n in sorted(os.listdir(ET)) if n.endswith((".pte", ".ptd"))}
+    with Misbehaving(files, lifetime=300.0) as server:
+        yield server
