@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -60,7 +61,18 @@ ET_SPECS: Dict[str, Any] = {
     # The same weights in a data file beside the program (``<file>.ptd``).
     "et_external_1g": ("external", {"layers": 4, "width": 8192},
                        {"layers": 4, "width": 64}, False),
+    # 8 Linear(4096, 4096) layers: 512 MiB of constants, no delegate; the program served
+    # over HTTP by the remote tests and benchmarks (``big_program()``).
+    "et_const_512m": ("constants", {"layers": 8, "width": 4096}, {"layers": 8, "width": 64},
+                      False),
+    # The same chain lowered to XNNPACK: one delegate, 512 MiB of weights in named data.
+    "et_xnnpack_512m": ("xnnpack", {"layers": 8, "width": 4096}, {"layers": 8, "width": 64},
+                        False),
 }
+
+#: The programs of several hundred MB that the remote tests and benchmarks serve over
+#: HTTP: without a delegate, and with XNNPACK's (``big_program(xnnpack=True)``).
+BIG_PROGRAMS = {False: "et_const_512m", True: "et_xnnpack_512m"}
 
 
 #: Real architectures of the zoo (benchmarks/zoo.py) in the benchmarks -> the package
@@ -242,6 +254,15 @@ def ensure(names: Iterable[str], small: bool) -> Dict[str, Model]:
     return out
 
 
+def big_program(xnnpack: bool = False, small: bool = False) -> Path:
+    """The program of 512 MiB of weights (8 Linear(4096, 4096), 537 MB; ``small``: the same
+    chain of Linear(64, 64), 140 kB) without a delegate, or lowered to XNNPACK; built on
+    first use (about 10 s without a delegate, 15 s with XNNPACK, 1.5 GiB of RAM). Raises
+    ``NotBuildable`` without executorch (and torch) when it is not in the cache."""
+    name = BIG_PROGRAMS[xnnpack]
+    return Path(ensure([name], small)[name].path)
+
+
 def _importable(package: str) -> bool:
     if package == "torch":
         return HAS_TORCH
@@ -276,7 +297,8 @@ def _crafted(name: str) -> Model:
 
 #: The test suite's ExecuTorch programs that stand in for the small ones without ExecuTorch.
 ET_STAND_INS = {"et_graph_22k": "two_methods", "et_const_1g": "mlp",
-                "et_external_1g": "external"}
+                "et_external_1g": "external", "et_const_512m": "mlp",
+                "et_xnnpack_512m": "xnnpack"}
 
 
 def _et_stand_in(name: str) -> Model:

@@ -10,7 +10,9 @@ beside it recording the writer, the counts and whether the runtime loads it. Kin
 - ``constants``: a chain of ``layers`` Linear(``width``, ``width``) layers, weights
   filled in place (``torch.empty`` + ``uniform_``: no second copy while building);
 - ``external``: the same as ``constants`` with ``external_constants=True``: the weights
-  go to a data file written beside the program as ``<file>.ptd``.
+  go to a data file written beside the program as ``<file>.ptd``;
+- ``xnnpack``: the same chain lowered to XNNPACK (``to_edge_transform_and_lower`` with
+  ``XnnpackPartitioner``): one delegate, its weights in the program's named data.
 """
 
 import importlib.metadata
@@ -58,12 +60,22 @@ def write(spec: Dict[str, Any], path: str) -> Dict[str, Any]:
     module = build(params)
     example = (torch.zeros(1, params["width"]),)
     exported = torch.export.export(module, example)
-    edge = to_edge(exported)
-    if kind == "external":
+    if kind == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner,
+        )
+        from executorch.exir import to_edge_transform_and_lower
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+        prog = edge.to_executorch()
+        writer = ("to_edge_transform_and_lower(..., partitioner=[XnnpackPartitioner()])"
+                  ".to_executorch()")
+    elif kind == "external":
+        edge = to_edge(exported)
         prog = edge.to_executorch(ExecutorchBackendConfig(external_constants=True))
         writer = ("to_edge(...).to_executorch(ExecutorchBackendConfig(external_constants="
                   "True)) + write_tensor_data_to_file")
     else:
+        edge = to_edge(exported)
         prog = edge.to_executorch()
         writer = "to_edge(...).to_executorch()"
     del edge, exported
