@@ -97,10 +97,36 @@ def nginx_bin() -> str:
 
 @pytest.fixture(scope="session")
 def nginx(nginx_bin: str) -> Iterator[Nginx]:
-    """nginx serving tests/data at ``/data/`` (``nginx.url("data", "et/mlp.pte")``), one
-    for the session: take ``nginx.mark()`` before the requests a test counts."""
-    with Nginx({"data": Path(DATA)}, binary=nginx_bin) as server:
+    """nginx serving tests/data at ``/data/`` (``nginx.url("data", "et/mlp.pte")``) and the
+    benchmark cache at ``/bench/`` (``nginx.url("bench", big_program.name)``), one for the
+    session: take ``nginx.mark()`` before the requests a test counts."""
+    import benchmodels
+    roots = {"data": Path(DATA), "bench": Path(benchmodels.cache_dir())}
+    with Nginx(roots, binary=nginx_bin) as server:
         yield server
+
+
+def _big_program(xnnpack: bool) -> Path:
+    import benchmodels
+    try:
+        return benchmodels.big_program(xnnpack=xnnpack)
+    except benchmodels.NotBuildable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def big_program() -> Path:
+    """The 512 MiB program without a delegate (``benchmodels.big_program()``, in the
+    benchmark cache; built on first use, about 7 s); skips, saying why, when it is not
+    there and ExecuTorch is not installed to build it."""
+    return _big_program(xnnpack=False)
+
+
+@pytest.fixture(scope="session")
+def big_xnnpack_program() -> Path:
+    """The same chain lowered to XNNPACK (``benchmodels.big_program(xnnpack=True)``; about
+    11 s to build)."""
+    return _big_program(xnnpack=True)
 
 
 @pytest.fixture

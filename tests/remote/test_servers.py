@@ -10,7 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 from urllib.parse import urlsplit
 
 import pytest
@@ -295,3 +295,70 @@ def test_every_mode_is_documented_and_served(misbehaving: Misbehaving) -> None:
 def test_parse_range(header: Optional[str], expected: Optional[Tuple[int, int]]) -> None:
     assert parse_range(header, 100) == expected
 
+
+
+# --- what fsspec's HTTP filesystem sends meets the faults: the size from HEAD (then from a
+# GET without Range, when HEAD fails), the bytes from GETs with Range
+
+def _fsspec_http() -> Any:
+    fsspec = pytest.importorskip("fsspec")
+    pytest.importorskip("aiohttp")
+    return fsspec.filesystem("http", skip_instance_cache=True)
+
+
+def _read(fs: Any, url: str, offset: int, n: int) -> bytes:
+    with fs.open(url, "rb", block_size=256) as f:
+        f.seek(offset)
+        return bytes(f.read(n))
+
+
+def test_fsspec_reads_ranges_from_the_ok_mode_and_believes_a_lying_size(
+        misbehaving: Misbehaving) -> None:
+    fs = _fsspec_http()
+    url = misbehaving.url("ok", PROGRAM)
+    assert fs.info(url)["size"] == SIZE
+    assert _read(fs, url, 300, 100) == BYTES[300:400]
+    got = [(r.method, r.status) for r in misbehaving.requests("ok")]
+    assert got[0] == ("HEAD", 200) and got[-1] == ("GET", 206)
+    assert all(r.range for r in misbehaving.requests("ok") if r.method == "GET")
+    assert fs.info(misbehaving.url("lyingsize", PROGRAM))["size"] == SIZE // 2
+
+
+def test_fsspec_meets_each_fault(misbehaving: Misbehaving) -> None:
+    import aiohttp
+    fs = _fsspec_http()
+    with pytest.raises(ValueError, match="support range requests"):
+        _read(fs, misbehaving.url("norange", PROGRAM), 300, 100)
+    assert misbehaving.requests("norange")[-1].status == 200
+    with pytest.raises(aiohttp.ClientPayloadError):
+        _read(fs, misbehaving.url("short", PROGRAM), 300, 100)
+    for mode in ("404", "500", "drop"):
+        with pytest.raises(FileNotFoundError):
+            fs.info(misbehaving.url(mode, PROGRAM))
+        methods = [(r.method, r.range) for r in misbehaving.requests(mode)]
+        assert ("HEAD", "") in methods and ("GET", "") in methods, (mode, methods)
+    # flaky500: the size query's HEAD and its GET fail; the next query succeeds.
+    url = misbehaving.url("flaky500", PROGRAM)
+    with pytest.raises(FileNotFoundError):
+        fs.info(url)
+    assert fs.info(url)["size"] == SIZE
+    # wronglength: fsspec keeps the bytes it asked for and drops the rest unchecked, so
+    # only a reader that checks Content-Range against its request notices.
+    assert _read(fs, misbehaving.url("wronglength", PROGRAM), 300, 100) == BYTES[300:400]
+
+
+def test_nginx_serves_the_big_program_by_ranges(nginx: Nginx, big_program: Path) -> None:
+    size = big_program.stat().st_size
+    assert size >= 500_000_000
+    with open(big_program, "rb") as f:
+        head = f.read(64)
+        f.seek(size - 64)
+        tail = f.read(64)
+    url = nginx.url("bench", big_program.name)
+    mark = nginx.mark()
+    status, headers, _ = _request(url, method="HEAD")
+    assert (status, int(headers["content-length"])) == (200, size)
+    assert _request(url, rng="bytes=0-63")[::2] == (206, head)
+    assert _request(url, rng="bytes=-64")[::2] == (206, tail)
+    records = nginx.since(mark, expect=3)
+    assert sum(r.body_bytes_sent for r in records) == 128

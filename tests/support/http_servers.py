@@ -416,9 +416,11 @@ class Misbehaving:
         """Body bytes written (in ``mode``, or in all)."""
         return sum(r.body_bytes for r in self.requests(mode))
 
-    def reset(self) -> None:
-        """Forget the requests and the flaky paths' failures so far."""
-        with self._lock:
+    def reset(self, timeout: float = 2.0) -> None:
+        """Forget the requests and the flaky paths' failures so far (first waiting, up to
+        ``timeout`` seconds, for those being answered, so that none is noted after)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._busy == 0, timeout)
             self._log.clear()
             self._flaky.clear()
 
