@@ -362,3 +362,16 @@ def test_nginx_serves_the_big_program_by_ranges(nginx: Nginx, big_program: Path)
     assert _request(url, rng="bytes=-64")[::2] == (206, tail)
     records = nginx.since(mark, expect=3)
     assert sum(r.body_bytes_sent for r in records) == 128
+
+
+def test_lyingsize_mode_claiming_more_sends_what_the_file_has(
+        misbehaving: Misbehaving) -> None:
+    misbehaving.claimed_size = lambda n: n + 100
+    url = misbehaving.url("lyingsize", PROGRAM)
+    with pytest.raises(http.client.IncompleteRead) as e:
+        _request(url, rng=f"bytes={SIZE - 10}-{SIZE + 49}")
+    assert e.value.partial == BYTES[-10:]
+    with pytest.raises(http.client.IncompleteRead) as e:
+        _request(url, rng=f"bytes={SIZE + 10}-{SIZE + 19}")
+    assert e.value.partial == b""
+    assert _request(url, rng=f"bytes={SIZE + 100}-")[0] == 416

@@ -316,9 +316,10 @@ MODES = {
     "hang": "reads the request, never answers until the server stops (or `hang_seconds` "
             "pass), then closes the connection",
     "lyingsize": "claims the size `claimed_size(true size)` (default: half): the HEAD answer's "
-                 "Content-Length, a GET answer's Content-Range total (the bytes are the file's; a "
-                 "range past the claimed size 416); GET without Range announces the "
-                 "claimed length and sends the file's bytes up to it",
+                 "Content-Length, a GET answer's Content-Range total; a range past the "
+                 "claimed size 416, others 206 announced as asked with the file's bytes "
+                 "(cut short, the connection closed, past the true end); GET without "
+                 "Range announces the claimed length and sends the file's bytes up to it",
 }
 
 #: ``wronglength``: how many bytes more than asked (or fewer, without Range) it sends.
@@ -541,30 +542,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return 416, 0
         if r is None:
-            status, start, end, announced = 200, 0, min(size, claimed), claimed
+            status, start, announced = 200, 0, claimed
             if mode == "wronglength":
-                announced = end = max(0, size - WRONG_EXTRA)
+                announced = max(0, size - WRONG_EXTRA)
         else:
             status, (start, end) = 206, r
-            end = min(end, size)
-            if mode == "wronglength" and end < size:
-                end = min(end + WRONG_EXTRA, size)
-            elif mode == "wronglength":
-                end = max(start + 1, end - 1)
+            if mode == "wronglength":
+                end = min(end + WRONG_EXTRA, size) if end < size else max(start + 1, end - 1)
             announced = end - start
+        # The bytes sent: what was announced, as far as the file has them (lyingsize may
+        # claim more than there is; the connection then closes early, as it does in short).
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(announced))
         if mode != "norange":
             self.send_header("Accept-Ranges", "bytes")
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{claimed}")
+            self.send_header("Content-Range", f"bytes {start}-{start + announced - 1}/{claimed}")
         self.end_headers()
+        stop = min(start + announced, size)
         if mode == "short":
-            end = start + (end - start) // 2
-        if end - start != announced:
+            stop = start + announced // 2
+        if stop - start != announced:
             self.close_connection = True  # the body ends early: only a close says so
-        return status, self._send_file(path, start, end)
+        return status, self._send_file(path, start, stop)
 
     def _send_file(self, path: Path, start: int, end: int) -> int:
         """Writes bytes [start, end) of the file; returns how many were written."""
