@@ -95,6 +95,33 @@ def test_nginx_keeps_the_connection_alive(nginx: Nginx) -> None:
     assert len({r.connection for r in records}) == 1
     assert [r.connection_requests for r in records] == [1, 2, 3]
     assert sum(r.body_bytes_sent for r in records) == 192
+    assert records[0].end <= records[1].end <= records[2].end
+
+
+def _interleaved(port: int, url: str, connections: int) -> None:
+    """Two requests on each of several connections open together: the first of each,
+    then the second of each."""
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+             for _ in range(connections)]
+    try:
+        for _ in range(2):
+            for c in conns:
+                assert _request(url, rng="bytes=0-9", conn=c)[0] == 206
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_nginx_log_shows_connections_open_together(nginx: Nginx) -> None:
+    mark = nginx.mark()
+    _interleaved(nginx.port, nginx.url("data", f"et/{PROGRAM}"), 3)
+    records = nginx.since(mark, expect=6)
+    assert len({r.connection for r in records}) == 3
+    if records[0].active == -1:
+        pytest.skip("this nginx has no stub_status module ($connections_active)")
+    # each first request opens a connection beside those before it
+    assert [r.active - records[0].active for r in records[:3]] == [0, 1, 2]
+    assert max(r.active for r in records) >= 3
 
 
 def test_nginx_serves_several_folders_and_its_log_restarts(nginx_bin: str,
@@ -143,6 +170,27 @@ def test_ok_mode_keeps_the_connection_alive(misbehaving: Misbehaving) -> None:
         assert conn.sock is sock
     finally:
         conn.close()
+    assert (misbehaving.count(), misbehaving.connections) == (2, 1)
+
+
+def _wait_closed(server: Misbehaving) -> None:
+    """Until the server has noted the client's closes (a moment after them)."""
+    deadline = time.monotonic() + 2
+    while server.open_connections and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.open_connections == 0
+
+
+def test_misbehaving_counts_connections_open_together(misbehaving: Misbehaving) -> None:
+    _interleaved(misbehaving.port, misbehaving.url("ok", PROGRAM), 3)
+    assert (misbehaving.count(), misbehaving.connections) == (6, 3)
+    assert misbehaving.max_connections == 3
+    _wait_closed(misbehaving)
+    misbehaving.reset()
+    for _ in range(2):  # a connection each, one after the other
+        _request(misbehaving.url("ok", PROGRAM))
+        _wait_closed(misbehaving)
+    assert (misbehaving.connections, misbehaving.max_connections) == (2, 1)
 
 
 def test_short_mode_sends_less_than_it_announces(misbehaving: Misbehaving) -> None:

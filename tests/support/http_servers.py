@@ -94,19 +94,33 @@ class LogRecord(NamedTuple):
     #: reuses a connection: its number repeats, the request number grows).
     connection: int
     connection_requests: int
+    #: When the request ended (``$msec``, seconds since the epoch) and how long it took
+    #: from its first byte read (``$request_time``).
+    end: float
+    seconds: float
+    #: Connections open when the request was logged, idle keep-alive ones included
+    #: (``$connections_active``; -1 from a build without the stub_status module). The
+    #: largest over a run's records is the most it had open at once, as far as requests
+    #: ending sampled it; ``len({r.connection for r in records})`` bounds it from above.
+    active: int
 
 
+#: The access log's line: JSON, with ``_LOG_ACTIVE`` where the build has the stub_status
+#: module (Debian's has), then the closing brace.
 _LOG_FORMAT = (
     '{"request":"$request","method":"$request_method","path":"$uri","status":"$status",'
     '"range":"$http_range","bytes_sent":"$bytes_sent","body_bytes_sent":"$body_bytes_sent",'
-    '"connection":"$connection","connection_requests":"$connection_requests"}')
+    '"connection":"$connection","connection_requests":"$connection_requests",'
+    '"msec":"$msec","request_time":"$request_time"')
+_LOG_ACTIVE = ',"active":"$connections_active"'
 
 
 def _record(line: str) -> LogRecord:
     d = json.loads(line)
     return LogRecord(d["method"], d["path"], d["request"], int(d["status"]), d["range"],
                      int(d["bytes_sent"]), int(d["body_bytes_sent"]), int(d["connection"]),
-                     int(d["connection_requests"]))
+                     int(d["connection_requests"]), float(d["msec"]),
+                     float(d["request_time"]), int(d.get("active", -1)))
 
 
 class NginxError(RuntimeError):
@@ -137,6 +151,7 @@ class Nginx:
         # Modules a build leaves out (nginx-light) must not be configured.
         self._temps = ["client_body"] + [k for k in ("proxy", "fastcgi", "uwsgi", "scgi")
                                          if f"--without-http_{k}_module" not in flags]
+        self._active = _LOG_ACTIVE if "--with-http_stub_status_module" in flags else ""
         # -e (1.19.5 and later): no error log outside the temporary folder, even at start.
         errors = ["-e", self.error_log] if version >= (1, 19, 5) else []
         last = ""
@@ -174,7 +189,7 @@ error_log {self.error_log} warn;
 events {{ worker_connections 512; }}
 http {{
     default_type application/octet-stream;
-    log_format ranges escape=json '{_LOG_FORMAT}';
+    log_format ranges escape=json '{_LOG_FORMAT}{self._active}}}';
     access_log {self.access_log} ranges;
 {temps}
     sendfile on;
@@ -378,6 +393,11 @@ class Misbehaving:
         self._busy = 0  # requests being answered
         self._log: List[Request] = []
         self._flaky: Dict[str, int] = {}
+        self._open = 0  # connections open now
+        #: The most connections open at one time since the start (or ``reset()``).
+        self.max_connections = 0
+        #: Connections accepted since the start (or ``reset()``).
+        self.connections = 0
         self._stopping = threading.Event()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
@@ -417,6 +437,12 @@ class Misbehaving:
         """Body bytes written (in ``mode``, or in all)."""
         return sum(r.body_bytes for r in self.requests(mode))
 
+    @property
+    def open_connections(self) -> int:
+        """Connections open now (a client's keep-alive ones included)."""
+        with self._lock:
+            return self._open
+
     def reset(self, timeout: float = 2.0) -> None:
         """Forget the requests and the flaky paths' failures so far (first waiting, up to
         ``timeout`` seconds, for those being answered, so that none is noted after)."""
@@ -424,6 +450,8 @@ class Misbehaving:
             self._idle.wait_for(lambda: self._busy == 0, timeout)
             self._log.clear()
             self._flaky.clear()
+            self.max_connections = self._open
+            self.connections = 0
 
     def _begin(self) -> None:
         with self._lock:
@@ -474,6 +502,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the owner keeps its own record
+
+    def setup(self) -> None:
+        super().setup()
+        owner = self.server.owner
+        with owner._lock:
+            owner._open += 1
+            owner.connections += 1
+            owner.max_connections = max(owner.max_connections, owner._open)
+
+    def finish(self) -> None:
+        owner = self.server.owner
+        with owner._lock:
+            owner._open -= 1
+        super().finish()
 
     def do_HEAD(self) -> None:
         self._answer(head=True)
