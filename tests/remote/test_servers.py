@@ -9,6 +9,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import urlsplit
@@ -191,6 +192,15 @@ def test_misbehaving_counts_connections_open_together(misbehaving: Misbehaving) 
         _request(misbehaving.url("ok", PROGRAM))
         _wait_closed(misbehaving)
     assert (misbehaving.connections, misbehaving.max_connections) == (2, 1)
+
+
+def test_misbehaving_takes_a_burst_of_parallel_connections(misbehaving: Misbehaving) -> None:
+    url = misbehaving.url("ok", PROGRAM)
+    with ThreadPoolExecutor(32) as pool:
+        got = list(pool.map(lambda i: _request(url, rng=f"bytes={i}-{i + 9}")[::2], range(64)))
+    assert got == [(206, BYTES[i:i + 10]) for i in range(64)]
+    assert misbehaving.connections == 64
+    assert misbehaving.max_connections <= 32
 
 
 def test_short_mode_sends_less_than_it_announces(misbehaving: Misbehaving) -> None:

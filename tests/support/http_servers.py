@@ -13,8 +13,9 @@ after the response: the request line, the status, ``$bytes_sent`` (headers and b
 
 ``Misbehaving`` is the tests' own server (``http.server``, one thread per connection),
 serving the bytes of files under ``/<mode>/<name>``; the mode says how it lies (see
-``MODES``). It counts requests and body bytes per mode, stops itself after ``lifetime``
-seconds, and every wait in it is bounded.
+``MODES``). It counts requests and body bytes per mode (``requests()``, ``count()``,
+``bytes_sent()``) and connections (``connections``, ``max_connections``), stops itself
+after ``lifetime`` seconds, and every wait in it is bounded.
 
 Both are context managers; ``stop()`` may be called more than once.
 """
@@ -492,6 +493,7 @@ class Misbehaving:
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # a parallel client's burst of connects is not refused
     owner: Misbehaving
 
 
