@@ -36,6 +36,9 @@ HEAD_BYTES = 64 << 10
 BLOCK_BYTES = 64 << 10
 #: Blocks the cache keeps (least recently used first out): 32 MiB.
 CACHE_BLOCKS = 512
+#: Reads this small are fetched as they are unless cached (a look at a blob's first
+#: bytes, as the native-code check takes, should not cost a block).
+SMALL_READ = 4 << 10
 #: Seconds each network operation may take before it is given up and tried again.
 TIMEOUT = 30.0
 #: Tries of one read (a dropped connection, a timeout, a short answer, a 5xx).
@@ -310,13 +313,16 @@ class RemoteFile:
 
     def read(self, start: int, n: int) -> bytes:
         """Bytes [start, start + n): whole blocks, fetched once and cached (missing runs in
-        one request each); a read larger than half the cache bypasses it."""
+        one request each); a read larger than half the cache bypasses it, and one of at
+        most :data:`SMALL_READ` bytes not cached is fetched as it is."""
         end = start + n
         if not 0 <= start <= end <= self.size:
             raise ValueError(f"bytes {start}..{end} are outside the file ({self.size} bytes)")
         if n == 0:
             return b""
         first, last = start // BLOCK_BYTES, (end - 1) // BLOCK_BYTES
+        if n <= SMALL_READ and not all(b in self._blocks for b in range(first, last + 1)):
+            return self.fetch(start, end)
         lo = first * BLOCK_BYTES
         hi = min((last + 1) * BLOCK_BYTES, self.size)
         if last - first + 1 > CACHE_BLOCKS // 2:
@@ -354,7 +360,8 @@ class RemoteFile:
 def list_prefix(prefix: str, suffixes: Tuple[str, ...],
                 storage_options: Optional[Mapping[str, Any]] = None) -> List[str]:
     """The URLs of the files under ``prefix`` (recursively; for HTTP, the links of its
-    directory listings) whose names end in one of ``suffixes`` (any case), sorted: an
+    directory listings) whose names end in one of ``suffixes`` (any case), in the order a
+    walk of a local directory gives (each folder's files by name, then its folders): an
     object store's keys, listed through fsspec."""
     fsspec = _fsspec(prefix)
     try:
@@ -364,8 +371,15 @@ def list_prefix(prefix: str, suffixes: Tuple[str, ...],
         raise RemoteError(prefix, "not found") from None
     except (OSError, ValueError) as e:
         raise RemoteError(prefix, _describe(e)) from None
-    return sorted(fs.unstrip_protocol(p) if "://" not in p else p
-                  for p in found if p.lower().endswith(suffixes))
+    urls = [fs.unstrip_protocol(p) if "://" not in p else p
+            for p in found if p.lower().endswith(suffixes)]
+    return sorted(urls, key=_walk_order)
+
+
+def _walk_order(url: str) -> Tuple[Tuple[int, str], ...]:
+    """A URL's place in a walk: folders' names, each after the files beside it."""
+    *folders, name = url.split("://", 1)[-1].split("/")
+    return tuple((1, f) for f in folders) + ((0, name),)
 
 
 def _fsspec(url: str) -> Any:
