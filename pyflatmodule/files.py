@@ -28,7 +28,7 @@ from typing import (
 
 from .core.native import format_error, lib
 from .core.options import Options
-from .core.remote import RemoteFile, is_remote
+from .core.remote import TOTAL, RemoteFile, is_remote, list_prefix
 from .core.source import Openable, OpenedPath, SourceLike, open_file
 from .errors import FormatError
 from .executorch import (
@@ -48,8 +48,9 @@ from .ptmf import Module, VerifyReport, open_module, verify_module
 if TYPE_CHECKING:   # annotations only (PEP 692): typing has Unpack for **kwargs from 3.12
     from typing_extensions import Unpack
 
-__all__ = ["FORMATS", "Format", "LoadOptions", "file_format", "load", "load_bundled", "load_data",
-           "load_etdump", "load_etrecord", "load_module", "load_program", "verify"]
+__all__ = ["FORMATS", "TOTAL", "Format", "LoadOptions", "RemoteFile", "file_format", "is_remote",
+           "list_prefix", "load", "load_bundled", "load_data", "load_etdump", "load_etrecord",
+           "load_module", "load_program", "verify"]
 
 File = Union[Module, Program, DataFile, BundledProgram, ETDump, ETRecord]
 F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump, ETRecord)

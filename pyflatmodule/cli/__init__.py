@@ -22,8 +22,8 @@ import sys
 from typing import Any, List, Optional
 
 from ..core.names import plural
-from ..core.remote import TOTAL
 from ..errors import FormatError
+from ..files import TOTAL
 from . import diff, dis, export, extract, info, memory, ops, profile, shared, size, tree, verify
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, SAMPLE, CliError, Context, report
 from .info import summarize
@@ -116,6 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     ctx = Context(args)
+    before = (TOTAL.requests, TOTAL.bytes)
     try:
         status: int = args.run(ctx)
         ctx.out.flush()
@@ -143,6 +144,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         report(ctx, _file_of(args), e)
         return EXIT_FAIL
     finally:
-        if args.stats and TOTAL.requests:
-            ctx.err.write(f"fetched: {plural(TOTAL.requests, 'request')}, "
-                          f"{TOTAL.bytes:,} bytes\n")
+        requests, nbytes = TOTAL.requests - before[0], TOTAL.bytes - before[1]
+        if args.stats and requests:
+            ctx.err.write(f"fetched: {plural(requests, 'request')}, {nbytes:,} bytes\n")

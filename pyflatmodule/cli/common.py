@@ -11,10 +11,21 @@ import math
 import os
 import stat
 import sys
-from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Optional, TextIO, TypeVar
+from typing import (
+    Any,
+    Callable,
+    Deque,
+    Dict,
+    Iterable,
+    Iterator,
+    Optional,
+    Sequence,
+    TextIO,
+    TypeVar,
+)
 
 from ..errors import FormatError, RemoteError
-from ..files import file_format
+from ..files import file_format, is_remote, list_prefix
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
@@ -259,3 +270,39 @@ def in_order(work: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+def expand_paths(paths: Sequence[str]) -> Iterator[str]:
+    """Files to check: ``-`` reads paths from stdin (one a line), directories are
+    searched recursively for model files, and URL prefixes (ending in ``/``) listed;
+    anything else is taken as is."""
+    for path in paths:
+        if path == "-":
+            for line in sys.stdin:
+                line = line.rstrip("\r\n")
+                if line:
+                    yield line
+        elif is_remote(path) and path.endswith("/"):
+            yield from list_prefix(path, MODEL_SUFFIXES)
+        elif os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.lower().endswith(MODEL_SUFFIXES):
+                        yield os.path.join(root, name)
+        else:
+            yield path
+
+
+def add_jobs(p: argparse.ArgumentParser) -> None:
+    """``-j/--jobs``: files read at once."""
+    p.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
+                   help="files read at once (threads; for URLs, also the most connections "
+                        "open at once); results keep the order given")
+
+
+def _jobs(text: str) -> int:
+    n = int(text)
+    if not 1 <= n <= 256:
+        raise argparse.ArgumentTypeError(f"--jobs must be between 1 and 256, not {n}")
+    return n

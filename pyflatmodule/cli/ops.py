@@ -7,7 +7,18 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Set
 
 from ..core.names import plural
 from ..files import file_format
-from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, no_methods, note_no_methods
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Json,
+    add_jobs,
+    expand_paths,
+    in_order,
+    no_methods,
+    note_no_methods,
+)
 from .formats import open_file
 
 HELP = "operators the model needs (as torch.jit.export_opnames; for ExecuTorch, as gen_oplist)"
@@ -36,7 +47,10 @@ it is an error (exit 1), so that a build does not take an empty list for it
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
-    p.add_argument("paths", nargs="+", metavar="PATH", help="model files (the union is printed)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="model files or URLs, directories and URL prefixes ending in / "
+                        "(searched for model files), - (paths on stdin); the union is printed")
+    add_jobs(p)
     form = p.add_mutually_exclusive_group()
     form.add_argument("--yaml", action="store_true",
                       help="for a selective build: ExecuTorch's selected_operators.yaml "
@@ -107,8 +121,9 @@ def run(ctx: Context) -> int:
     files: List[Json] = []
     found: Dict[str, Found] = {}
     status = EXIT_OK
-    for path in args.paths:
-        f = found[path] = operators_of(path, args.data)
+    for path, f in in_order(lambda p: (p, operators_of(p, args.data)),
+                            expand_paths(args.paths), args.jobs):
+        found[path] = f
         files.append({"file": path, "format": file_format(path), "operators": f.operators,
                       "delegate_operators": f.delegated})
         if f.operators is None:

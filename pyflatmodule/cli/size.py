@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..files import file_format
 from . import treemap
@@ -123,12 +123,12 @@ def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Reader
                            file=path)
         tensors: List[Json] = []
         blobs: Dict[Tuple[int, int], List[str]] = {}
-        for name, t in f.tensors().items():
+        for name, t in f.tensor_layouts().items():
             n = f.nbytes(t)
             tensors.append({"name": name, "dtype": f.dtype_name(t),
                             "shape": [int(k) for k in t.shape], "bytes": n})
             if n:
-                blobs.setdefault((_address(t), n), []).append(name)
+                blobs.setdefault((f.address(t), n), []).append(name)
         facts = f.size_facts()
     sharing = {name: names for names in blobs.values() if len(names) > 1 for name in names}
     dtypes: Dict[str, Json] = {}
@@ -155,13 +155,6 @@ def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Reader
                  "largest_tensors": sorted(firsts, key=lambda d: -int(d["bytes"]))[:max(0, top)],
                  "regions": [region_doc(r, readers) for r in regions]}
     return out, regions, readers
-
-
-def _address(t: Any) -> int:
-    """Where a tensor's bytes are in memory (a quantized one's integers): tensors taken
-    from a file are views of it, so two at one address of one size read the same blob."""
-    a = getattr(t, "int_repr", t)
-    return int(a.__array_interface__["data"][0])
 
 
 def _pct(n: int, total: int) -> str:

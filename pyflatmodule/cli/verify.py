@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import stat
-import sys
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple, Type, Union
+from typing import List, Optional, Sequence, Tuple, Type, Union
 
-from ..core.remote import RemoteFile, is_remote, list_prefix
 from ..errors import FormatError
-from ..files import file_format
+from ..files import RemoteFile, file_format, is_remote
 from .common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -21,7 +19,9 @@ from .common import (
     Context,
     Json,
     Style,
+    add_jobs,
     error_doc,
+    expand_paths,
     in_order,
 )
 from .formats import FileFormat, format_of
@@ -53,38 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
                    help="FlatBuffers' own rules (rejects torch's >2 GiB wrapped vtables)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only invalid files")
-    p.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
-                   help="files checked at once (threads; for remote files, also the most "
-                        "connections open at once); results keep the order given")
-
-
-def _jobs(text: str) -> int:
-    n = int(text)
-    if not 1 <= n <= 256:
-        raise argparse.ArgumentTypeError(f"--jobs must be between 1 and 256, not {n}")
-    return n
-
-
-def expand_paths(paths: Sequence[str]) -> Iterator[str]:
-    """Files to check: ``-`` reads paths from stdin (one a line), directories are
-    searched recursively for model files, and URL prefixes (ending in ``/``) listed;
-    anything else is taken as is."""
-    for path in paths:
-        if path == "-":
-            for line in sys.stdin:
-                line = line.rstrip("\r\n")
-                if line:
-                    yield line
-        elif is_remote(path) and path.endswith("/"):
-            yield from list_prefix(path, MODEL_SUFFIXES)
-        elif os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs.sort()
-                for name in sorted(files):
-                    if name.lower().endswith(MODEL_SUFFIXES):
-                        yield os.path.join(root, name)
-        else:
-            yield path
+    add_jobs(p)
 
 
 def _format_name(path: str) -> Optional[str]:

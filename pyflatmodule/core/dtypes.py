@@ -2,7 +2,7 @@
 for those numpy lacks), zero-copy views of a storage, packed values, quantized tensors."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -203,7 +203,15 @@ class QuantizedTensor:
                 f"{self.qscheme}, {params})")
 
 
-def dtype_name(tensor: Union[np.ndarray, QuantizedTensor]) -> str:
+class Typed(Protocol):
+    """Anything with a numpy dtype: an array, or a tensor described but not read."""
+
+    @property
+    def dtype(self) -> np.dtype:
+        """Its numpy dtype."""
+
+
+def dtype_name(tensor: Union[np.ndarray, QuantizedTensor, Typed]) -> str:
     """torch's name of a tensor's dtype, as far as the array tells: a quantized tensor
     carries its own; numpy's and ml_dtypes' names are torch's, but for complex32 (a
     ``(real, imag)`` pair of float16). The torch dtypes that share a numpy dtype

@@ -43,6 +43,7 @@ from .etdump import (
 from .etrecord import ETRecord, Graph, InputSpec, OutputSpec, Signature, open_etrecord
 from .etrecord import Member as ETRecordMember
 from .etrecord import Node as GraphNode
+from .file import StoredTensor
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
 from .minimum_runtime import MinimumRuntime
@@ -90,8 +91,9 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
            "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NativeImage", "Operator",
            "OutputSpec", "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization",
-           "ROWS_BY", "Region", "Row", "RunData", "Signature", "TensorSpec", "TestCase",
-           "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode", "VkValue", "VulkanGraph",
-           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code", "module_rows",
-           "open_bundled", "open_etdump", "open_etrecord", "open_executorch", "operands",
-           "record_method", "record_nodes", "refuse_native_code", "rows", "run_total", "timings"]
+           "ROWS_BY", "Region", "Row", "RunData", "Signature", "StoredTensor", "TensorSpec",
+           "TestCase", "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode", "VkValue",
+           "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code",
+           "module_rows", "open_bundled", "open_etdump", "open_etrecord", "open_executorch",
+           "operands", "record_method", "record_nodes", "refuse_native_code", "rows", "run_total",
+           "timings"]

@@ -21,26 +21,33 @@ RECORD = struct_dtype("et_record")
 BLOB = struct_dtype("et_blob")
 
 
-def dim_order_view(buf: Any, scalar_type: int, sizes: Sequence[int], order: Sequence[int],
-                   offset: int) -> np.ndarray:
-    """The read-only view of the tensor at ``buf[offset:]`` with ExecuTorch scalar type
-    ``scalar_type``, its strides from its dim_order: the last dimension of the order is
-    innermost, each one before it steps over the next (the caller proved the extent)."""
-    dtype = numpy_dtype(scalar_type)
+def dim_order_strides(itemsize: int, sizes: Sequence[int], order: Sequence[int]
+                      ) -> Tuple[int, ...]:
+    """Byte strides of a dense tensor of ``sizes`` whose dim_order is ``order``: the last
+    dimension of the order is innermost, each one before it steps over the next."""
     strides = [0] * len(sizes)
-    step = dtype.itemsize
+    step = itemsize
     for d in reversed(order):
         strides[d] = step
         step *= max(1, sizes[d])
-    out = np.ndarray(tuple(sizes), dtype, buffer=buf, offset=offset, strides=strides)
+    return tuple(strides)
+
+
+def dim_order_view(buf: Any, scalar_type: int, sizes: Sequence[int], order: Sequence[int],
+                   offset: int) -> np.ndarray:
+    """The read-only view of the tensor at ``buf[offset:]`` with ExecuTorch scalar type
+    ``scalar_type``, its strides from its dim_order (the caller proved the extent)."""
+    dtype = numpy_dtype(scalar_type)
+    out = np.ndarray(tuple(sizes), dtype, buffer=buf, offset=offset,
+                     strides=dim_order_strides(dtype.itemsize, sizes, order))
     out.flags.writeable = False
     return out
 
 
 class StoredTensor(NamedTuple):
-    """A tensor stored in a file: where its bytes start and its layout. Its array is made
-    when asked for (a view of the mapping; for a remote file, of its bytes fetched then),
-    and stays readable after the file that gave it is closed."""
+    """A tensor stored in a file: where its bytes start and its layout, nothing read. Its
+    array is made when asked for (a view of the mapping; for a remote file, of its bytes
+    fetched then), and stays readable after the file that gave it is closed."""
 
     source: Source
     scalar_type: int
@@ -54,9 +61,27 @@ class StoredTensor(NamedTuple):
         return numpy_dtype(self.scalar_type)
 
     @property
+    def shape(self) -> Tuple[int, ...]:
+        """Its sizes, as the array's shape."""
+        return self.sizes
+
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        """The array's byte strides (from the dim order)."""
+        return dim_order_strides(self.dtype.itemsize, self.sizes, self.order)
+
+    @property
     def nbytes(self) -> int:
         """Its bytes."""
         return int(np.prod(self.sizes, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def address(self) -> int:
+        """Where its bytes are in memory for a local file (the mapping's address plus its
+        offset: two tensors at one address of one size read the same bytes); for a
+        remote file, a number as unique."""
+        base = np.frombuffer(self.source.obj, np.uint8) if self.source.held else None
+        return (int(base.ctypes.data) if base is not None else id(self.source)) + self.start
 
     def array(self) -> np.ndarray:
         """The read-only array."""

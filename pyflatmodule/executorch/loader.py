@@ -70,7 +70,8 @@ def _reduce(f: Union[Program, DataFile]) -> Tuple[Any, Tuple[Any, ...]]:
         if g.origin is None:
             raise TypeError(
                 f"cannot pickle a pyflatmodule.{kind} opened from "
-                f"{'a buffer' if g is f else 'a data file given as a buffer'}: only files "
+                f"{'a buffer or a URL' if g is f else 'a data file given as a buffer or a URL'}"
+                ": only files "
                 "opened from paths pickle (as their paths, to be opened again where they are "
                 "unpickled)")
     return _reopen, (kind, f.load_args, f.origin, [g.origin for g in data])

@@ -39,6 +39,12 @@ STORED = {lib.ET_STORED_NONE: "none", lib.ET_STORED_CONSTANT: "constant",
 
 # ------------------------------------------------------------------ value types
 
+def _arrays(tensors: Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]]
+            ) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
+    """The tensors, each stored one read."""
+    return {k: v.array() if isinstance(v, StoredTensor) else v for k, v in tensors.items()}
+
+
 class TensorSpec(NamedTuple):
     """A tensor value without data in the files: its layout and where the runtime puts it.
 
@@ -294,6 +300,15 @@ class Values(Sequence[Any]):
     def kind(self, i: int) -> str:
         """The value's kind as the schema names it (``"Tensor"``, ``"Int"``...)."""
         return self._tables[i].union("val")[0]
+
+    def layout(self, i: int) -> Union[StoredTensor, TensorSpec]:
+        """Tensor value ``i`` without reading its bytes: where ``self[i]`` is an array,
+        the :class:`StoredTensor` it is made from (dtype, shape, strides, bytes;
+        ``array()`` reads it); otherwise the same TensorSpec. TypeError for a value that
+        is not a tensor."""
+        if self.kind(i) != "Tensor":
+            raise TypeError(f"value {i} is a {self.kind(i)}, not a Tensor")
+        return self._method._program._tensor_layout(self._method.index, i)
 
     def __repr__(self) -> str:
         return f"<Values of {len(self)}>"
@@ -575,6 +590,12 @@ class Program(_File):
                         mine["memory_offset"].tolist(), mine["nbytes"].tolist()))
 
     def _tensor(self, plan: int, value: int) -> Union[np.ndarray, TensorSpec]:
+        found = self._tensor_layout(plan, value)
+        return found.array() if isinstance(found, StoredTensor) else found
+
+    def _tensor_layout(self, plan: int, value: int) -> Union[StoredTensor, TensorSpec]:
+        """A tensor value's data in the files (a constant, an external tensor a data file
+        given holds), nothing read, or the TensorSpec of one without."""
         records, _ = self._index()
         if self._by_value is None:
             self._by_value = {(p, v): i for i, (p, v) in enumerate(
@@ -583,11 +604,11 @@ class Program(_File):
         stored = int(r["stored"])
         name = self._name(r) if r["name"] else None
         if stored == lib.ET_STORED_CONSTANT:
-            return self._array(r)
-        if stored == lib.ET_STORED_EXTERNAL and name in self._external:
-            array = self._external[name].array()
-            return array.reshape(self._layout(r)[1]) if array.ndim == 0 else array
+            return self._stored(r)
         dtype, shape, order = self._layout(r)
+        if stored == lib.ET_STORED_EXTERNAL and name in self._external:
+            found = self._external[name]
+            return found._replace(sizes=shape, order=order) if not found.sizes else found
         allocation = ((int(r["memory_id"]), int(r["memory_offset"]))
                       if stored == lib.ET_STORED_PLANNED else None)
         initial = self._array(r) if r["initial"] else None
@@ -661,30 +682,41 @@ class Program(_File):
         by key; constants, mutable buffers' initial values and resolved external tensors
         by fully qualified name; then the delegates' constants by
         ``"<method>.delegates[<i>].values[<id>]"`` (see :meth:`delegate_constants`)."""
-        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {}
+        return _arrays(self._state_layouts())
+
+    def named_tensors(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
+        """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
+        remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
+        return _arrays(self.named_layouts())
+
+    def named_layouts(self) -> Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]]:
+        """:meth:`named_tensors` without reading the tensors stored in the files: each a
+        :class:`StoredTensor` (its dtype, shape and bytes; ``array()`` reads it), the
+        delegates' constants as arrays (their backends' layouts)."""
+        out = self._state_layouts()
+        names = [m.name for m in self._plans()]
+        records, _ = self._index()
+        for r in records[records["stored"] == lib.ET_STORED_CONSTANT]:
+            out.setdefault(f"{names[int(r['plan'])]}.values[{int(r['value'])}]",
+                           self._stored(r))
+        return out
+
+    def _state_layouts(self) -> Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]]:
+        """:meth:`state_dict`, its stored tensors not read."""
+        out: Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]] = {}
         records, _ = self._index()
         for r in records:
             if not r["name"]:
                 continue
             name = self._name(r)
             if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
-                out.setdefault(name, self._array(r))
+                out.setdefault(name, self._stored(r))
             elif name in self._external:
-                out.setdefault(name, self._external[name].array())
+                out.setdefault(name, self._external[name])
         for key, stored in self._external.items():
-            if key not in out:
-                out[key] = stored.array()
+            out.setdefault(key, stored)
         for key, value in self.delegate_constants().items():
             out.setdefault(key, value)
-        return out
-
-    def named_tensors(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
-        """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
-        remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
-        out = self.state_dict()
-        names = [m.name for m in self._plans()]
-        for plan, value, array in self.constants():
-            out.setdefault(f"{names[plan]}.values[{value}]", array)
         return out
 
     @property

@@ -7,10 +7,9 @@ import os
 import re
 from typing import Dict, Sequence, Type, Union
 
-from ...core.remote import RemoteFile, is_remote
 from ...errors import FormatError
 from ...executorch import Region
-from ...files import BY_NAME, file_format, load
+from ...files import BY_NAME, RemoteFile, file_format, is_remote, load
 from ...files import format_of as identify
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing

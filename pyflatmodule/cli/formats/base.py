@@ -8,9 +8,8 @@ from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor, dtype_name
-from ...core.remote import RemoteFile
-from ...executorch import Region
-from ...files import FORMATS, Format
+from ...executorch import Region, StoredTensor
+from ...files import FORMATS, Format, RemoteFile
 from ..common import Context, Json, Style
 
 #: What ``verify`` checks: a path or URL, or a remote file whose first bytes were read.
@@ -178,16 +177,31 @@ class FileFormat(abc.ABC):
     def tensors(self) -> Dict[str, Tensor]:
         """The tensors ``export`` writes, by name."""
 
+    def tensor_layouts(self) -> Dict[str, Union[Tensor, StoredTensor]]:
+        """:meth:`tensors`, those a format can describe unread (dtype, shape, bytes) as
+        StoredTensors: what ``size`` needs of them."""
+        return dict(self.tensors())
+
     def stored_layouts(self) -> Dict[str, Json]:
         """How the file stores the tensors of :meth:`tensors` whose layout there is not
         torch's, by name (``export`` writes it to the metadata); empty for most formats."""
         return {}
 
-    def dtype_name(self, tensor: Tensor) -> str:
+    def dtype_name(self, tensor: Union[Tensor, StoredTensor]) -> str:
         """torch's name of the dtype of a tensor taken from the file."""
         return dtype_name(tensor)
 
-    def nbytes(self, tensor: Tensor) -> int:
+    @staticmethod
+    def address(tensor: Union[Tensor, StoredTensor]) -> int:
+        """Where a tensor's bytes are in memory (a quantized one's integers): tensors
+        taken from a file are views of it, so two at one address of one size read the
+        same blob (a StoredTensor's: :attr:`StoredTensor.address`)."""
+        if isinstance(tensor, StoredTensor):
+            return tensor.address
+        a = tensor.int_repr if isinstance(tensor, QuantizedTensor) else tensor
+        return int(a.__array_interface__["data"][0])
+
+    def nbytes(self, tensor: Union[Tensor, StoredTensor]) -> int:
         """Bytes the file holds for a tensor taken from it (a quantized one's integers)."""
         return int(tensor.int_repr.nbytes if isinstance(tensor, QuantizedTensor)
                    else tensor.nbytes)

@@ -24,6 +24,7 @@ from ...executorch import (
     NativeImage,
     Program,
     Region,
+    StoredTensor,
     TensorSpec,
     TestCase,
     ValueMeta,
@@ -42,8 +43,8 @@ __all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
 
 # ------------------------------------------------------------------ values
 
-def _tensor_text(v: Union[np.ndarray, TensorSpec]) -> str:
-    if isinstance(v, np.ndarray):
+def _tensor_text(v: Union[StoredTensor, TensorSpec]) -> str:
+    if isinstance(v, StoredTensor):
         return f"const {v.dtype}{list(v.shape)}"
     where = {"planned": "planned", "none": "input", "external": f"external {v.name!r}"}
     return f"{where.get(v.stored, v.stored)} {v.dtype}{list(v.shape)}"
@@ -52,9 +53,9 @@ def _tensor_text(v: Union[np.ndarray, TensorSpec]) -> str:
 def value_text(m: Method, i: int, limit: int = 40) -> str:
     """Value ``i`` of a method in a few words: its kind, and its value when short."""
     kind = m.values.kind(i)
-    v = m.values[i]
     if kind == "Tensor":
-        return _tensor_text(v)
+        return _tensor_text(m.values.layout(i))
+    v = m.values[i]
     if kind in ("Null", "NONE"):
         return "None"
     text = repr(v)
@@ -62,9 +63,10 @@ def value_text(m: Method, i: int, limit: int = 40) -> str:
 
 
 def _value_node(m: Method, i: int) -> Json:
-    v = m.values[i]
-    node: Json = {"index": i, "kind": m.values.kind(i)}
-    if isinstance(v, np.ndarray):
+    kind = m.values.kind(i)
+    v = m.values.layout(i) if kind == "Tensor" else m.values[i]
+    node: Json = {"index": i, "kind": kind}
+    if isinstance(v, StoredTensor):
         node.update(stored="constant", dtype=str(v.dtype), shape=list(v.shape),
                     strides=list(v.strides), bytes=int(v.nbytes))
     elif isinstance(v, TensorSpec):
@@ -531,6 +533,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
     def tensors(self) -> Dict[str, Tensor]:
         """Its named tensors, delegates' constants included."""
         return self.file.named_tensors()
+
+    def tensor_layouts(self) -> Dict[str, Union[Tensor, StoredTensor]]:
+        return dict(self.file.named_layouts())
 
     def stored_layouts(self) -> Dict[str, Json]:
         """The backend's layout of each delegate constant (Program.delegate_layouts)."""

@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ...core.dtypes import QuantizedTensor, dtype_name
+from ...executorch import StoredTensor
 from ...files import verify
 from ...ptmf import Argument, Function, Methods, Module, Object, TensorRecord, VerifyReport, short
 from ..common import CliError, Context, Json, Style, json_value
@@ -412,10 +413,11 @@ class PtmfModel(FileFormat):
     def tensors(self) -> Dict[str, Tensor]:
         return self.file.state_dict()
 
-    def dtype_name(self, tensor: Tensor) -> str:
+    def dtype_name(self, tensor: Union[Tensor, StoredTensor]) -> str:
         """torch's dtype name: a few torch dtypes share a numpy dtype (``uint8``,
         ``bits8``, ``uint3``...), the tensor's record tells them apart."""
-        record = None if isinstance(tensor, QuantizedTensor) else self.file.tensor_record(tensor)
+        record = (None if isinstance(tensor, (QuantizedTensor, StoredTensor))
+                  else self.file.tensor_record(tensor))
         return record.dtype if record is not None else dtype_name(tensor)
 
     def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
