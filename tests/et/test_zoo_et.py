@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import numpy as np
@@ -22,8 +23,11 @@ import pytest
 
 import pyflatmodule as pfm
 from pyflatmodule.core.dtypes import scalar_type_name
+from pyflatmodule.core.remote import HEAD_BYTES
 
 import zoo as ZOO  # the zoo's listing: benchmarks/zoo.py, no torch (benchmarks/ is on the path)
+from support.cli import run_cli
+from support.http_servers import Nginx
 from support.paths import BENCHMARKS
 
 pytestmark = [pytest.mark.zoo, pytest.mark.torch]
@@ -110,3 +114,35 @@ def _check_torch_layouts(p: pfm.Program, model: str, weights: Dict[str, np.ndarr
         if model == "transformer":
             assert any(w.shape == state[name].shape and np.array_equal(w, state[name])
                        for w in weights.values()), name
+
+
+def test_zoo_over_http(zoo: Any, nginx_bin: str) -> None:
+    """Every program of the zoo, served by nginx: each command's answer for its URL is the
+    local file's, and a program's info costs its header and flatbuffer (in at most two
+    requests, counted from nginx's log) however large its weights."""
+    folder, entries = zoo
+    with Nginx({"zoo": Path(folder)}, binary=nginx_bin) as server:
+        for (model, form), entry in sorted(entries.items()):
+            if "error" in entry:
+                continue
+            local = os.path.join(folder, entry["file"])
+            url = server.url("zoo", entry["file"])
+            for command in (("info", "--json"), ("ops", "--json"), ("verify", "--json"),
+                            ("size", "--json"), ("memory",), ("dis",)):
+                want = run_cli(command[0], local, *command[1:])
+                mark = server.mark()
+                got = run_cli(command[0], url, *command[1:])
+                assert (got.returncode, got.stdout.replace(url, local)) == \
+                    (want.returncode, want.stdout), (model, form, command)
+                if command[0] != "info":
+                    continue
+                with open(local, "rb") as f:
+                    head = f.read(32)
+                flatbuffer = int.from_bytes(head[16:24], "little") \
+                    if head[8:12] == b"eh00" else os.path.getsize(local)
+                log = server.since(mark)
+                fetched = sum(r.body_bytes_sent for r in log)
+                if form == "portable":
+                    assert len(log) <= 2 and fetched <= flatbuffer + HEAD_BYTES, (model, log)
+                else:   # the payloads (minimum runtime) and each named entry's first bytes
+                    assert fetched < os.path.getsize(local) // 4, (model, form, fetched)

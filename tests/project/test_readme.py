@@ -44,6 +44,8 @@ SKIPPED = {
     "pip install . && pyflatmodule info": "run by CI",
     # The timed benchmarks take minutes and gigabytes; their suites run untimed in pytest.
     "python -m pytest benchmarks --benchmark-enable": "timed benchmark run",
+    # A server and a store to read from: tests/remote runs the same against nginx.
+    "pyflatmodule info https://example.org/models/llama.pte --stats": "needs a server",
     # Rebuilds the tree in place, runs this suite and rewrites tests/data with torch.
     "python setup.py build_ext --inplace": "development loop",
 }

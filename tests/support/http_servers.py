@@ -162,10 +162,12 @@ class Nginx:
             with open(conf, "w", encoding="utf-8") as f:
                 f.write(self._config())
             open(self.access_log, "w").close()
+            # nginx runs as installed: not with the sanitizers CI preloads into the tests
+            env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
             self._proc = subprocess.Popen(
                 [exe, "-p", self._tmp, "-c", conf, *errors],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                start_new_session=True)
+                start_new_session=True, env=env)
             proc = self._proc
             if _wait_listening(self.port, lambda: proc.poll() is None, self.START_TIMEOUT):
                 return
@@ -178,7 +180,8 @@ class Nginx:
         tmp = self._tmp
         user = "user root;" if os.geteuid() == 0 else ""  # workers must read root's files
         locations = "\n".join(
-            f"        location /{p}/ {{ alias {d}/; }}" for p, d in self.root_dirs.items())
+            f"        location /{p}/ {{ alias {d}/; autoindex on; }}"
+            for p, d in self.root_dirs.items())
         temps = "\n".join(f"    {k}_temp_path {tmp}/{k}_temp;"
                           for k in self._temps)
         return f"""{user}
