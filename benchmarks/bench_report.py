@@ -353,15 +353,31 @@ def render(rows: List[Dict[str, Any]], machine_info: Optional[str] = None) -> st
     return "\n".join(lines)
 
 
+def _remote_targets(res: Results) -> List[str]:
+    """A remote program's metadata (issue 38): its header and flatbuffer, not its bytes."""
+    rows: List[str] = []
+    for group in [x for x in res.groups() if x.startswith("remote info: ")]:
+        got = res.info(group, PFM, "fetched_bytes")
+        size = res.info(group, PFM, "file_bytes")
+        r = None if got is None or not size else got / size
+        _check(rows, f"{group}: bytes fetched / file size <= 0.001", r,
+               r is not None and r <= 0.001, "{:.6f}")
+        r = res.ratio(group, "download")
+        if r is not None:
+            rows.append(f"| {group}: download then info / info by range (reported) | "
+                        f"{r:.1f} | – |")
+    return rows
+
+
 def _issue_of(group: str) -> str:
     """The prefix that says whose targets a group feeds ("et ", "zoo ", or "")."""
-    return next((p for p in ("et ", "zoo ") if group.startswith(p)), "")
+    return next((p for p in ("et ", "zoo ", "remote ") if group.startswith(p)), "")
 
 
 #: (issue, its groups' prefix, its targets' rows)
 TARGETS: List[Tuple[str, str, Callable[[Results], List[str]]]] = [
     ("4", "", lambda res: _targets(res)[2:]), ("11", "zoo ", _zoo_targets),
-    ("13", "et ", _et_targets), ("25", "", _speed_targets)]
+    ("13", "et ", _et_targets), ("25", "", _speed_targets), ("38", "remote ", _remote_targets)]
 
 
 def main(argv: List[str]) -> None:
