@@ -25,7 +25,16 @@ when first read (:class:`RemoteFile`).
 from .core.dtypes import QuantizedTensor
 from .core.remote import RemoteFile, RemoteStats
 from .errors import FormatError, RemoteError
-from .executorch import BundledProgram, DataFile, ETDump, ETRecord, Method, Program, TensorSpec
+from .executorch import (
+    BundledProgram,
+    DataFile,
+    ETDump,
+    ETRecord,
+    Method,
+    Program,
+    StoredTensor,
+    TensorSpec,
+)
 from .files import (
                     load,
                     load_bundled,
@@ -58,6 +67,7 @@ __all__ = [
     "Argument", "BundledProgram", "DataFile", "Device", "ETDump", "ETRecord", "EnumValue",
     "FormatError", "Function", "Method", "Methods", "Module", "Object", "ObjectType", "Operator",
     "Program", "QuantizedTensor", "RemoteError", "RemoteFile", "RemoteStats", "Schema",
-    "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load", "load_bundled", "load_data",
-    "load_etdump", "load_etrecord", "load_module", "load_program", "verify",
+    "StoredTensor", "TensorKey", "TensorRecord", "TensorSpec", "VerifyReport", "load",
+    "load_bundled", "load_data", "load_etdump", "load_etrecord", "load_module", "load_program",
+    "verify",
 ]

@@ -271,7 +271,8 @@ class RemoteFile:
             else _Fsspec(source, options))
         self.url: str = self._transport.url
         self.stats = RemoteStats()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()   # the cache (taken before _io when both are)
+        self._io = threading.Lock()     # the transport: one request at a time
         self._blocks: "collections.OrderedDict[int, bytes]" = collections.OrderedDict()
         known = getattr(self._transport, "size", None)
         self.head, self.size = self._fetch(0, head if known is None else min(head, known),
@@ -280,6 +281,10 @@ class RemoteFile:
             raise RemoteError(self.url, "answered more bytes than the file holds")
 
     def _fetch(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
+        with self._io:
+            return self._tried(start, end, known)
+
+    def _tried(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
         last = ""
         for attempt in range(max(1, self._transport.tries)):
             if attempt:
@@ -354,7 +359,8 @@ class RemoteFile:
         """Close the connection (a later read opens another) and drop the cache."""
         with self._lock:
             self._blocks.clear()
-        self._transport.close()
+        with self._io:
+            self._transport.close()
 
 
 def list_prefix(prefix: str, suffixes: Tuple[str, ...],

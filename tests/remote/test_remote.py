@@ -304,3 +304,21 @@ def test_a_remote_program_does_not_pickle(nginx: Nginx) -> None:
     with pfm.load(nginx.url("data", "et/mlp.pte")) as p:
         with pytest.raises(TypeError, match="opened from a buffer or a URL"):
             pickle.dumps(p)
+
+
+def test_threads_read_one_big_remote_program(nginx: Nginx, big_program: Path) -> None:
+    """Reads from several threads share one connection and one cache, one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+    with pfm.load_program(big_program) as q:
+        want = {k: hash(v.tobytes()) for k, v in q.named_tensors().items()}
+    with pfm.load_program(nginx.url("bench", big_program.name)) as p:
+        layouts = p.named_layouts()
+
+        def digest(key: str) -> Tuple[str, int]:
+            stored = layouts[key]
+            array = stored.array() if isinstance(stored, pfm.StoredTensor) else stored
+            return key, hash(np.asarray(array).tobytes())
+
+        with ThreadPoolExecutor(4) as pool:
+            got = dict(pool.map(digest, sorted(layouts)))
+    assert got == want
