@@ -5,6 +5,7 @@ The one place the load options are spelled as keywords: each becomes an
 :class:`~pyflatmodule.core.options.Options`, handed down to the format's opener."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import mmap
@@ -134,6 +135,7 @@ def _identify(source: SourceLike, options: Options) -> Tuple[bytes, Openable]:
     if is_remote(source) or isinstance(source, RemoteFile):
         remote = source if isinstance(source, RemoteFile) else RemoteFile(
             source, options.storage_options)
+        _remember(remote.url, remote.head)
         return remote.head[:HEAD], remote
     if isinstance(source, (str, os.PathLike)):
         opened = OpenedPath(os.fspath(source))
@@ -203,17 +205,32 @@ def _none_of_them(head: bytes) -> FormatError:
                         f"bytes 8..12 are not {prefixed}")
 
 
+#: The formats of the URLs read in this process (the latest 4,096): a command that names a
+#: remote file's format after opening it sends no request for it.
+_URL_FORMATS: "collections.OrderedDict[str, str]" = collections.OrderedDict()
+
+
+def _remember(url: str, head: bytes) -> str:
+    f = format_of(head)
+    name = _URL_FORMATS[url] = "unknown" if f is None else f.name
+    while len(_URL_FORMATS) > 4096:
+        _URL_FORMATS.popitem(last=False)
+    return name
+
+
 def file_format(path: str) -> str:
     """``"ptmf"``, ``"pte"``, ``"ptd"``, ``"bpte"``, ``"etdump"`` or ``"etrecord"`` (any
     zip archive) by the file's identifier, ``"unknown"`` for any other file (reads 12
-    bytes, for a URL in one request; OSError if the path cannot be read)."""
+    bytes; for a URL, one request unless this process read it already; OSError if the
+    path cannot be read)."""
     if is_remote(path):
+        known = _URL_FORMATS.get(path)
+        if known is not None:
+            return known
         remote = RemoteFile(path, head=HEAD)
         remote.close()
-        head = remote.head
-    else:
-        head = _head(path)
-    f = format_of(head)
+        return _remember(path, remote.head)
+    f = format_of(_head(path))
     return "unknown" if f is None else f.name
 
 

@@ -43,7 +43,7 @@ from .etdump import (
 from .etrecord import ETRecord, Graph, InputSpec, OutputSpec, Signature, open_etrecord
 from .etrecord import Member as ETRecordMember
 from .etrecord import Node as GraphNode
-from .file import StoredTensor
+from .file import NamedData, StoredTensor
 from .loader import open_executorch
 from .memory import MemoryPlan, PlannedTensor
 from .minimum_runtime import MinimumRuntime
@@ -89,11 +89,11 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "DebugTensor", "Delegate", "DelegateCall", "DelegateGraph", "ETDump", "ETRecord",
            "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph", "GraphNode",
            "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall", "KernelCall",
-           "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NativeImage", "Operator",
-           "OutputSpec", "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization",
-           "ROWS_BY", "Region", "Row", "RunData", "Signature", "StoredTensor", "TensorSpec",
-           "TestCase", "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode", "VkValue",
-           "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code",
-           "module_rows", "open_bundled", "open_etdump", "open_etrecord", "open_executorch",
-           "operands", "record_method", "record_nodes", "refuse_native_code", "rows", "run_total",
-           "timings"]
+           "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NamedData", "NativeImage",
+           "Operator", "OutputSpec", "PlannedTensor", "ProfileEvent", "Program", "QnnContext",
+           "Quantization", "ROWS_BY", "Region", "Row", "RunData", "Signature", "StoredTensor",
+           "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing", "ValueMeta", "VkNode",
+           "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
+           "describe_native_code", "module_rows", "open_bundled", "open_etdump", "open_etrecord",
+           "open_executorch", "operands", "record_method", "record_nodes", "refuse_native_code",
+           "rows", "run_total", "timings"]

@@ -3,7 +3,7 @@ records and named data, the tensors' layouts, the file's lifetime."""
 from __future__ import annotations
 
 import abc
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -92,6 +92,32 @@ class StoredTensor(NamedTuple):
                               self.start)
 
 
+class NamedData(Mapping[str, memoryview]):
+    """A file's named data by key, each entry's bytes read when it is looked up (a view of
+    the mapping; a remote file's fetched then)."""
+
+    __slots__ = ("_spans",)
+
+    def __init__(self, spans: Dict[str, Span]) -> None:
+        self._spans = spans
+
+    def __getitem__(self, key: str) -> memoryview:
+        return self._spans[key][:]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def size(self, key: str) -> int:
+        """The bytes of entry ``key``, without reading them."""
+        return len(self._spans[key])
+
+    def __repr__(self) -> str:
+        return f"<NamedData of {len(self)}>"
+
+
 class _File(Holder, abc.ABC):
     """What a program and a data file share: the mapping, the index, named data."""
 
@@ -170,13 +196,11 @@ class _File(Holder, abc.ABC):
         return self._stored(r).array()
 
     @property
-    def named_data(self) -> Dict[str, memoryview]:
-        """Named data by key: read-only bytes of the mapping."""
+    def named_data(self) -> "NamedData":
+        """Named data by key: read-only bytes of the mapping (of a remote file: fetched
+        when an entry is looked up); ``named_data.size(key)`` reads nothing."""
         self._index()
-        return self._named_data()
-
-    def _named_data(self) -> Dict[str, memoryview]:
-        return {key: span[:] for key, span in self._named_spans().items()}
+        return NamedData(self._named_spans())
 
     def _named_spans(self) -> Dict[str, Span]:
         """Named data by key, as spans of the file (read when sliced)."""

@@ -326,10 +326,11 @@ class _ExecuTorchFile(FileFormat):
         for key, t in tensors.items():
             if key not in weights:   # else listed under its delegate
                 children.append({"name": key, "path": key, **self._tensor_facts(t)})
-        for key, data in self.file.named_data.items():
+        named = self.file.named_data
+        for key in named:
             if key not in tensors and key not in weights:
                 children.append({"name": key, "path": key, "kind": "named_data",
-                                 "bytes": len(data)})
+                                 "bytes": named.size(key)})
         root.update(below(children, 0, max_depth))
         return root
 
