@@ -11,6 +11,7 @@ import io
 import mmap
 import os
 import stat
+import weakref
 from typing import (
     Any,
     BinaryIO,
@@ -48,7 +49,8 @@ class Source:
     ``len(source)`` is the file's size; :attr:`held` the bytes the buffer holds (the
     same, but for a remote file). Bytes past the buffer are read with :meth:`read`."""
 
-    __slots__ = ("obj", "name", "mapped", "stat", "path", "fd", "held", "size", "remote")
+    __slots__ = ("obj", "name", "mapped", "stat", "path", "fd", "held", "size", "remote",
+                 "_reads")
 
     def __init__(self, obj: Any, name: str, mapped: bool,
                  stat: Optional[os.stat_result] = None, path: Optional[str] = None,
@@ -70,12 +72,22 @@ class Source:
         self.remote = remote
         #: Bytes in the file.
         self.size: int = remote.size if remote is not None else self.held
+        #: A remote file's ranges read and still in use, by (start, size): one range read
+        #: twice is one buffer, as a mapping's bytes are (a blob two tensors share is
+        #: one), and is fetched again only once nothing holds it.
+        self._reads: "weakref.WeakValueDictionary[Tuple[int, int], Any]" = \
+            weakref.WeakValueDictionary()
 
     def read(self, start: int, n: int) -> memoryview:
         """Read-only bytes [start, start + n) of the file (the caller proved the extent):
         a view of the mapping, or for a remote file, bytes fetched (a copy)."""
         if self.remote is not None and start + n > self.held:
-            return memoryview(self.remote.read(start, n))
+            got = self._reads.get((start, n))
+            if got is None:
+                import numpy as np  # a remote file's reads only
+                got = self._reads.setdefault((start, n),
+                                             np.frombuffer(self.remote.read(start, n), np.uint8))
+            return memoryview(got)
         return memoryview(self.obj)[start:start + n].toreadonly()
 
     def disconnect(self) -> None:
