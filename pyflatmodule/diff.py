@@ -12,7 +12,11 @@ chunk straight from the mappings, so no model is ever loaded whole into memory.
 
 Names: a PTMF model's tensors are its ``state_dict()``, a program's its ``named_tensors()``
 (the names the files hold, else ``<method>.values[<index>]``), a data file's its
-tensors by key.
+tensors by key. Given a reference of the module's tensors (``names_a``, ``names_b``:
+an ETRecord, a ``.safetensors`` or ``.npz`` of its ``state_dict()``), a side's tensors
+whose values the reference holds take the module's names
+(:func:`pyflatmodule.naming.module_names`), and pair by them; they are compared as the
+files store them.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from .core.dtypes import QuantizedTensor, dtype_name
 from .executorch import BundledProgram, DataFile, ETDump, ETRecord, KernelCall, Program
 from .export import blocks, quantization_arrays, quantization_params
 from .files import FORMATS, Format, load
+from .naming import Reference, file_tensors, module_names, reference_tensors
 from .ptmf import Module
 
 __all__ = ["Change", "Diff", "TensorDiff", "diff", "compare_arrays"]
@@ -138,13 +143,6 @@ def _structure(a: Opened, b: Opened) -> List[Change]:
 
 
 # ------------------------------------------------------------------ tensors
-
-def _tensors(f: Opened) -> Dict[str, Tensor]:
-    if isinstance(f, Module):
-        return f.state_dict()
-    out: Dict[str, Tensor] = dict(f.named_tensors() if isinstance(f, Program) else f.tensors)
-    return out
-
 
 #: The names a program gives tensors by position (a constant without a name, a delegate's
 #: constant by its value id): equal in two programs, they need not be the same tensor.
@@ -326,12 +324,26 @@ def _compared(f: Union[Module, Program, DataFile, BundledProgram, ETDump, ETReco
     return f.program if isinstance(f, BundledProgram) else f
 
 
-def diff(a: Any, b: Any, **load_options: Any) -> Diff:
+def _renamed(tensors: Dict[str, Tensor], roles: Optional[Dict[str, str]],
+             reference: Optional[Reference]) -> Tuple[Dict[str, Tensor], Dict[str, str]]:
+    """The tensors under the module's names where ``reference`` holds their values (as
+    the file stores them), and their roles under the same names."""
+    if reference is None:
+        return tensors, roles or {}
+    names = module_names(tensors, reference_tensors(reference))
+    renamed = {names.get(k, k): t for k, t in tensors.items()}
+    return renamed, {names.get(k, k): r for k, r in (roles or {}).items()}
+
+
+def diff(a: Any, b: Any, *, names_a: Optional[Reference] = None,
+         names_b: Optional[Reference] = None, **load_options: Any) -> Diff:
     """Compare two files of one format (paths or anything :func:`pyflatmodule.load`
     takes, or files already opened); of bundled programs, their embedded programs.
+    ``names_a``, ``names_b``: the module's tensors (a :data:`pyflatmodule.naming.Reference`)
+    that name A's and B's tensors where the files do not.
 
     Raises:
-        ValueError: the files are of different formats.
+        ValueError: the files are of different formats, or a reference cannot be read.
         FormatError: a file is not valid.
     """
     fa, fb = (_compared(x if isinstance(x, _OPENED) else load(x, **load_options))
@@ -340,7 +352,9 @@ def diff(a: Any, b: Any, **load_options: Any) -> Diff:
     if a_format is not b_format:
         raise ValueError(f"A is {a_format.description} and B {b_format.description}: diff "
                          "compares two files of one format")
-    ta, tb = _tensors(fa), _tensors(fb)
-    roles = (_roles(fa, ta), _roles(fb, tb)) \
-        if isinstance(fa, Program) and isinstance(fb, Program) else None
-    return Diff(a_format.title, _structure(fa, fb), _match(ta, tb, roles))
+    ta, tb = file_tensors(fa), file_tensors(fb)
+    programs = isinstance(fa, Program) and isinstance(fb, Program)
+    ta, role_a = _renamed(ta, _roles(fa, ta) if isinstance(fa, Program) else None, names_a)
+    tb, role_b = _renamed(tb, _roles(fb, tb) if isinstance(fb, Program) else None, names_b)
+    return Diff(a_format.title, _structure(fa, fb),
+                _match(ta, tb, (role_a, role_b) if programs else None))
