@@ -18,6 +18,7 @@ from typing import (
     Dict,
     Iterable,
     Iterator,
+    Mapping,
     Optional,
     Sequence,
     TextIO,
@@ -26,6 +27,7 @@ from typing import (
 
 from ..errors import FormatError, RemoteError
 from ..files import file_format, is_remote, list_prefix
+from ..naming import ModuleTensors, module_names, reference_tensors
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
@@ -306,3 +308,48 @@ def _jobs(text: str) -> int:
     if not 1 <= n <= 256:
         raise argparse.ArgumentTypeError(f"--jobs must be between 1 and 256, not {n}")
     return n
+
+
+def add_names(p: argparse.ArgumentParser) -> None:
+    """``--names REF`` (also ``--etrecord REF``): the module's names for the file's
+    tensors."""
+    p.add_argument("--names", "--etrecord", dest="names", metavar="REF",
+                   help="name the file's tensors as the module does where the file does not: "
+                        "REF is the program's ETRecord, or a .safetensors or .npz of the "
+                        "module's state_dict(); a tensor takes the name of the one tensor "
+                        "of REF holding exactly its values (in any axis order)")
+
+
+def read_reference(path: str) -> ModuleTensors:
+    """The module's tensors ``--names`` gives (:func:`pyflatmodule.naming.reference_tensors`);
+    CliError ``bad_reference`` when they cannot be read."""
+    try:
+        return reference_tensors(path)
+    except (ValueError, KeyError) as exc:
+        why = str(exc)
+        why = why[len(path) + 2:] if why.startswith(f"{path}: ") else why
+        raise CliError(f"not a reference of the module's tensors (an ETRecord, .safetensors "
+                       f"or .npz): {why}", "bad_reference", file=path) from None
+
+
+def names_for(tensors: Mapping[str, Any], reference: Optional[str]) -> Dict[str, str]:
+    """The module's name of each of ``tensors`` the reference at ``reference`` names, by
+    its name in the file (:func:`pyflatmodule.naming.module_names`); none without one."""
+    if reference is None:
+        return {}
+    return module_names(tensors, read_reference(reference))
+
+
+def add_module_names(doc: Any, names: Mapping[str, str], key: str) -> None:
+    """Give every object in ``doc`` (JSON, walked in place) whose ``key`` is a tensor's
+    name in the file that ``names`` maps its ``module_name``."""
+    if isinstance(doc, list):
+        for item in doc:
+            add_module_names(item, names, key)
+    elif isinstance(doc, dict):
+        name = doc.get(key)
+        if isinstance(name, str) and name in names:
+            doc["module_name"] = names[name]
+        for value in doc.values():
+            if isinstance(value, (list, dict)):
+                add_module_names(value, names, key)

@@ -3,12 +3,23 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from ..diff import Diff, TensorDiff, diff
 from ..errors import FormatError
 from ..files import file_format
-from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json, invalid, json_value
+from ..naming import ModuleTensors
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Json,
+    add_names,
+    invalid,
+    json_value,
+    read_reference,
+)
 from .formats import FileFormat, open_file
 
 HELP = "what changed between two files of one format: structure and tensors"
@@ -19,10 +30,15 @@ EXAMPLES = """examples:
   pyflatmodule diff a.pte b.pte --all         list equal tensors too
   pyflatmodule diff a.pte b.pte --data-a a.ptd --data-b b.ptd
                                               each program with its own data files
+  pyflatmodule diff a.pte b.pte --names-a a.etrecord --names-b b.etrecord
+                                              tensors paired and shown by module name
 
 tensors are matched by name, then in programs by role (the operator call and argument,
 or the delegate node and input, that reads them), in other files by position and shape,
-and compared chunk by chunk from the mappings. --data gives both sides a data file.
+and compared chunk by chunk from the mappings. --data gives both sides a data file;
+--names (--etrecord) names both sides' tensors from one reference, --names-a and
+--names-b each side's from its own (its ETRecord, or a .safetensors / .npz of the
+module's state_dict()): tensors the reference holds pair by the module's names.
 exit status: 0 the files are equal, 1 they differ, 2 trouble (usage, a file that cannot
 be read or is not valid, files of two formats), as diff(1)
 """
@@ -40,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a data file of A only (repeatable)")
     p.add_argument("--data-b", action="append", default=[], metavar="PTD",
                    help="a data file of B only (repeatable)")
+    add_names(p)
+    for side in "ab":
+        p.add_argument(f"--names-{side}", metavar="REF",
+                       help=f"as --names, for {side.upper()} only")
 
 
 def _tensor_doc(t: TensorDiff) -> Json:
@@ -83,7 +103,8 @@ def run(ctx: Context) -> int:
     with _open(args.a, args.data + args.data_a) as fa, \
             _open(args.b, args.data + args.data_b) as fb:
         try:
-            d = diff(fa.file, fb.file)
+            d = diff(fa.file, fb.file, names_a=_reference(args.names_a or args.names),
+                     names_b=_reference(args.names_b or args.names))
         except ValueError as e:
             if isinstance(e, FormatError):   # found reading a value: the file is bad
                 # A and B are of one format: A names it
@@ -107,6 +128,18 @@ def run(ctx: Context) -> int:
         if args.all or t.status != "equal":
             ctx.print(_line(ctx, t))
     return EXIT_OK if d.equal else EXIT_DIFFERENT
+
+
+def _reference(path: Optional[str]) -> Optional[ModuleTensors]:
+    """The module's tensors at ``path``, once read; one that cannot be is trouble (exit
+    2), as diff(1) has it."""
+    if path is None:
+        return None
+    try:
+        return read_reference(path)
+    except CliError as e:
+        e.status = EXIT_TROUBLE
+        raise
 
 
 def _open(path: str, data: Sequence[str]) -> FileFormat:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..files import file_format
-from .common import EXIT_OK, Context, note_no_methods
+from .common import EXIT_OK, Context, add_module_names, add_names, names_for, note_no_methods
 from .formats import open_file
 
 HELP = "bytecode disassembly with operators, constants, registers and schema"
@@ -15,6 +15,8 @@ EXAMPLES = """examples:
   pyflatmodule dis model.ptl forward          one method (short or qualified name)
   pyflatmodule dis model.ptl --all            also __setstate__ and other functions
   pyflatmodule dis model.pte forward          an ExecuTorch method's instruction chains
+  pyflatmodule dis model.pte --names model.etrecord
+                                              constants by the module's names
 
 a file without methods (e.g. a parameters file) lists nothing: a note on stderr, exit 0
 """
@@ -27,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="qualified (__torch__.Net.forward) or short (forward) name")
     p.add_argument("--all", action="store_true",
                    help="every function in the file, not only the module's methods")
+    add_names(p)
 
 
 def run(ctx: Context) -> int:
@@ -34,6 +37,8 @@ def run(ctx: Context) -> int:
     args = ctx.args
     with open_file(args.path, args.data) as f:
         listing = f.listing(args.method, args.all)
+        if args.names is not None:
+            add_module_names(listing.entries, names_for(f.tensors(), args.names), "tensor")
     status = EXIT_OK
     if listing.note is not None:
         status = note_no_methods(ctx, args.path, listing.note)

@@ -9,15 +9,17 @@ from typing import Dict, TextIO, Tuple
 from .. import __version__
 from .. import export as exporting
 from ..files import file_format
-from ..naming import reference_tensors, renamed
+from ..naming import renamed
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
     Context,
     Json,
+    add_names,
     human,
     isatty,
+    read_reference,
     refuse_input_as_output,
     refuse_special_output,
     write_error,
@@ -52,22 +54,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="never draw one (default: on a terminal, for models over 64 MiB)")
     p.add_argument("--progress-threshold", type=int, default=64 << 20, help=argparse.SUPPRESS)
-    p.add_argument("--names", metavar="REF",
-                   help="name each tensor as the tensor of REF (an ETRecord, .safetensors or "
-                        ".npz of the module's state_dict()) that holds the same values, in "
-                        "its axis order; the others keep their names, with why in the "
-                        "metadata")
+    add_names(p)
 
 
 def _named(tensors: Dict[str, Tensor], stored: Dict[str, Json], reference: str
            ) -> Tuple[Dict[str, Tensor], Dict[str, Json]]:
     """The tensors under the reference's names where its values are theirs, the rest as
     they are (:func:`pyflatmodule.naming.renamed`); the metadata says which is which."""
-    try:
-        out, how = renamed(tensors, reference_tensors(reference))
-    except (ValueError, KeyError) as exc:
-        raise CliError(f"cannot read {reference} as a reference: {exc}", "bad_reference",
-                       file=reference) from None
+    out, how = renamed(tensors, read_reference(reference))
     return out, {new: {**stored.get(h["name_in_file"], {}), **h} for new, h in how.items()}
 
 

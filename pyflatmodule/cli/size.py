@@ -13,7 +13,9 @@ from .common import (
     CliError,
     Context,
     Json,
+    add_names,
     human,
+    names_for,
     refuse_input_as_output,
     refuse_special_output,
     write_error,
@@ -32,6 +34,8 @@ EXAMPLES = """examples:
   pyflatmodule size model.pte --html size.html the treemap and the totals in one page
   pyflatmodule size model.pte --json           {"files": [{"file", "format", ...}]}
   pyflatmodule size tests.bpte                 the embedded program and each test case
+  pyflatmodule size model.pte --names model.etrecord --html size.html
+                                               tensors and boxes by the module's names
 
 the regions tile each file: the flatbuffer (its headers included), the segments and the
 padding between them; inside, per method its values, chains, operators and delegates,
@@ -50,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="OUT", help="write a treemap of the regions as SVG")
     p.add_argument("--html", metavar="OUT",
                    help="write the treemap and the totals as a self-contained HTML page")
+    add_names(p)
 
 
 def _readers(r: Region, readers: Readers) -> List[str]:
@@ -59,11 +64,23 @@ def _readers(r: Region, readers: Readers) -> List[str]:
     return [n for key in r.label.split(",") for n in readers.get(key, [])]
 
 
-def names(regions: Sequence[Region], readers: Readers) -> Dict[str, str]:
-    """The treemap's name of each ``named_data`` region a delegate reads, by its label:
-    what reads it (the keys of backends such as XNNPACK are content hashes)."""
-    return {r.label: "; ".join(who) for top in regions for r in top.walk()
-            for who in [_readers(r, readers)] if who}
+def names(regions: Sequence[Region], readers: Readers,
+          constants: Dict[Tuple[str, str], str]) -> treemap.Names:
+    """The treemap's name of each region it names, by kind and label: a ``named_data``
+    region a delegate reads by what reads it (the keys of backends such as XNNPACK are
+    content hashes), a constant by ``constants``' name."""
+    out = {(r.kind, r.label): "; ".join(who) for top in regions for r in top.walk()
+           for who in [_readers(r, readers)] if who}
+    return {**out, **constants}
+
+
+def _named_readers(readers: Readers, module: Dict[str, str]) -> Readers:
+    """What reads each named data key, a delegate's constant by the module's name where
+    ``module`` has it (``NAME (node role)``)."""
+    def rename(who: str) -> str:
+        where, _, rest = who.partition(" ")
+        return " ".join(filter(None, (module.get(where, where), rest)))
+    return {key: [rename(w) for w in who] for key, who in readers.items()}
 
 
 def region_doc(r: Region, readers: Readers) -> Json:
@@ -109,13 +126,16 @@ def _methods(regions: Sequence[Region]) -> List[Json]:
     return list(out.values())
 
 
-def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Readers]
+def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Readers],
+              reference: Optional[str], constants: Dict[Tuple[str, str], str]
               ) -> Tuple[Json, List[Region], Readers]:
     """``path``'s document and regions, and what reads its named data (``readers``, or
-    when None the file's own delegates)."""
+    when None the file's own delegates, named by the module's names of ``reference``);
+    ``constants`` gets the module's name of each of its constant regions."""
     with open_file(path, data) as f:
+        module = names_for(f.tensors(), reference)
         if readers is None:
-            readers = f.named_data_readers()
+            readers = _named_readers(f.named_data_readers(), module)
         regions = f.regions()
         if regions is None:
             raise CliError("has no regions to show: size reads ExecuTorch programs (.pte), "
@@ -126,10 +146,14 @@ def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Reader
         for name, t in f.tensor_layouts().items():
             n = f.nbytes(t)
             tensors.append({"name": name, "dtype": f.dtype_name(t),
-                            "shape": [int(k) for k in t.shape], "bytes": n})
+                            "shape": [int(k) for k in t.shape], "bytes": n,
+                            **({"module_name": module[name]} if name in module else {})})
             if n:
                 blobs.setdefault((f.address(t), n), []).append(name)
         facts = f.size_facts()
+        held = f.region_tensors()
+    constants.update({region: "; ".join(module[n] for n in names if n in module)
+                      for region, names in held.items() if any(n in module for n in names)})
     sharing = {name: names for names in blobs.values() if len(names) > 1 for name in names}
     dtypes: Dict[str, Json] = {}
     for doc in tensors:
@@ -196,8 +220,9 @@ def _print(ctx: Context, doc: Json) -> None:
         ctx.print(st("  largest tensors", "cyan"))
         for t in doc["largest_tensors"]:
             same = f"  (also {', '.join(t['shared_with'])})" if t["shared_with"] else ""
+            name = f"{t['module_name']} ({t['name']})" if "module_name" in t else t["name"]
             ctx.print(f"    {t['bytes']:>12,}  {t['dtype']:<10s} {str(t['shape']):<16s} "
-                      f"{t['name']}{same}")
+                      f"{name}{same}")
 
 
 def _file_region(path: str, regions: List[Region]) -> Region:
@@ -224,9 +249,11 @@ def run(ctx: Context) -> int:
     docs: List[Json] = []
     files: List[Tuple[str, List[Region]]] = []
     readers: Optional[Readers] = None   # the program's delegates read the data files too
+    constants: Dict[Tuple[str, str], str] = {}
     for i, path in enumerate([args.path, *args.data]):
         doc, regions, readers = _file_doc(path, args.data if i == 0 else (), args.top,
-                                          readers)
+                                          readers, args.names if i == 0 else None,
+                                          constants)
         docs.append(doc)
         files.append((path, regions))
     title = " + ".join(f"{os.path.basename(d['file'])}: {d['size']:,} bytes" for d in docs)
@@ -234,7 +261,7 @@ def run(ctx: Context) -> int:
     table: Counter[str] = Counter()
     for doc in docs:
         table.update(doc["sections"])
-    labels = names(shown, readers or {})
+    labels = names(shown, readers or {}, constants)
     if args.svg is not None:
         _write(args.path, args.svg, treemap.svg(title, shown, labels))
     if args.html is not None:

@@ -5,7 +5,16 @@ import argparse
 from typing import Optional
 
 from ..files import file_format
-from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
+from .common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Context,
+    Json,
+    add_module_names,
+    add_names,
+    names_for,
+)
 from .formats import FileFormat, open_file
 
 HELP = "the object hierarchy from the root, with every tensor"
@@ -15,6 +24,8 @@ EXAMPLES = """examples:
   pyflatmodule tree model.ptl --depth 1       the root's attributes only
   pyflatmodule tree model.ptl --filter weight nodes whose path contains "weight"
   pyflatmodule tree model.pte --depth 2       an ExecuTorch program's methods and values
+  pyflatmodule tree model.pte --names model.etrecord --filter features.0
+                                              constants by the module's names
 """
 
 
@@ -23,14 +34,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH")
     p.add_argument("--depth", type=int, metavar="N", help="show N levels below the root")
     p.add_argument("--filter", metavar="SUBSTRING",
-                   help="only nodes whose dotted path contains SUBSTRING (and their parents)")
+                   help="only nodes whose dotted path (or module name, with --names) "
+                        "contains SUBSTRING (and their parents)")
+    add_names(p)
 
 
 def prune(node: Json, needle: str) -> Optional[Json]:
-    """The subtree of nodes whose path contains ``needle``, with their ancestors."""
+    """The subtree of nodes whose path or module name contains ``needle``, with their
+    ancestors."""
     kept = [c for c in (prune(child, needle) for child in node.get("children", []))
             if c is not None]
-    if needle in node["path"] and node["path"]:
+    if node["path"] and (needle in node["path"] or needle in node.get("module_name", "")):
         return node
     if kept:
         out = dict(node)
@@ -41,7 +55,7 @@ def prune(node: Json, needle: str) -> Optional[Json]:
 
 def print_tree(ctx: Context, adapter: FileFormat, node: Json, indent: int = 0) -> None:
     """The tree, one node a line, indented by depth."""
-    name = node["name"]
+    name = node["name"] + (f" {node['module_name']}" if "module_name" in node else "")
     label = ctx.style(name, "bold") + ": " if indent else ""
     first, *below = adapter.tree_lines(ctx.style, node)
     ctx.print("  " * indent + label + first)
@@ -58,6 +72,8 @@ def run(ctx: Context) -> int:
         raise CliError("--depth must be 0 or more", "usage", EXIT_USAGE)
     with open_file(args.path, args.data) as f:
         root = f.tree(args.depth)
+        if args.names is not None:
+            add_module_names(root, names_for(f.tensors(), args.names), "path")
     if args.filter:
         root = prune(root, args.filter) or {**root, "children": []}
     if ctx.json:

@@ -63,10 +63,22 @@ def squarify(sizes: Sequence[float], rect: Rect) -> List[Rect]:
     return out
 
 
-def _name(r: Region, names: Mapping[str, str]) -> str:
-    """``kind label``; a region ``names`` names (named data by a content hash: what reads
-    it), ``kind name``."""
-    return f"{r.kind} {names.get(r.label, r.label)}".strip()
+#: Names for regions by (kind, label): what reads a named data key (a content hash), the
+#: module's name of a constant.
+Names = Mapping[Tuple[str, str], str]
+
+
+def _name(r: Region, names: Names) -> str:
+    """``kind label``; a region ``names`` names, ``kind name``."""
+    return f"{r.kind} {names.get((r.kind, r.label), r.label)}".strip()
+
+
+def _key(r: Region, names: Names) -> str:
+    """The label a named region's tooltip ends with: a named data key, a constant's
+    buffer; nothing for a region shown by its label."""
+    if (r.kind, r.label) not in names:
+        return ""
+    return f", key {r.label}" if r.kind == "named_data" else f", {r.kind} {r.label}"
 
 
 def _layout(regions: Sequence[Region], rect: Rect, depth: int
@@ -83,10 +95,9 @@ def _layout(regions: Sequence[Region], rect: Rect, depth: int
                                        max(0.0, h - head - 2 * INSET)), depth + 1)
 
 
-def svg(title: str, regions: Sequence[Region], names: Mapping[str, str] = MappingProxyType({})
-        ) -> str:
-    """The treemap of ``regions`` as an SVG document, a region whose label ``names`` maps
-    shown by that name (its label then in the tooltip)."""
+def svg(title: str, regions: Sequence[Region], names: Names = MappingProxyType({})) -> str:
+    """The treemap of ``regions`` as an SVG document, a region whose kind and label
+    ``names`` maps shown by that name (its label then in the tooltip)."""
     top = HEAD + 8
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
              f'height="{HEIGHT + top}" viewBox="0 0 {WIDTH} {HEIGHT + top}" '
@@ -98,7 +109,7 @@ def svg(title: str, regions: Sequence[Region], names: Mapping[str, str] = Mappin
         tip = (f"{_name(r, names)}: {r.size:,} bytes ({human(r.size)}), "
                f"[{r.start:,}, {r.end:,})"
                + (f" in {len(r.spans)} ranges" if len(r.spans) > 1 else "")
-               + (f", key {r.label}" if r.label in names else ""))
+               + _key(r, names))
         parts.append(f'<g class="region" data-kind="{html.escape(r.kind)}" '
                      f'data-depth="{depth}"><title>{html.escape(tip)}</title>'
                      f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" '
@@ -116,7 +127,7 @@ def svg(title: str, regions: Sequence[Region], names: Mapping[str, str] = Mappin
 
 
 def page(title: str, regions: Sequence[Region], table: Sequence[Tuple[str, int]],
-         names: Mapping[str, str] = MappingProxyType({})) -> str:
+         names: Names = MappingProxyType({})) -> str:
     """The treemap in an HTML page (``names`` as :func:`svg` takes them), with ``table``
     (region kind, bytes) beneath it, each kind with its colour; nothing it shows is
     fetched from elsewhere."""

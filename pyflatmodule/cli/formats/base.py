@@ -141,6 +141,12 @@ class FileFormat(abc.ABC):
         scales; empty for other formats."""
         return {}
 
+    def region_tensors(self) -> Dict[Tuple[str, str], List[str]]:
+        """The tensors (by :meth:`tensor_layouts`' names) whose bytes each region of
+        :meth:`regions` holds, by the region's kind and label: a program's constant
+        buffers; empty for other formats."""
+        return {}
+
     def size_facts(self) -> Json:
         """What ``size`` reports beside the regions: a program's extended header and its
         delegates' payloads (empty for other formats)."""

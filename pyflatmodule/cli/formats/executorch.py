@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections import Counter
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -89,22 +89,42 @@ def _graph_value_text(v: Any) -> str:
     return " ".join(words)
 
 
-def _graph_doc(g: DelegateGraph, backend: Backend) -> Json:
-    """A delegate's graph: its backend, its nodes in execution order, each value once."""
+def _graph_doc(g: DelegateGraph, backend: Backend, path: str, tensors: Mapping[str, Any]
+               ) -> Json:
+    """A delegate's graph: its backend, its nodes in execution order, each value once (a
+    constant with its name among ``tensors``, ``<path>.values[<id>]``, as ``tensor``)."""
     values = g.values
     nodes = [{"kind": n.kind, "inputs": list(n.inputs), "outputs": list(n.outputs)}
              for n in g.nodes]
     used = dict.fromkeys(i for n in g.nodes for i in (*n.inputs, *n.outputs))
     return {"backend": backend.name, "version": g.version, "inputs": list(g.input_ids),
             "outputs": list(g.output_ids), "nodes": nodes,
-            "values": [_graph_value(values[i]) for i in used]}
+            "values": [_graph_value(values[i], f"{path}.values[{i}]", tensors) for i in used]}
 
 
-def _graph_value(v: Any) -> Json:
+def _graph_value(v: Any, name: str, tensors: Mapping[str, Any]) -> Json:
     q = v.quantization
     return {"id": v.id, "datatype": v.datatype, "dims": list(v.dims),
             "constant": bool(v.constant), "quantization": None if q is None else q.kind,
-            "text": _graph_value_text(v)}
+            "text": _graph_value_text(v), **({"tensor": name} if name in tensors else {})}
+
+
+def _tensor_names(m: Method, tensors: Mapping[str, Any]) -> Dict[int, str]:
+    """The name among ``tensors`` (a program's :meth:`~pyflatmodule.Program.named_layouts`)
+    of each of a method's constants: ``<method>.values[<index>]``, or the name the file
+    gives the tensor at its bytes."""
+    at = {t.start: name for name, t in tensors.items() if isinstance(t, StoredTensor)}
+    out = {}
+    for i in range(len(m.values)):
+        if m.values.kind(i) != "Tensor":
+            continue
+        t = m.values.layout(i)
+        if isinstance(t, StoredTensor):
+            own = f"{m.name}.values[{i}]"
+            name = own if own in tensors else at.get(t.start)
+            if name is not None:
+                out[i] = name
+    return out
 
 
 def _graphs(m: Method) -> List[Tuple[int, DelegateGraph, Backend]]:
@@ -135,13 +155,16 @@ def _frame(f: Frame) -> Json:
     return {"filename": f.filename, "lineno": f.lineno, "name": f.name, "context": f.context}
 
 
-def disassemble(m: Method) -> Json:
+def disassemble(m: Method, tensors: Mapping[str, Any]) -> Json:
     """A method's instruction chains with operator names and value kinds, jump targets,
     stack traces when the file has them, and each delegate's graph (where its backend's
-    payloads are read)."""
+    payloads are read); a constant with its name among ``tensors`` (the program's
+    :meth:`~pyflatmodule.Program.named_layouts`) as ``tensor``."""
     operators = [str(o) for o in m.operators]
     delegates = m.delegates
-    graphs = {i: _graph_doc(g, backend) for i, g, backend in _graphs(m)}
+    graphs = {i: _graph_doc(g, backend, delegates[i].name, tensors)
+              for i, g, backend in _graphs(m)}
+    names = _tensor_names(m, tensors)
     chains = []
     for k, c in enumerate(m.chains):
         code = []
@@ -159,7 +182,8 @@ def disassemble(m: Method) -> Json:
                 entry["jump_to"] = ins.destination_instruction
             used = operands(ins)
             entry["operands"] = used
-            entry["values"] = [{"index": i, "text": value_text(m, i)}
+            entry["values"] = [{"index": i, "text": value_text(m, i),
+                                **({"tensor": names[i]} if i in names else {})}
                                for i in dict.fromkeys(used)]   # each value once
             if stacks is not None and pc < len(stacks):
                 entry["stack"] = [_frame(f) for f in stacks[pc]]
@@ -191,7 +215,13 @@ def _print_graph(ctx: Context, g: Json) -> None:
         ctx.print(f"               {st(n['kind'], 'cyan')}({_registers(n['inputs'], 'v')})"
                   + outputs)
     for v in g["values"]:
-        ctx.print(st(f"               v{v['id']}: {v['text']}", "dim"))
+        ctx.print(st(f"               v{v['id']}: {v['text']}", "dim")
+                  + _module_name(ctx, v))
+
+
+def _module_name(ctx: Context, value: Json) -> str:
+    """`` NAME``: a value's module name, where ``--names`` found one."""
+    return " " + ctx.style(value["module_name"], "green") if "module_name" in value else ""
 
 
 def print_dis(ctx: Context, d: Json) -> None:
@@ -216,7 +246,8 @@ def print_dis(ctx: Context, d: Json) -> None:
                 ctx.print(st(f"             # {top['filename']}:{top['lineno']} in "
                              f"{top['name']}", "dim"))
             for v in ins["values"]:
-                ctx.print(st(f"             %{v['index']}: {v['text']}", "dim"))
+                ctx.print(st(f"             %{v['index']}: {v['text']}", "dim")
+                          + _module_name(ctx, v))
             if "graph" in ins:
                 _print_graph(ctx, ins["graph"])
 
@@ -514,7 +545,8 @@ class ExecuTorchProgram(_ExecuTorchFile):
             names = ", ".join(methods) or "none"
             raise CliError(f"no method {method!r} (methods: {names})", "not_found",
                            file=self.path)
-        return Listing([disassemble(m) for name, m in methods.items()
+        tensors = self.file.named_layouts()
+        return Listing([disassemble(m, tensors) for name, m in methods.items()
                                    if method in (None, name)], None)
 
     def operators(self) -> Optional[List[str]]:
@@ -550,6 +582,20 @@ class ExecuTorchProgram(_ExecuTorchFile):
 
     def regions(self) -> Optional[List[Region]]:
         return self.file.regions()
+
+    def region_tensors(self) -> Dict[Tuple[str, str], List[str]]:
+        """Each constant buffer's tensors: the stored tensors that start where it does
+        (the program's offsets, where the regions are the file's: :meth:`_program_start`)."""
+        starts: Dict[int, List[str]] = {}
+        for name, t in self.tensor_layouts().items():
+            if isinstance(t, StoredTensor):
+                starts.setdefault(self._program_start() + t.start, []).append(name)
+        return {("constant", r.label): starts[r.start] for top in self.regions() or ()
+                for r in top.walk() if r.kind == "constant" and r.start in starts}
+
+    def _program_start(self) -> int:
+        """Where the program starts in the file its regions tile."""
+        return 0
 
     def size_facts(self) -> Json:
         eh = self.file.extended_header
@@ -658,6 +704,9 @@ class ExecuTorchBundled(ExecuTorchProgram):
 
     def regions(self) -> Optional[List[Region]]:
         return self.bundled.regions()
+
+    def _program_start(self) -> int:
+        return self.bundled.program_span[0]
 
     def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:
         """``program`` is the embedded ``.pte``; other names are the program's."""
