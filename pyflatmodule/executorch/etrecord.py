@@ -95,6 +95,10 @@ class Node(NamedTuple):
     #: first; None when the node has none
     module_stack: Optional[Dict[str, Tuple[str, str]]]
     stack_trace: Optional[str]
+    #: a call's arguments in the operator schema's order, as the JSON lists them (those
+    #: given: all positional ones, then keywords): the name of the one value each is
+    #: (a placeholder's, another node's), None for any other argument (a number, a list)
+    args: Tuple[Optional[str], ...] = ()
 
 
 class InputSpec(NamedTuple):
@@ -172,6 +176,16 @@ class Graph:
         return None
 
     @classmethod
+    def _value_name(cls, arg: Any) -> Optional[str]:
+        """The value a call's argument is (``{"as_tensor": {"name": ...}}``), None for
+        any other kind of argument."""
+        if not isinstance(arg, dict) or len(arg) != 1:
+            return None
+        kind, value = next(iter(arg.items()))
+        return str(value["name"]) if kind == "as_tensor" and isinstance(value, dict) and \
+            isinstance(value.get("name"), str) else None
+
+    @classmethod
     def _specs(cls, specs: Any, where: str, inputs: bool) -> List[Any]:
         out: List[Any] = []
         for spec in specs:
@@ -205,7 +219,9 @@ class Graph:
             nodes.append(Node(str(n["name"]), "call_function", short, target,
                               self._handle(meta, f"{where}.nodes[{i}]", offset),
                               self._stack(meta, f"{where}.nodes[{i}]", offset),
-                              meta.get("stack_trace") or None))
+                              meta.get("stack_trace") or None,
+                              tuple(self._value_name(a.get("arg"))
+                                    for a in n.get("inputs") or ())))
         nodes.append(Node("output", "output", "output", "output", None, None, None))
         return nodes
 
