@@ -30,7 +30,13 @@ from .core.dtypes import QuantizedTensor, dtype_name
 from .executorch import BundledProgram, DataFile, ETDump, ETRecord, KernelCall, Program
 from .export import blocks, quantization_arrays, quantization_params
 from .files import FORMATS, Format, load
-from .naming import Reference, file_tensors, module_names, reference_tensors
+from .naming import (
+    Reference,
+    file_tensors,
+    module_names,
+    names_by_debug_handle,
+    reference_tensors,
+)
 from .ptmf import Module
 
 __all__ = ["Change", "Diff", "TensorDiff", "diff", "compare_arrays"]
@@ -324,13 +330,15 @@ def _compared(f: Union[Module, Program, DataFile, BundledProgram, ETDump, ETReco
     return f.program if isinstance(f, BundledProgram) else f
 
 
-def _renamed(tensors: Dict[str, Tensor], roles: Optional[Dict[str, str]],
+def _renamed(f: Opened, tensors: Dict[str, Tensor], roles: Optional[Dict[str, str]],
              reference: Optional[Reference]) -> Tuple[Dict[str, Tensor], Dict[str, str]]:
-    """The tensors under the module's names where ``reference`` holds their values (as
-    the file stores them), and their roles under the same names."""
+    """The tensors of ``f`` under the module's names where ``reference`` names them (a
+    program's constants by where it uses them, then by their values; as the file stores
+    them), and their roles under the same names."""
     if reference is None:
         return tensors, roles or {}
-    names = module_names(tensors, reference_tensors(reference))
+    ref = reference_tensors(reference)
+    names = module_names(tensors, ref, names_by_debug_handle(f, ref))
     renamed = {names.get(k, k): t for k, t in tensors.items()}
     return renamed, {names.get(k, k): r for k, r in (roles or {}).items()}
 
@@ -354,7 +362,7 @@ def diff(a: Any, b: Any, *, names_a: Optional[Reference] = None,
                          "compares two files of one format")
     ta, tb = file_tensors(fa), file_tensors(fb)
     programs = isinstance(fa, Program) and isinstance(fb, Program)
-    ta, role_a = _renamed(ta, _roles(fa, ta) if isinstance(fa, Program) else None, names_a)
-    tb, role_b = _renamed(tb, _roles(fb, tb) if isinstance(fb, Program) else None, names_b)
+    ta, role_a = _renamed(fa, ta, _roles(fa, ta) if isinstance(fa, Program) else None, names_a)
+    tb, role_b = _renamed(fb, tb, _roles(fb, tb) if isinstance(fb, Program) else None, names_b)
     return Diff(a_format.title, _structure(fa, fb),
                 _match(ta, tb, (role_a, role_b) if programs else None))

@@ -27,7 +27,7 @@ from typing import (
 
 from ..errors import FormatError, RemoteError
 from ..files import file_format, is_remote, list_prefix
-from ..naming import ModuleTensors, module_names, reference_tensors
+from ..naming import ModuleTensors, module_names, names_by_debug_handle, reference_tensors
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
@@ -332,12 +332,17 @@ def read_reference(path: str) -> ModuleTensors:
                        f"or .npz): {why}", "bad_reference", file=path) from None
 
 
-def names_for(tensors: Mapping[str, Any], reference: Optional[str]) -> Dict[str, str]:
-    """The module's name of each of ``tensors`` the reference at ``reference`` names, by
-    its name in the file (:func:`pyflatmodule.naming.module_names`); none without one."""
+def names_for(tensors: Mapping[str, Any], reference: Optional[str], file: Any
+              ) -> Dict[str, str]:
+    """The module's name of each of ``tensors`` (those of ``file``, the opened file)
+    the reference at ``reference`` names, by its name in the file: a program's
+    constants by where it uses them first, with an ETRecord
+    (:func:`pyflatmodule.naming.names_by_debug_handle`), then by their values
+    (:func:`pyflatmodule.naming.module_names`); none without a reference."""
     if reference is None:
         return {}
-    return module_names(tensors, read_reference(reference))
+    ref = read_reference(reference)
+    return module_names(tensors, ref, names_by_debug_handle(file, ref))
 
 
 def add_module_names(doc: Any, names: Mapping[str, str], key: str) -> None:

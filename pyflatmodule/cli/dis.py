@@ -38,7 +38,7 @@ def run(ctx: Context) -> int:
     with open_file(args.path, args.data) as f:
         listing = f.listing(args.method, args.all)
         if args.names is not None:
-            add_module_names(listing.entries, names_for(f.tensors(), args.names), "tensor")
+            add_module_names(listing.entries, names_for(f.tensors(), args.names, f.file), "tensor")
     status = EXIT_OK
     if listing.note is not None:
         status = note_no_methods(ctx, args.path, listing.note)

@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
-from typing import Dict, TextIO, Tuple
+from typing import Any, Dict, TextIO, Tuple
 
 from .. import __version__
 from .. import export as exporting
 from ..files import file_format
-from ..naming import renamed
+from ..naming import names_by_debug_handle, renamed
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -57,11 +57,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_names(p)
 
 
-def _named(tensors: Dict[str, Tensor], stored: Dict[str, Json], reference: str
+def _named(tensors: Dict[str, Tensor], stored: Dict[str, Json], reference: str, file: Any
            ) -> Tuple[Dict[str, Tensor], Dict[str, Json]]:
     """The tensors under the reference's names where its values are theirs, the rest as
     they are (:func:`pyflatmodule.naming.renamed`); the metadata says which is which."""
-    out, how = renamed(tensors, read_reference(reference))
+    ref = read_reference(reference)
+    out, how = renamed(tensors, ref, names_by_debug_handle(file, ref))
     return out, {new: {**stored.get(h["name_in_file"], {}), **h} for new, h in how.items()}
 
 
@@ -125,7 +126,7 @@ def run(ctx: Context) -> int:
                            f"--data", "missing_data", file=args.path)
         tensors, stored = f.tensors(), f.stored_layouts()
         if args.names:
-            tensors, stored = _named(tensors, stored, args.names)
+            tensors, stored = _named(tensors, stored, args.names, f.file)
         entries = exporting.plan(tensors.items(), f.dtype_name, stored)
         total = sum(e.nbytes for _, e in entries)
         show = args.progress if args.progress is not None else (

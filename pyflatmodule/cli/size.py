@@ -133,7 +133,7 @@ def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Reader
     when None the file's own delegates, named by the module's names of ``reference``);
     ``constants`` gets the module's name of each of its constant regions."""
     with open_file(path, data) as f:
-        module = names_for(f.tensors(), reference)
+        module = names_for(f.tensors(), reference, f.file)
         if readers is None:
             readers = _named_readers(f.named_data_readers(), module)
         regions = f.regions()

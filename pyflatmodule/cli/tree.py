@@ -73,7 +73,7 @@ def run(ctx: Context) -> int:
     with open_file(args.path, args.data) as f:
         root = f.tree(args.depth)
         if args.names is not None:
-            add_module_names(root, names_for(f.tensors(), args.names), "path")
+            add_module_names(root, names_for(f.tensors(), args.names, f.file), "path")
     if args.filter:
         root = prune(root, args.filter) or {**root, "children": []}
     if ctx.json:
