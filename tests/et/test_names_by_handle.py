@@ -144,3 +144,68 @@ def test_a_fresh_export_is_named_as_its_probe_says(tmp_path: Any) -> None:
         got = names_by_debug_handle(program,
                                     reference_tensors(str(tmp_path / "norms.etrecord")))
     assert {k: want[k] for k in _called(pte)} == got
+
+
+#: The child that exports torchvision's MobileNetV3 (small, random weights) to portable
+#: kernels with its ETRecord into argv[1], and writes torch's answers beside it:
+#: the module's state_dict() (shape, sha256) and, from parse_etrecord's edge program,
+#: those of its parameters and buffers some node of the graph uses (the program's
+#: buffers also hold the constants ExecuTorch lifted, which the module does not own).
+_MOBILENET = r"""
+import hashlib, json, os, sys, warnings
+warnings.filterwarnings("ignore")
+import torch
+lib = torch.library.Library("torchvision", "FRAGMENT")   # torchvision's C++ ops, unneeded
+lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+lib.define("qnms(Tensor qdets, Tensor qscores, Tensor scale, Tensor zero_point, "
+           "float iou_threshold) -> Tensor")
+import torchvision
+from executorch.devtools.etrecord import parse_etrecord
+from executorch.exir import to_edge_transform_and_lower
+from torch.export.graph_signature import InputKind
+out = sys.argv[1]
+torch.manual_seed(0)
+m = torchvision.models.mobilenet_v3_small(num_classes=10).eval()
+x = (torch.randn(1, 3, 64, 64),)
+et = to_edge_transform_and_lower(torch.export.export(m, x),
+                                 generate_etrecord=True).to_executorch()
+with open(os.path.join(out, "m.pte"), "wb") as f:
+    f.write(et.buffer)
+et.get_etrecord().save(os.path.join(out, "m.etrecord"))
+edge = parse_etrecord(os.path.join(out, "m.etrecord")).edge_dialect_program
+ep = edge["forward"] if isinstance(edge, dict) else edge
+nodes = {n.name: n for n in ep.graph_module.graph.nodes}
+state = {k: {"shape": list(v.shape), "sha256": hashlib.sha256(
+    v.detach().contiguous().numpy().tobytes()).hexdigest()} for k, v in m.state_dict().items()}
+used = sorted(s.target for s in ep.graph_signature.input_specs
+              if s.kind in (InputKind.PARAMETER, InputKind.BUFFER) and nodes[s.arg.name].users
+              and s.target in state)
+with open(os.path.join(out, "m.json"), "w") as f:
+    json.dump({"state_dict": state, "used": used}, f)
+"""
+
+
+@pytest.mark.zoo
+@pytest.mark.torch
+def test_torchvisions_mobilenet_every_used_tensor_named_as_torch_holds_it(
+        tmp_path: Any) -> None:
+    """Its batch norms' ones and zeros among them: content alone names a quarter."""
+    missing = [n for n in ("torch", "torchvision", "executorch")
+               if importlib.util.find_spec(n) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+    p = subprocess.run([sys.executable, "-c", _MOBILENET, str(tmp_path)], capture_output=True,
+                       text=True, timeout=1200)
+    assert p.returncode == 0, p.stderr[-2000:]
+    with open(tmp_path / "m.json", encoding="utf-8") as f:
+        want = json.load(f)
+    with pfm.load(str(tmp_path / "m.pte")) as program:
+        got = named_state_dict(program, str(tmp_path / "m.etrecord"))
+        content = name_by_content(program.named_tensors(),
+                                  reference_tensors(str(tmp_path / "m.etrecord")))
+    assert len(want["used"]) > 200
+    assert set(want["used"]) <= set(got)
+    for name in want["used"]:
+        w = want["state_dict"][name]
+        assert (w["shape"], w["sha256"]) == (list(got[name].shape), _sha(got[name])), name
+    assert sum(n.name is not None for n in content.values()) < len(want["used"]) // 2
