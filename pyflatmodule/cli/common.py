@@ -332,15 +332,13 @@ def read_reference(path: str) -> ModuleTensors:
                        f"or .npz): {why}", "bad_reference", file=path) from None
 
 
-def names_for(tensors: Mapping[str, Any], reference: Optional[str], file: Any
-              ) -> Dict[str, str]:
+def names_for(tensors: Mapping[str, Any], reference: str, file: Any) -> Dict[str, str]:
     """The module's name of each of ``tensors`` (those of ``file``, the opened file)
     the reference at ``reference`` names, by its name in the file: a program's
     constants by where it uses them first, with an ETRecord
     (:func:`pyflatmodule.naming.names_by_debug_handle`), then by their values
-    (:func:`pyflatmodule.naming.module_names`); none without a reference."""
-    if reference is None:
-        return {}
+    (:func:`pyflatmodule.naming.module_names`). Reading the tensors reads their bytes
+    (a remote file's are fetched): call it only when ``--names`` is given."""
     ref = read_reference(reference)
     return module_names(tensors, ref, names_by_debug_handle(file, ref))
 

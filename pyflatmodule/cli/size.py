@@ -133,7 +133,8 @@ def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Reader
     when None the file's own delegates, named by the module's names of ``reference``);
     ``constants`` gets the module's name of each of its constant regions."""
     with open_file(path, data) as f:
-        module = names_for(f.tensors(), reference, f.file)
+        # the tensors' bytes are read only to name them (a remote file's are fetched)
+        module = names_for(f.tensors(), reference, f.file) if reference is not None else {}
         if readers is None:
             readers = _named_readers(f.named_data_readers(), module)
         regions = f.regions()
@@ -151,7 +152,7 @@ def _file_doc(path: str, data: Sequence[str], top: int, readers: Optional[Reader
             if n:
                 blobs.setdefault((f.address(t), n), []).append(name)
         facts = f.size_facts()
-        held = f.region_tensors()
+        held = f.region_tensors() if module else {}
     constants.update({region: "; ".join(module[n] for n in names if n in module)
                       for region, names in held.items() if any(n in module for n in names)})
     sharing = {name: names for names in blobs.values() if len(names) > 1 for name in names}
