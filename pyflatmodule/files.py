@@ -6,7 +6,6 @@ The one place the load options are spelled as keywords: each becomes an
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import mmap
 import os
@@ -16,7 +15,6 @@ from typing import (
     Callable,
     Dict,
     FrozenSet,
-    Iterator,
     NamedTuple,
     Optional,
     Sequence,
@@ -160,20 +158,10 @@ def _identify(source: SourceLike, options: Options) -> Tuple[bytes, Openable]:
     return bytes(data[:HEAD]), bytes(data)
 
 
-@contextlib.contextmanager
-def _identified(source: SourceLike, options: Options) -> Iterator[Tuple[bytes, Openable]]:
-    """:func:`_identify` for the time of an open: a path's descriptor is closed after it
-    (an opener that kept the file took its own), a remote file's connection if it fails."""
-    head, opened = _identify(source, options)
-    try:
-        yield head, opened
-    except BaseException:
-        if isinstance(opened, RemoteFile):
-            opened.close()
-        raise
-    finally:
-        if isinstance(opened, OpenedPath):
-            opened.close()
+def _closed_remote(opened: Openable) -> None:
+    """Close a remote file's connection (an open that failed, or a check that is done)."""
+    if isinstance(opened, RemoteFile):
+        opened.close()
 
 
 #: Each format by where its identifier is and the identifier; the identifiers' offsets in
@@ -297,8 +285,15 @@ def load(source: SourceLike, *, data: Sequence[Any] = (),
                                  max_tables=max_tables, max_elements=max_elements,
                                  storage_options=storage_options)
     options = _DEFAULT if given == _DEFAULT_GIVEN else Options(**given)
-    with _identified(source, options) as (head, opened):
+    head, opened = _identify(source, options)
+    try:
         return _open(head, opened, options, Extras(data, debug_buffer))
+    except BaseException:
+        _closed_remote(opened)
+        raise
+    finally:
+        if isinstance(opened, OpenedPath):
+            opened.close()
 
 
 #: What each of :class:`Extras` is for, in the ValueError of a format that does not take it.
@@ -388,15 +383,16 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (),
     options = Options(verify="full", strict=strict, max_depth=max_depth,
                       max_tables=max_tables, max_elements=max_elements,
                       storage_options=storage_options)
-    with _identified(source, options) as (head, opened):
-        try:
-            if format_of(head) is BY_NAME["ptmf"] and not data and debug_buffer is None:
-                return verify_module(opened, options)
-            with _open(head, opened, options, Extras(data, debug_buffer)) as f:
-                info = f.info()
-                if strict:
-                    refuse_native_code(info)
-                return info
-        finally:
-            if isinstance(opened, RemoteFile):
-                opened.close()
+    head, opened = _identify(source, options)
+    try:
+        if format_of(head) is BY_NAME["ptmf"] and not data and debug_buffer is None:
+            return verify_module(opened, options)
+        with _open(head, opened, options, Extras(data, debug_buffer)) as f:
+            info = f.info()
+            if strict:
+                refuse_native_code(info)
+            return info
+    finally:
+        _closed_remote(opened)
+        if isinstance(opened, OpenedPath):
+            opened.close()

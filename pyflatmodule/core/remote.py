@@ -53,7 +53,7 @@ def is_remote(source: Any) -> bool:
     """Whether ``source`` is a URL (``scheme://...``) or an fsspec file object, which
     :func:`open_remote` reads, rather than a path or a buffer."""
     if isinstance(source, str):
-        return _SCHEME.match(source) is not None
+        return "://" in source and _SCHEME.match(source) is not None
     fsspec = sys.modules.get("fsspec")
     return fsspec is not None and isinstance(source, fsspec.spec.AbstractBufferedFile)
 

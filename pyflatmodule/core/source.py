@@ -75,13 +75,13 @@ class Source:
         #: A remote file's ranges read and still in use, by (start, size): one range read
         #: twice is one buffer, as a mapping's bytes are (a blob two tensors share is
         #: one), and is fetched again only once nothing holds it.
-        self._reads: "weakref.WeakValueDictionary[Tuple[int, int], Any]" = \
-            weakref.WeakValueDictionary()
+        self._reads: "Optional[weakref.WeakValueDictionary[Tuple[int, int], Any]]" = (
+            weakref.WeakValueDictionary() if remote is not None else None)
 
     def read(self, start: int, n: int) -> memoryview:
         """Read-only bytes [start, start + n) of the file (the caller proved the extent):
         a view of the mapping, or for a remote file, bytes fetched (a copy)."""
-        if self.remote is not None and start + n > self.held:
+        if self.remote is not None and self._reads is not None and start + n > self.held:
             got = self._reads.get((start, n))
             if got is None:
                 import numpy as np  # a remote file's reads only
