@@ -59,6 +59,9 @@ typedef struct walk {
     uint32_t plan, n_values, n_operators, n_delegates;
     fb_vec values;                    /* EValue tables */
     fb_vec buffer_sizes;              /* int64 non_const_buffer_sizes */
+    /* WALK_FUSED: the structural pass's context, which checks each plan's structure as
+     * the meaning reads it (NULL in the other walks) */
+    fb_ctx *structure;
 } walk;
 
 /* ---------------------------------------------------------------- headers */
@@ -276,14 +279,15 @@ int et_tensor_layout(fb_ctx *c, const fb_tbl *t, const fb_field *type_f, const f
     }
     if (numel > UINT64_MAX / esize) return fb_fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
     {   /* the runtime reads as many entries as there are sizes */
-        uint8_t seen[256];
+        uint64_t seen[4] = {0, 0, 0, 0};   /* a bit per dimension */
         if (order.count != sizes.count || sizes.count > 256)
             return fb_fail(c, ET_E_BAD_DIM_ORDER, order.data ? order.data : t->pos);
-        memset(seen, 0, sizeof seen);
         for (i = 0; i < order.count; i++) {
             uint8_t d = c->buf[order.data + i];
-            if (d >= order.count || seen[d]) return fb_fail(c, ET_E_BAD_DIM_ORDER, order.data + i);
-            seen[d] = 1;
+            uint64_t bit = UINT64_C(1) << (d % 64);
+            if (d >= order.count || (seen[d / 64] & bit))
+                return fb_fail(c, ET_E_BAD_DIM_ORDER, order.data + i);
+            seen[d / 64] |= bit;
         }
     }
     r->table = t->pos;
@@ -428,6 +432,38 @@ static int tensor_value(walk *w, const fb_tbl *t, uint32_t value) {
 
 /* ---------------------------------------------------------- execution plans */
 
+/* WALK_FUSED reads each EValue and Instruction table, most of a program's tables, once
+ * for both passes: the meaning walk opens the table and its union (fb_union_open makes
+ * every check the structural pass makes of them), and the structural pass's context
+ * checks the union's member, counting the two tables as that pass would. */
+static const fb_field *const fused_shallow[] = {
+    &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &et_chain[ET_CHAIN_INSTRUCTIONS], NULL};
+
+/* WALK_FUSED: union value u, just opened at nesting `depth`, as the structural pass
+ * checks it. */
+static int fused_member(walk *w, const fb_union_value *u, uint32_t depth) {
+    if (!w->structure) return FB_OK;
+    w->structure->tables++;   /* the table holding the union (bounded after the walk) */
+    if (!u->member || u->member->kind != FB_TABLE || !u->pos) return FB_OK;
+    w->structure->tables++;
+    return fb_verify_fields(w->structure, &et_schema_file, u->member->ref, &u->table, NULL,
+                            depth);
+}
+
+/* WALK_FUSED: the structure of plan p, as fb_verify_table checks it, but for the
+ * EValue and Instruction tables (fused_member) and what it counts of their vectors. */
+static int fused_plan(walk *w, const fb_tbl *p) {
+    fb_ctx *c = w->structure;
+    fb_tbl t;
+    fb_vec values;
+    if (!c) return FB_OK;
+    FB_TRY(fb_tbl_open(c, p->pos, &t));
+    FB_TRY(fb_verify_fields(c, &et_schema_file, et_program[ET_PROGRAM_EXECUTION_PLAN].ref, &t,
+                            fused_shallow, 1));
+    FB_TRY(fb_fld_vec(c, &t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &values));
+    return fb_count_elements(c, values.count, values.data);
+}
+
 /* Every int32 of `v` must index a value (-1 too when `optional`). */
 static int value_indices(walk *w, const fb_vec *v, int optional) {
     uint32_t i;
@@ -499,6 +535,7 @@ static int instruction(walk *w, const fb_vec *instructions, uint32_t i) {
     fb_tbl t;
     FB_TRY(fb_vec_table(&w->c, instructions, i, &t));
     FB_TRY(fb_union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
+    FB_TRY(fused_member(w, &u, 4));
     return fb_at_member(&w->c, f, u.member,
                      instruction_args(w, u.type, &u.table, instructions->count));
 }
@@ -517,6 +554,8 @@ static int chain(walk *w, const fb_vec *chains, uint32_t i) {
         FB_TRY(value_list_field(w, &t, &et_chain[ET_CHAIN_OUTPUTS], 0));
     }
     FB_TRY(fb_fld_vec(&w->c, &t, f, &instructions));
+    if (w->structure)   /* what verify_vector counts of the vector it leaves shallow */
+        FB_TRY(fb_count_elements(w->structure, instructions.count, instructions.data));
     for (k = 0; k < instructions.count; k++)
         FB_TRY_IN_FIELD(&w->c, f, k, instruction(w, &instructions, k));
     return FB_OK;
@@ -676,6 +715,7 @@ static int evalue(walk *w, uint32_t i) {
     fb_tbl t;
     FB_TRY(fb_vec_table(&w->c, &w->values, i, &t));
     FB_TRY(fb_union_open(&w->c, &t, f, &et_schema_file.decls[f->ref], &u));
+    FB_TRY(fused_member(w, &u, 3));
     if (u.type != ET_KERNEL_TYPES_NONE)
         FB_TRY_IN_MEMBER(&w->c, f, u.member, evalue_member(w, u.type, &u.table, i));
     return FB_OK;
@@ -690,6 +730,7 @@ static int execution_plan(walk *w, const fb_vec *plans, uint32_t index, uint32_t
     uint32_t i, nameless = 0;
     int rc;
     FB_TRY(fb_vec_table(c, plans, index, &plan));
+    FB_TRY(fused_plan(w, &plan));
     FB_TRY(c_string(c, t, &et_execution_plan[ET_EXECUTION_PLAN_NAME], 0));
     FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &w->values));
     FB_TRY(fb_fld_vec(c, t, &et_execution_plan[ET_EXECUTION_PLAN_CHAINS], &chains));
@@ -850,6 +891,8 @@ enum walk_mode {
                       execution plans (their vector's extent only): counts */
     WALK_PLANS,    /* after WALK_TOP: the plans' structure, its visits going on from the
                       rest's, then the meaning with them: counts */
+    WALK_FUSED,    /* what WALK_PLANS checks, the plans' structure checked as the meaning
+                      reads them, nothing located: counts */
     WALK_INDEX     /* after both: the meaning again, filling records */
 };
 
@@ -864,6 +907,7 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
                      et_record *tensors, et_blob *blobs, enum walk_mode mode,
                      fb_error *err) {
     walk w;
+    fb_ctx structure;
     fb_tbl root;
     uint64_t root_pos, structure_tables, structure_elements;
     int rc, is_program = s->identifier == ET_FILE_IDENTIFIER;
@@ -886,6 +930,14 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
         w.c.tables = s->structure_tables;   /* one budget for the whole file */
         w.c.elements = s->structure_elements;
         FB_TRY(fb_verify_field(&w.c, schema, &root, &et_program[ET_PROGRAM_EXECUTION_PLAN], 0));
+    } else if (mode == WALK_FUSED) {
+        fb_vec plans;
+        structure = w.c;
+        structure.tables = s->structure_tables;
+        structure.elements = s->structure_elements;
+        FB_TRY(fb_fld_vec(&structure, &root, &et_program[ET_PROGRAM_EXECUTION_PLAN], &plans));
+        FB_TRY(fb_count_elements(&structure, plans.count, plans.data));
+        w.structure = &structure;
     }
     structure_tables = w.c.tables;
     structure_elements = w.c.elements;
@@ -895,6 +947,11 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     w.c.elements = 0;
     rc = is_program ? program(&w, &root, mode != WALK_TOP) : data_file(&w, &root);
     if (rc != FB_OK) return rc;
+    if (w.structure) {   /* its tables, counted past the budget's checks by fused_member */
+        if (structure.tables > structure.max_tables) return FB_E_TABLE_BUDGET;
+        structure_tables = structure.tables;
+        structure_elements = structure.elements;
+    }
     if (mode == WALK_INDEX) {
         if (w.n_tensors != s->n_tensors || w.n_blobs != s->n_blobs)
             return fb_fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
@@ -908,7 +965,7 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     s->n_tensors = w.n_tensors;
     s->n_blobs = w.n_blobs;
     s->n_delegates = w.n_delegates_all;
-    s->plans_checked = mode == WALK_PLANS || !is_program;
+    s->plans_checked = mode != WALK_TOP || !is_program;
     return FB_OK;
 }
 
@@ -918,6 +975,18 @@ static int check_summary(const uint8_t *buf, size_t len, const et_summary *s, fb
     if (s->flatbuffer_end <= len) return FB_OK;
     fb_ctx_init(&c, buf, len, NULL, NULL, err);
     return fb_fail(&c, FB_E_BAD_ARGUMENT, 0);
+}
+
+/* The plans checked after WALK_TOP: fused, and when that finds a fault (or when the
+ * options ask what it does not check: strict mode, a nesting budget below its tables'),
+ * by the two passes, which locate it. What the fused walk accepts, they accept: it makes
+ * each of their checks on the same tables. */
+static int check_plans(const uint8_t *buf, const fb_options *opt, et_summary *s,
+                       fb_error *err) {
+    if (opt && opt->verify && !opt->strict && (opt->max_depth == 0 || opt->max_depth >= 4)
+        && walk_file(buf, opt, s, NULL, NULL, WALK_FUSED, NULL) == FB_OK)
+        return FB_OK;
+    return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);
 }
 
 int et_open(const uint8_t *buf, size_t len, uint64_t size, const fb_options *opt, int plans,
@@ -932,14 +1001,14 @@ int et_open(const uint8_t *buf, size_t len, uint64_t size, const fb_options *opt
     FB_TRY(check_summary(buf, len, s, err));   /* buf must hold the whole flatbuffer */
     FB_TRY(walk_file(buf, opt, s, NULL, NULL, WALK_TOP, err));
     if (!plans || s->plans_checked) return FB_OK;
-    return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);
+    return check_plans(buf, opt, s, err);
 }
 
 int et_check_plans(const uint8_t *buf, size_t len, const fb_options *opt, et_summary *s,
                    fb_error *err) {
     FB_TRY(check_summary(buf, len, s, err));
     if (s->plans_checked) return FB_OK;
-    return walk_file(buf, opt, s, NULL, NULL, WALK_PLANS, err);
+    return check_plans(buf, opt, s, err);
 }
 
 int et_index(const uint8_t *buf, size_t len, const et_summary *s, et_record *tensors,

@@ -236,11 +236,17 @@ static inline int fb_count_elements(fb_ctx *c, uint64_t n, uint64_t where) {
 /* Follows the uoffset stored at `at`, inside the buffer. FlatBuffers' verifier refuses an
  * offset of 0 (to itself) in a field or the root, but follows one in a vector's element
  * (a table there then starts at the element): `zero_ok` for those, but in strict mode. */
+static inline int fb_follow_needed(fb_ctx *c, uint64_t at, int zero_ok, uint64_t *target);
+
 static inline int fb_follow(fb_ctx *c, uint64_t at, int zero_ok, uint64_t *target) {
-    uint64_t t;
-    uint32_t o;
     FB_TRY(fb_need(c, at, 4, 4));
-    o = fb_ld32(fb_bytes_at(c, at, 4));
+    return fb_follow_needed(c, at, zero_ok, target);
+}
+
+/* fb_follow, for an offset whose 4 bytes at `at` fb_need has passed. */
+static inline int fb_follow_needed(fb_ctx *c, uint64_t at, int zero_ok, uint64_t *target) {
+    uint64_t t;
+    uint32_t o = fb_ld32(fb_bytes_at(c, at, 4));
     if (o == 0 && (!zero_ok || c->strict)) return fb_fail(c, FB_E_ZERO_OFFSET, at);
     t = at + o;
     if (t >= c->len) return fb_fail(c, FB_E_OUT_OF_BOUNDS, at);
@@ -403,8 +409,8 @@ static inline int fb_fld_ref(fb_ctx *c, const fb_tbl *t, const fb_field *f, uint
     *target = 0;
     FB_TRY(fb_fld_kind(c, t, f->kind == FB_STRING || f->kind == FB_TABLE || f->kind == FB_UNION
                            || f->kind >= FB_VEC_SCALAR));
-    FB_TRY(fb_tbl_field(c, t, f->id, 4, &at));
-    if (at) FB_TRY(fb_deref(c, at, target));
+    FB_TRY(fb_tbl_field(c, t, f->id, 4, &at));   /* as fb_need(at, 4, 4) would */
+    if (at) FB_TRY(fb_follow_needed(c, at, 0, target));
     return FB_OK;
 }
 
@@ -594,5 +600,12 @@ int fb_verify_table_shallow(fb_ctx *c, const fb_schema *s, unsigned decl, uint64
  * (a part of the file checked when it is first read). */
 int fb_verify_field(fb_ctx *c, const fb_schema *s, const fb_tbl *t, const fb_field *f,
                     uint32_t depth);
+
+/* The fields of table t, opened (fb_tbl_open) as declaration `decl` at nesting `depth`,
+ * and everything they reach, as fb_verify_table_shallow checks them after opening it: for
+ * a reader that opens a table itself and checks its structure and its meaning in one
+ * visit. */
+int fb_verify_fields(fb_ctx *c, const fb_schema *s, unsigned decl, const fb_tbl *t,
+                     const fb_field *const *shallow, uint32_t depth);
 
 #endif /* FB_H */

@@ -135,35 +135,47 @@ static int no_unknown_fields(fb_ctx *c, const fb_tbl *t, const fb_decl *d) {
     return FB_OK;
 }
 
-static int verify_table(fb_ctx *c, const verifier *v, unsigned decl, uint64_t pos,
-                        uint32_t depth) {
-    const fb_decl *d;
-    fb_tbl t;
+/* The fields of table t (declaration d), opened at nesting `depth`. A scalar or a struct
+ * that is not required, most of a file's fields, is read once: its slot, its extent and
+ * its alignment, located at the field only when it fails. */
+static int verify_fields(fb_ctx *c, const verifier *v, const fb_decl *d, const fb_tbl *t,
+                         uint32_t depth) {
     unsigned i;
-    if (decl >= v->s->count || v->s->decls[decl].kind != FB_DECL_TABLE)
-        return fb_fail(c, FB_E_BAD_ARGUMENT, pos);
-    if (depth > c->max_depth) return fb_fail(c, FB_E_DEPTH_BUDGET, pos);
-    d = &v->s->decls[decl];
-    FB_TRY(fb_tbl_open(c, pos, &t));
     for (i = 0; i < d->count; i++) {
         const fb_field *f = &d->fields[i];
         int rc, shallow;
         if (f->kind == FB_UNION_TYPE) continue;   /* checked with its union */
+        if ((f->kind == FB_SCALAR || f->kind == FB_STRUCT) && !(f->flags & FB_REQUIRED)) {
+            uint64_t at;
+            FB_TRY(fb_at_field(c, f, FB_NO_INDEX,
+                               fb_tbl_field_aligned(c, t, f->id, f->size, f->align, &at)));
+            continue;
+        }
         /* Absent and optional: nothing to check (a union is checked by its type slot) */
-        if (f->kind != FB_UNION && !(f->flags & FB_REQUIRED) && !fb_tbl_has(c, &t, f->id))
+        if (f->kind != FB_UNION && !(f->flags & FB_REQUIRED) && !fb_tbl_has(c, t, f->id))
             continue;
         shallow = is_shallow(v, f);
-        if (f->flags & FB_REQUIRED) FB_TRY(verify_required(c, &t, d->fields, i));
+        if (f->flags & FB_REQUIRED) FB_TRY(verify_required(c, t, d->fields, i));
         if (!shallow && (f->kind == FB_VEC_STRING || f->kind == FB_VEC_TABLE)) {
-            FB_TRY(verify_field(c, v, &t, d->fields, i, depth));   /* pushes per element */
+            FB_TRY(verify_field(c, v, t, d->fields, i, depth));   /* pushes per element */
             continue;
         }
         push_field(c, f, FB_NO_INDEX);
-        rc = shallow ? verify_shallow(c, &t, f) : verify_field(c, v, &t, d->fields, i, depth);
+        rc = shallow ? verify_shallow(c, t, f) : verify_field(c, v, t, d->fields, i, depth);
         if (rc != FB_OK) return rc;
         fb_pop(c);
     }
-    return c->strict ? no_unknown_fields(c, &t, d) : FB_OK;
+    return c->strict ? no_unknown_fields(c, t, d) : FB_OK;
+}
+
+static int verify_table(fb_ctx *c, const verifier *v, unsigned decl, uint64_t pos,
+                        uint32_t depth) {
+    fb_tbl t;
+    if (decl >= v->s->count || v->s->decls[decl].kind != FB_DECL_TABLE)
+        return fb_fail(c, FB_E_BAD_ARGUMENT, pos);
+    if (depth > c->max_depth) return fb_fail(c, FB_E_DEPTH_BUDGET, pos);
+    FB_TRY(fb_tbl_open(c, pos, &t));
+    return verify_fields(c, v, &v->s->decls[decl], &t, depth);
 }
 
 int fb_verify_table(fb_ctx *c, const fb_schema *s, unsigned decl, uint64_t pos) {
@@ -185,4 +197,14 @@ int fb_verify_field(fb_ctx *c, const fb_schema *s, const fb_tbl *t, const fb_fie
     v.shallow = NULL;
     if (f->kind != FB_VEC_TABLE) return fb_fail(c, FB_E_BAD_ARGUMENT, t->pos);
     return verify_vector(c, &v, t, f, depth);
+}
+
+int fb_verify_fields(fb_ctx *c, const fb_schema *s, unsigned decl, const fb_tbl *t,
+                     const fb_field *const *shallow, uint32_t depth) {
+    verifier v;
+    v.s = s;
+    v.shallow = shallow;
+    if (decl >= s->count || s->decls[decl].kind != FB_DECL_TABLE)
+        return fb_fail(c, FB_E_BAD_ARGUMENT, t->pos);
+    return verify_fields(c, &v, &s->decls[decl], t, depth);
 }
