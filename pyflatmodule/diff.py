@@ -24,9 +24,8 @@ import hashlib
 import re
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
-import numpy as np
-
 from .core.dtypes import QuantizedTensor, dtype_name
+from .core.lazy import np
 from .executorch import BundledProgram, DataFile, ETDump, ETRecord, KernelCall, Program
 from .export import blocks, quantization_arrays, quantization_params
 from .files import FORMATS, Format, load
@@ -45,7 +44,7 @@ __all__ = ["Change", "Diff", "TensorDiff", "diff", "compare_arrays"]
 CHUNK = 1 << 20
 
 Opened = Union[Module, Program, DataFile]
-Tensor = Union[np.ndarray, QuantizedTensor]
+Tensor = Union["np.ndarray", QuantizedTensor]
 
 
 class Change(NamedTuple):

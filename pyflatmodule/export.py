@@ -55,9 +55,8 @@ from typing import (
     Union,
 )
 
-import numpy as np
-
 from .core.dtypes import QuantizedTensor, dtype_name
+from .core.lazy import np
 
 __all__ = ["CHUNK_BYTES", "SAFETENSORS_DTYPES", "TensorEntry", "blocks", "plan",
            "quantization_arrays", "quantization_params", "write_npz", "write_safetensors"]

@@ -20,9 +20,8 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union, cast
 
-import numpy as np
-
-from .core.dtypes import COMPLEX32, QuantizedTensor
+from .core.dtypes import QuantizedTensor, complex32
+from .core.lazy import np
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -63,7 +62,7 @@ def _plain(th: Any, array: np.ndarray) -> "torch.Tensor":
     if name in _VIEWS:
         container, torch_name = _VIEWS[name]
         return _from_numpy(th, array.view(container)).view(getattr(th, torch_name))
-    if array.dtype == COMPLEX32:
+    if array.dtype == complex32():
         return _from_numpy(th, array.view("<i4")).view(th.complex32)
     if not array.dtype.isnative:
         raise TypeError(f"byte-swapped arrays cannot share memory with torch: {array.dtype}")

@@ -27,9 +27,8 @@ import re
 from types import MappingProxyType
 from typing import Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Union
 
-import numpy as np
-
 from .core.dtypes import DTYPE_NAMES, QuantizedTensor, numpy_dtype
+from .core.lazy import np
 from .executorch import (
     BundledProgram,
     DataFile,
@@ -47,7 +46,7 @@ __all__ = ["Calls", "ModuleTensors", "Naming", "Reference", "file_tensors", "mod
            "name_by_content", "named_state_dict", "names_by_debug_handle",
            "reference_tensors", "renamed"]
 
-Tensor = Union[np.ndarray, QuantizedTensor]
+Tensor = Union["np.ndarray", QuantizedTensor]
 
 #: Axes up to which every order is tried (4! = 24 orders; a conv weight has 4).
 MAX_PERMUTED_AXES = 5

@@ -2,10 +2,9 @@
 for those numpy lacks), zero-copy views of a storage, packed values, quantized tensors."""
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
-import numpy as np
-
+from .lazy import np
 from .native import lib
 
 __all__ = ["DTYPE_NAMES", "QuantizedTensor", "dtype_name", "numpy_dtype", "scalar_type_name"]
@@ -23,25 +22,29 @@ DTYPE_NAMES: Tuple[str, ...] = (
 )
 
 #: complex32 has no numpy counterpart: a pair of float16, zero-copy.
-COMPLEX32 = np.dtype([("real", "<f2"), ("imag", "<f2")])
+COMPLEX32_FIELDS = [("real", "<f2"), ("imag", "<f2")]
 
-#: The dtypes numpy lacks come from ml_dtypes, imported when a file first needs one
-#: (it costs a tenth of a cold start): None here, their ml_dtypes names in _ML_DTYPES.
-_DTYPES: List[Optional[np.dtype]] = (
-    [np.dtype(x) for x in ("u1", "i1", "<i2", "<i4", "<i8", "<f2", "<f4", "<f8")]
-    + [COMPLEX32, np.dtype("<c8"), np.dtype("<c16"), np.dtype("?")]
-    + [np.dtype("i1"), np.dtype("u1"), np.dtype("<i4")]          # qint8 quint8 qint32
+#: numpy's spelling of each dtype, made into np.dtype when a file first needs it (numpy
+#: is imported then, not with the package). The dtypes numpy lacks come from ml_dtypes,
+#: imported when a file first needs one (it costs a tenth of a cold start): None here,
+#: their ml_dtypes names in _ML_DTYPES.
+_SPELLINGS: List[Any] = (
+    ["u1", "i1", "<i2", "<i4", "<i8", "<f2", "<f4", "<f8"]
+    + [COMPLEX32_FIELDS, "<c8", "<c16", "?"]
+    + ["i1", "u1", "<i4"]                                        # qint8 quint8 qint32
     + [None]                                                     # bfloat16
-    + [np.dtype("u1"), np.dtype("u1")]                           # quint4x2 quint2x4 (unpacked)
-    + [np.dtype("u1")] * 4 + [np.dtype("<u2")]                   # bits*
+    + ["u1", "u1"]                                               # quint4x2 quint2x4 (unpacked)
+    + ["u1"] * 4 + ["<u2"]                                       # bits*
     + [None] * 4                                                 # float8_*
-    + [np.dtype("<u2"), np.dtype("<u4"), np.dtype("<u8")]
-    + [np.dtype("u1")] * 7 + [np.dtype("i1")] * 7               # uint1..7, int1..7: a byte each
-    + [None, np.dtype("u1")]                   # float8_e8m0fnu; float4_e2m1fn_x2: packed pairs
+    + ["<u2", "<u4", "<u8"]
+    + ["u1"] * 7 + ["i1"] * 7                                    # uint1..7, int1..7: a byte each
+    + [None, "u1"]                             # float8_e8m0fnu; float4_e2m1fn_x2: packed pairs
 )
 #: ml_dtypes names them as torch does.
-_ML_DTYPES = {st: DTYPE_NAMES[st] for st, dtype in enumerate(_DTYPES) if dtype is None}
-assert len(_DTYPES) == len(DTYPE_NAMES) == lib.FB_SCALAR_TYPE_COUNT
+_ML_DTYPES = {st: DTYPE_NAMES[st] for st, spelling in enumerate(_SPELLINGS) if spelling is None}
+assert len(_SPELLINGS) == len(DTYPE_NAMES) == lib.FB_SCALAR_TYPE_COUNT
+#: The dtypes made so far, by scalar type.
+_DTYPES: Dict[int, np.dtype] = {}
 
 #: Packed quantized types: values per byte.
 PACKED = {lib.FB_SCALAR_TYPE_QUINT4X2: 2, lib.FB_SCALAR_TYPE_QUINT2X4: 4}
@@ -58,11 +61,19 @@ def numpy_dtype(scalar_type: int) -> np.dtype:
     Packed types (quint4x2, quint2x4) map to the dtype of their unpacked values;
     float4_e2m1fn_x2 stays packed, one uint8 per pair of values, as torch counts it.
     """
-    dtype = _DTYPES[scalar_type]
+    dtype = _DTYPES.get(scalar_type)
     if dtype is None:
-        import ml_dtypes
-        dtype = _DTYPES[scalar_type] = np.dtype(getattr(ml_dtypes, _ML_DTYPES[scalar_type]))
+        spelling = _SPELLINGS[scalar_type]
+        if spelling is None:
+            import ml_dtypes
+            spelling = getattr(ml_dtypes, _ML_DTYPES[scalar_type])
+        dtype = _DTYPES[scalar_type] = np.dtype(spelling)
     return dtype
+
+
+def complex32() -> np.dtype:
+    """complex32's dtype: a structured pair of float16 (numpy has no complex32)."""
+    return numpy_dtype(DTYPE_NAMES.index("complex32"))
 
 
 def scalar_type_name(scalar_type: int) -> str:
@@ -218,4 +229,4 @@ def dtype_name(tensor: Union[np.ndarray, QuantizedTensor, Typed]) -> str:
     (``uint8``, ``bits8``, ``uint3``...) take the format's record to tell apart."""
     if isinstance(tensor, QuantizedTensor):
         return tensor.dtype_name
-    return "complex32" if tensor.dtype == COMPLEX32 else str(tensor.dtype)
+    return "complex32" if tensor.dtype == complex32() else str(tensor.dtype)

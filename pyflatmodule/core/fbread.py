@@ -14,8 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-import numpy as np
-
+from .lazy import np
 from .native import ffi, lib
 
 __all__ = ["FieldInfo", "Schema", "Table", "Tables", "Where", "decode_text", "enum_names",
@@ -197,7 +196,7 @@ class Table:
         if kind == lib.FB_STRING:
             return self.string(name)
         if kind == lib.FB_VEC_SCALAR:
-            return self.vector(name).tolist()
+            return self.values(name)
         if kind == lib.FB_VEC_STRING:
             return self.strings(name)
         raise TypeError(f"field {name!r} is a table, union or vector of tables or structs")
@@ -219,6 +218,18 @@ class Table:
         out = np.frombuffer(self.buf, f.dtype, n, target + 4)
         out.flags.writeable = False
         return out
+
+    def values(self, name: str) -> List[Any]:
+        """A vector of scalars as a list (empty when absent): ``vector(name).tolist()``
+        without numpy, for an answer that holds no array."""
+        f, target = self._ref(name)
+        if not target:
+            return []
+        n = _U32.unpack_from(self.buf, target)[0]
+        size = struct.calcsize(f.fmt)
+        if target + 4 + n * size > len(self.buf):   # as vector() fails on it
+            return list(self.vector(name).tolist())
+        return list(struct.unpack_from(f"<{n}{f.fmt[1:]}", self.buf, target + 4))
 
     def vector_span(self, name: str) -> Tuple[int, int]:
         """(position of element 0, element count) of a vector; (0, 0) when absent."""

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Any, List, NoReturn, Optional
 
-import numpy as np
-
 from ..errors import FormatError
+from .lazy import np
 
 try:
     from ._c import ffi, lib

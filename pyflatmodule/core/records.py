@@ -2,10 +2,10 @@
 helpers every wing uses to hand them to C and read them back in columns."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, List, Sequence
 
-import numpy as np
-
+from .lazy import np
 from .native import ffi
 
 __all__ = ["c_array", "columns", "distinct", "struct_dtype"]
@@ -15,9 +15,11 @@ _C_TO_NUMPY = {"uint64_t": "<u8", "int64_t": "<i8", "uint32_t": "<u4", "int32_t"
                "int": "<i4"}
 
 
+@functools.lru_cache(maxsize=None)
 def struct_dtype(cname: str) -> np.dtype:
     """A numpy dtype laid out exactly like the C struct (padding and reserved skipped);
-    a nested struct's fields are named ``<field>_<its field>``."""
+    a nested struct's fields are named ``<field>_<its field>``. Made once per struct, at
+    its first use (numpy is imported then)."""
     names: List[str] = []
     formats: List[str] = []
     offsets: List[int] = []

@@ -31,10 +31,9 @@ import reprlib
 import struct
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-import numpy as np
-
 from ..errors import FormatError
 from .dtypes import DTYPE_NAMES, PACKED, numpy_dtype
+from .lazy import np
 from .native import format_error, lib
 from .zipview import ZipView
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 import mmap
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
-import numpy as np
-
 from ..core.fbread import Table, schema_of
+from ..core.lazy import np
 from ..core.names import NamedDict, NamedList, plural
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
@@ -33,7 +32,7 @@ from .regions import Region, bundled_regions
 __all__ = ["BundledProgram", "TestCase", "TestSuite", "TestSuites", "TestValue", "open_bundled"]
 
 #: A test input or expected output: a tensor (a read-only view), an int, a bool or a float.
-TestValue = Union[np.ndarray, int, bool, float]
+TestValue = Union["np.ndarray", int, bool, float]
 
 
 def _brief(values: Tuple[TestValue, ...]) -> str:
@@ -73,8 +72,8 @@ def _value(value: Table) -> TestValue:
     member, table = value.union("val")
     assert table is not None   # the core refuses a value without a member
     if member == "Tensor":
-        sizes = table.vector("sizes").tolist()
-        order = table.vector("dim_order").tolist()
+        sizes = table.values("sizes")
+        order = table.values("dim_order")
         start, _ = table.vector_span("data")
         return dim_order_view(table.buf, int(table.scalar("scalar_type")), sizes, order, start)
     if member == "Int":

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-import numpy as np
-
+from ..core.lazy import np
 from .file import StoredTensor, _File
 from .minimum_runtime import MinimumRuntime, data_file_features, minimum
 from .regions import Region, data_file_regions

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
-import numpy as np
-
 from ..core.dtypes import numpy_dtype
 from ..core.fbread import Table, Tables, enum_names, schema_of
+from ..core.lazy import np
 from ..core.names import plural
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
@@ -46,7 +45,7 @@ class DebugTensor(NamedTuple):
 
 #: A debug event's value: None (Null, or a String, whose text the schema does not store),
 #: an int, a bool, a float, a tensor (read-only view) or a list of tensors.
-DebugValue = Union[None, int, bool, float, np.ndarray, List[np.ndarray]]
+DebugValue = Union[None, int, bool, float, "np.ndarray", List["np.ndarray"]]
 
 
 def _ids(t: Table) -> Dict[str, Any]:
@@ -200,8 +199,8 @@ class DebugEvent(_Traced):
     def tensors(self) -> List[DebugTensor]:
         """The value's tensors as stored (one for a Tensor, each of a TensorList; none
         otherwise)."""
-        return [DebugTensor(int(t.scalar("scalar_type")), t.vector("sizes").tolist(),
-                            t.vector("strides").tolist(), int(t.scalar("offset")))
+        return [DebugTensor(int(t.scalar("scalar_type")), t.values("sizes"),
+                            t.values("strides"), int(t.scalar("offset")))
                 for t in self._tensor_tables()]
 
     def _tensor_tables(self) -> List[Table]:

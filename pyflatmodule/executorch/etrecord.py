@@ -24,8 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
-import numpy as np
-
+from ..core.lazy import np
 from ..core.names import plural
 from ..core.native import format_error, lib
 from ..core.options import Options

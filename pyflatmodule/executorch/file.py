@@ -5,10 +5,9 @@ from __future__ import annotations
 import abc
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-import numpy as np
-
 from ..core.dtypes import numpy_dtype, scalar_type_name
 from ..core.fbread import Schema, Table, decode_text, schema_of
+from ..core.lazy import np
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
 from ..core.records import struct_dtype
@@ -17,8 +16,6 @@ from ..core.source import Bytes, Holder, Source, Span, file_identity
 from .native_code import NativeImage, find_native_code
 
 #: The C index's records: one per tensor, one per named data entry.
-RECORD = struct_dtype("et_record")
-BLOB = struct_dtype("et_blob")
 
 
 def dim_order_strides(itemsize: int, sizes: Sequence[int], order: Sequence[int]
@@ -161,8 +158,10 @@ class _File(Holder, abc.ABC):
             buf = self._buf
             check(lib.et_index(c_buffer(buf), self._source.held if self._source else 0, s,
                                tensors, blobs, err), err)
-            self._records = np.frombuffer(ffi.buffer(tensors), RECORD)[:s.n_tensors].copy()
-            self._blobs = np.frombuffer(ffi.buffer(blobs), BLOB)[:s.n_blobs].copy()
+            records = np.frombuffer(ffi.buffer(tensors), struct_dtype("et_record"))
+            self._records = records[:s.n_tensors].copy()
+            named = np.frombuffer(ffi.buffer(blobs), struct_dtype("et_blob"))
+            self._blobs = named[:s.n_blobs].copy()
         return self._records, self._blobs
 
     def _bytes(self, start: int, size: int) -> memoryview:

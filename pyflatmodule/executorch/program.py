@@ -6,10 +6,9 @@ import os
 import threading
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-import numpy as np
-
 from ..core.dtypes import QuantizedTensor, numpy_dtype
 from ..core.fbread import Table, Tables, enum_names
+from ..core.lazy import np
 from ..core.names import NamedDict, plural
 from ..core.native import c_buffer, check, format_error, lib, new_error
 from ..core.options import Options
@@ -139,9 +138,9 @@ class Frame(NamedTuple):
 
 def _instruction(member: str, t: Table) -> Instruction:
     if member == "KernelCall":
-        return KernelCall(t.scalar("op_index"), tuple(t.vector("args").tolist()))
+        return KernelCall(t.scalar("op_index"), tuple(t.values("args")))
     if member == "DelegateCall":
-        return DelegateCall(t.scalar("delegate_index"), tuple(t.vector("args").tolist()))
+        return DelegateCall(t.scalar("delegate_index"), tuple(t.values("args")))
     if member == "MoveCall":
         return MoveCall(t.scalar("move_from"), t.scalar("move_to"))
     if member == "JumpFalseCall":
@@ -155,13 +154,13 @@ def _tensor_key(values: Tables, i: int) -> Optional[str]:
     dtype and order); None for any other value (the verifier proved the indices)."""
     member, v = values[i].union("val")
     items = ([i] if member == "Tensor" else
-             [k for k in v.vector("items").tolist() if k != -1]
+             [k for k in v.values("items") if k != -1]
              if member in ("TensorList", "OptionalTensorList") and v is not None else [])
     t = next((t for member, t in (values[k].union("val") for k in items)
               if member == "Tensor" and t is not None), None)
     if t is None:
         return None
-    order = ",".join(str(d) for d in t.vector("dim_order").tolist())
+    order = ",".join(str(d) for d in t.values("dim_order"))
     return f"{int(t.scalar('scalar_type'))};{order}"
 
 
@@ -174,12 +173,12 @@ class _Ports:
     @property
     def inputs(self) -> List[int]:
         """Value indices of the inputs."""
-        return list(self._table.vector("inputs").tolist())
+        return self._table.values("inputs")
 
     @property
     def outputs(self) -> List[int]:
         """Value indices of the outputs."""
-        return list(self._table.vector("outputs").tolist())
+        return self._table.values("outputs")
 
 
 class Chain(_Ports):
@@ -403,7 +402,7 @@ class Method(_Ports):
                 if member != "KernelCall" or call is None:
                     continue
                 parts = [p for p in (_tensor_key(tables, v)
-                                     for v in call.vector("args").tolist()) if p is not None]
+                                     for v in call.values("args")) if p is not None]
                 keys.setdefault(operators[int(call.scalar("op_index"))], set()).add(
                     "v1/" + "|".join(parts))
         return {op: sorted(k) for op, k in keys.items()}
@@ -417,7 +416,7 @@ class Method(_Ports):
     @property
     def non_const_buffer_sizes(self) -> List[int]:
         """Bytes of each memory-planned buffer (entry 0 is reserved)."""
-        return list(self._table.vector("non_const_buffer_sizes").tolist())
+        return self._table.values("non_const_buffer_sizes")
 
     @property
     def container_metadata(self) -> Optional[Tuple[str, str]]:
@@ -438,11 +437,11 @@ class Method(_Ports):
         if member == "IntList":   # boxed: the indices of Int values (the verifier checked)
             values = self._table.tables("values")
             return [values[k].union("val")[1].scalar("int_val")
-                    for k in v.vector("items").tolist()]
+                    for k in v.values("items")]
         if member in ("DoubleList", "BoolList", "TensorList"):
-            return v.vector("items").tolist()
+            return v.values("items")
         if member == "OptionalTensorList":
-            return [None if x == -1 else x for x in v.vector("items").tolist()]
+            return [None if x == -1 else x for x in v.values("items")]
         return self._program._tensor(self.index, i)
 
     def __repr__(self) -> str:

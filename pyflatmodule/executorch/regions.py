@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
-import numpy as np
-
 from ..core.fbread import Table, decode_text
+from ..core.lazy import np
 from ..core.native import lib
 
 __all__ = ["ExtendedHeader", "Region"]
@@ -272,7 +271,7 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
         if sub is not None and int(sub.scalar("segment_index")) < len(segs):
             k = int(sub.scalar("segment_index"))
             start, n = segs[k]
-            inside[k] += _buffers(_slots(start, sub.vector("offsets").tolist(), start + n),
+            inside[k] += _buffers(_slots(start, sub.values("offsets"), start + n),
                                   used, kind)
     for i, (plan, name) in enumerate(zip(plans, names)):
         for j, d in enumerate(plan.tables("delegates")):

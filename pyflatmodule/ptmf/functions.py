@@ -2,6 +2,7 @@
 the one-line description of a decoded value that listings use."""
 from __future__ import annotations
 
+import functools
 import reprlib
 from typing import (
     Any,
@@ -18,24 +19,28 @@ from typing import (
     overload,
 )
 
-import numpy as np
-
 from ..core.dtypes import QuantizedTensor
+from ..core.lazy import np
 from ..core.names import NamedDict, listing, matching_names, not_picklable
 from ..core.native import check, ffi, format_error, lib, new_error
 from .values import Decoding, Object, decode
 
-__all__ = ["Argument", "Function", "INSTRUCTION_DTYPE", "Instruction", "Methods", "OPCODES",
-           "Operator", "Schema", "short"]
+__all__ = ["Argument", "Function", "Instruction", "Methods", "OPCODES",
+           "Operator", "Schema", "instruction_dtype", "short"]
 
 T = TypeVar("T")
 
-#: One bytecode instruction as stored: opcode, pad byte, n (uint16), x (int32).
-INSTRUCTION_DTYPE = np.dtype({"names": ["op", "n", "x"], "formats": ["i1", "<u2", "<i4"],
-                              "offsets": [lib.MOBILE_INSTRUCTION_OP_OFFSET,
-                                          lib.MOBILE_INSTRUCTION_N_OFFSET,
-                                          lib.MOBILE_INSTRUCTION_X_OFFSET],
-                              "itemsize": lib.MOBILE_INSTRUCTION_SIZE})
+
+@functools.lru_cache(maxsize=None)
+def instruction_dtype() -> np.dtype:
+    """One bytecode instruction as stored: opcode, pad byte, n (uint16), x (int32). Made
+    at its first use (numpy is imported then)."""
+    return np.dtype({"names": ["op", "n", "x"], "formats": ["i1", "<u2", "<i4"],
+                     "offsets": [lib.MOBILE_INSTRUCTION_OP_OFFSET,
+                                 lib.MOBILE_INSTRUCTION_N_OFFSET,
+                                 lib.MOBILE_INSTRUCTION_X_OFFSET],
+                     "itemsize": lib.MOBILE_INSTRUCTION_SIZE})
+
 
 #: Opcode names by number (torch/csrc/jit/runtime/instruction.h).
 OPCODES: Tuple[str, ...] = (
@@ -129,7 +134,7 @@ class Function:
     def instructions(self) -> np.ndarray:
         """Read-only structured array (fields ``op``, ``n``, ``x``) over the file."""
         f = self._f
-        return self._image.array(INSTRUCTION_DTYPE, f.n_instructions, f.instructions)
+        return self._image.array(instruction_dtype(), f.n_instructions, f.instructions)
 
     @property
     def operators(self) -> List[Operator]:

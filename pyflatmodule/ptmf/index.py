@@ -13,9 +13,8 @@ import re
 import struct
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-import numpy as np
-
 from ..core.fbread import enum_names
+from ..core.lazy import np
 from ..core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ..core.options import Options
 from ..core.records import c_array, struct_dtype
@@ -41,8 +40,8 @@ WALK_TOO_LARGE = "object graph is too large to walk (objects shared many times o
 class TypeTable(NamedTuple):
     """The type table as the C core reads it in bulk."""
 
-    types: np.ndarray   #: OBJECT_TYPE_DTYPE per entry
-    attrs: np.ndarray   #: SPAN_DTYPE per attribute name, type after type
+    types: np.ndarray   #: struct_dtype("ptmf_object_type") per entry
+    attrs: np.ndarray   #: struct_dtype("ptmf_span") per attribute name, type after type
 
 
 def attr_where(types: np.ndarray, a: int) -> str:
@@ -54,8 +53,8 @@ def attr_where(types: np.ndarray, a: int) -> str:
 class ClassTable(NamedTuple):
     """The classes of the jit sources as the C core scans them."""
 
-    classes: np.ndarray   #: CLASS_DTYPE per class, in source order
-    listed: np.ndarray    #: SPAN_DTYPE per name of their __parameters__/__buffers__
+    classes: np.ndarray   #: struct_dtype("ptmf_class") per class, in source order
+    listed: np.ndarray    #: struct_dtype("ptmf_span") per name of their __parameters__/__buffers__
 
 
 class ModuleTypes(NamedTuple):
@@ -98,13 +97,6 @@ UNION_NAMES: Tuple[str, ...] = tuple(
     ffi.string(lib.ptmf_ivalue_type_name(t)).decode("ascii")
     for t in range(lib.MOBILE_I_VALUE_UNION_COUNT))
 
-IVALUE_DTYPE = struct_dtype("ptmf_ivalue")
-STORAGE_DTYPE = struct_dtype("ptmf_storage")
-TENSOR_DTYPE = struct_dtype("ptmf_tensor")
-WALK_STEP_DTYPE = struct_dtype("ptmf_walk_step")
-OBJECT_TYPE_DTYPE = struct_dtype("ptmf_object_type")
-SPAN_DTYPE = struct_dtype("ptmf_span")
-CLASS_DTYPE = struct_dtype("ptmf_class")
 
 
 class IvalueRow(NamedTuple):
@@ -152,7 +144,7 @@ class PtmfIndex:
         opt = options.to_c()
         s = self.summary = ffi.new("ptmf_summary *")
         check(lib.ptmf_open(self.cbuf, self.size, opt, s, err), err)
-        self.storage_index = np.empty(s.n_storages, STORAGE_DTYPE)
+        self.storage_index = np.empty(s.n_storages, struct_dtype("ptmf_storage"))
         c_storages = c_array("ptmf_storage", self.storage_index)
         # source.fd: whoever opened the source releases it (module._open_image).
         check(lib.ptmf_index_storages(self.cbuf, self.size, opt, s, c_storages,
@@ -161,10 +153,10 @@ class PtmfIndex:
             apply_advice(source, None, self._payload_runs(c_storages))
         else:
             apply_advice(source, options.advise, [])
-        self.index = np.empty(s.n_ivalues, IVALUE_DTYPE)
+        self.index = np.empty(s.n_ivalues, struct_dtype("ptmf_ivalue"))
         c_index = c_array("ptmf_ivalue", self.index)
         check(lib.ptmf_index_ivalues(self.cbuf, self.size, opt, s, c_index, err), err)
-        self.tensor_index = np.empty(s.n_tensors, TENSOR_DTYPE)
+        self.tensor_index = np.empty(s.n_tensors, struct_dtype("ptmf_tensor"))
         self.dims = np.empty(s.n_dims, np.int64)
         status = lib.ptmf_index_tensors(self.cbuf, self.size, opt, s, c_index, c_storages,
                                         c_array("ptmf_tensor", self.tensor_index),
@@ -260,10 +252,10 @@ class PtmfIndex:
         if self._type_table is None:
             s = self.summary
             err = new_error()
-            types = np.empty(s.n_object_types, OBJECT_TYPE_DTYPE)
+            types = np.empty(s.n_object_types, struct_dtype("ptmf_object_type"))
             c_types = c_array("ptmf_object_type", types)
             total = ffi.new("uint64_t *")
-            attrs = np.empty(0, SPAN_DTYPE)
+            attrs = np.empty(0, struct_dtype("ptmf_span"))
             while True:   # count the names, then read them
                 check(lib.ptmf_read_object_types(self.cbuf, self.size, s.object_types,
                                                  s.n_object_types, c_types,
@@ -271,7 +263,7 @@ class PtmfIndex:
                                                  total, err), err)
                 if len(attrs) == total[0]:
                     break
-                attrs = np.empty(total[0], SPAN_DTYPE)
+                attrs = np.empty(total[0], struct_dtype("ptmf_span"))
             self._type_table = TypeTable(types, attrs)
         return self._type_table
 
@@ -296,7 +288,7 @@ class PtmfIndex:
                          f"object_types[{t}].type_name")
 
     def texts(self, spans: np.ndarray, where: Callable[[int], str]) -> List[str]:
-        """The UTF-8 strings at ``spans`` (SPAN_DTYPE records); a bad one raises
+        """The UTF-8 strings at ``spans`` (struct_dtype("ptmf_span") records); a bad one raises
         FormatError at ``where(its index)``."""
         view = self.view
         pairs = list(zip(spans["pos"].tolist(), spans["len"].tolist()))
@@ -343,8 +335,8 @@ class PtmfIndex:
             err = new_error()
             # Room for the classes of most files (one scan); the counts size a second.
             guess = 2 * int(self.summary.n_object_types) + 64
-            classes = np.empty(guess, CLASS_DTYPE)
-            listed = np.empty(8 * guess, SPAN_DTYPE)
+            classes = np.empty(guess, struct_dtype("ptmf_class"))
+            listed = np.empty(8 * guess, struct_dtype("ptmf_span"))
             while True:
                 check(lib.ptmf_scan_classes(self.cbuf, self.size, self.summary,
                                             c_array("ptmf_class", classes), len(classes),
@@ -352,8 +344,8 @@ class PtmfIndex:
                                             len(listed), n_listed, err), err)
                 if len(classes) >= n_classes[0] and len(listed) >= n_listed[0]:
                     break
-                classes = np.empty(n_classes[0], CLASS_DTYPE)
-                listed = np.empty(n_listed[0], SPAN_DTYPE)
+                classes = np.empty(n_classes[0], struct_dtype("ptmf_class"))
+                listed = np.empty(n_listed[0], struct_dtype("ptmf_span"))
             self._class_table = ClassTable(classes[:n_classes[0]], listed[:n_listed[0]])
         return self._class_table
 
@@ -405,8 +397,8 @@ class PtmfIndex:
         # modules that needs more steps runs again with room for all the budget pays.
         room = min(max_steps, 2 * len(self.index) + 64)
         while True:
-            steps = np.empty(room, WALK_STEP_DTYPE)
-            stack = np.empty(room, WALK_STEP_DTYPE)
+            steps = np.empty(room, struct_dtype("ptmf_walk_step"))
+            stack = np.empty(room, struct_dtype("ptmf_walk_step"))
             left = ffi.new("uint64_t *", max(budget[0], 0))
             n = ffi.new("uint64_t *")
             err = new_error()

@@ -17,9 +17,8 @@ from typing import (
     overload,
 )
 
-import numpy as np
-
 from ..core.dtypes import QuantizedTensor
+from ..core.lazy import np
 from ..core.names import NamedDict, NamedList, not_picklable
 from ..core.native import format_error, lib
 from ..core.options import Options
@@ -46,7 +45,7 @@ from .values import Object, decode, decode_all
 __all__ = ["IValues", "Module", "TensorRecords", "VerifyReport", "open_module",
            "verify_module"]
 
-Tensor = Union[np.ndarray, QuantizedTensor]
+Tensor = Union["np.ndarray", QuantizedTensor]
 
 
 class VerifyReport(NamedTuple):
@@ -191,7 +190,7 @@ class ObjectTypes(NamedList[ObjectType]):
         return item.name
 
 
-class Storages(NamedList[np.ndarray]):
+class Storages(NamedList["np.ndarray"]):
     """The file's storages as uint8 arrays (a ``list``); the repr gives their sizes."""
 
     what = "Storages"

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Tuple, Union
 
-import numpy as np
-
 from ..core.dtypes import QuantizedTensor
+from ..core.lazy import np
 from ..core.native import ffi, format_error, lib
 from .decoder import Decoder
 from .index import WALK_TOO_LARGE, PtmfIndex
@@ -20,7 +19,7 @@ from .values import Object
 
 __all__ = ["walk_state_dict"]
 
-Tensor = Union[np.ndarray, QuantizedTensor]
+Tensor = Union["np.ndarray", QuantizedTensor]
 
 _SAVED_PARAMETERS = "__torch__.SavedParameters"
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-import numpy as np
-
 from ..core.dtypes import (
     PACKED,
     QSCHEME_NAMES,
@@ -15,6 +13,7 @@ from ..core.dtypes import (
     unpack,
     view,
 )
+from ..core.lazy import np
 from ..core.native import format_error, lib
 from ..core.records import c_array, columns, distinct
 from .index import PtmfIndex

@@ -6,15 +6,15 @@ this module, since a Function's constants are values and values hold Functions).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import struct
 import sys
 from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Protocol, Sequence, Tuple
 
-import numpy as np
-
 from ..core.dtypes import QuantizedTensor
+from ..core.lazy import np
 from ..core.names import not_picklable, summary
 from ..core.native import format_error, lib
 from ..core.records import columns, distinct
@@ -305,25 +305,27 @@ def decode_all(file: Decoding, stop: int) -> List[Any]:
         indices: List[int] = np.flatnonzero(types == kind).tolist()
         for i, value in zip(indices, make(indices)):
             out[i] = value
-    for i in np.flatnonzero(~_BULK_KINDS[types]).tolist():
+    for i in np.flatnonzero(~_kind_table(_BULK)[types]).tolist():
         out[i] = decode(file, i, {})
-    ordered = np.flatnonzero(_CONTAINER_KINDS[types])
+    ordered = np.flatnonzero(_kind_table(_CONTAINERS)[types])
     if len(ordered):
         _containers(image, ordered, out)
     return out
 
 
-def _kind_table(*kinds: int) -> np.ndarray:
-    """A lookup table over union type numbers: True for ``kinds``."""
+#: The union types decode_all makes in bulk, and the containers among them.
+_BULK = (NONE, INT, DOUBLE, BOOL, COMPLEX, STRING, TENSOR, OBJECT, FUNCTION, LIST, TUPLE,
+         DICT, ENUM)
+_CONTAINERS = (LIST, TUPLE, DICT, ENUM)
+
+
+@functools.lru_cache(maxsize=None)
+def _kind_table(kinds: Tuple[int, ...]) -> np.ndarray:
+    """A lookup table over union type numbers: True for ``kinds`` (made at its first
+    use: numpy is imported then)."""
     table = np.zeros(256, bool)
     table[list(kinds)] = True
     return table
-
-
-#: The union types decode_all makes in bulk, and the containers among them.
-_BULK_KINDS = _kind_table(NONE, INT, DOUBLE, BOOL, COMPLEX, STRING, TENSOR, OBJECT,
-                          FUNCTION, LIST, TUPLE, DICT, ENUM)
-_CONTAINER_KINDS = _kind_table(LIST, TUPLE, DICT, ENUM)
 
 #: Lists or tuples of one length at one depth it takes to build them column-wise.
 _COLUMNS_MIN = 8

@@ -1011,6 +1011,16 @@ def test_ml_dtypes_imported_only_for_files_that_need_it(argv, tmp_path):
     assert "0 ['ml_dtypes']" == imported("dtypes.ff")
 
 
+def test_numpy_not_imported_with_the_package():
+    """numpy is imported when an array is first made (it costs more than the
+    interpreter's own start-up), not with the package or its command line."""
+    script = ("import sys, pyflatmodule, pyflatmodule.cli, pyflatmodule.__main__\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy')[:1])\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    assert (0, "[]") == (r.returncode, r.stdout.strip()), r.stderr
+
+
 # ================================================================== source tree
 
 def test_uncompiled_source_tree_says_what_to_do(tmp_path):

@@ -132,14 +132,14 @@ def test_readahead_runs_follow_the_rule():
     """The C core's payload runs (ptmf_payload_runs, through PtmfIndex) equal the rule
     above on 3,000 random storage layouts (overlaps, gaps on both sides of 64 KiB,
     sizes around a page)."""
-    from pyflatmodule.core.records import c_array
+    from pyflatmodule.core.records import c_array, struct_dtype
     from pyflatmodule.core.source import RUN_GAP
-    from pyflatmodule.ptmf.index import STORAGE_DTYPE, PtmfIndex
+    from pyflatmodule.ptmf.index import PtmfIndex
     rng = np.random.default_rng(7)
     page = mmap.PAGESIZE
     for _ in range(3000):
         n = int(rng.integers(0, 40))
-        storages = np.empty(n, STORAGE_DTYPE)
+        storages = np.empty(n, struct_dtype("ptmf_storage"))
         storages["pos"] = rng.integers(0, 1 << 22, n)
         storages["size"] = rng.choice([0, 100, page - 1, page, page + 904, RUN_GAP - 1,
                                        RUN_GAP, 300_000], n)

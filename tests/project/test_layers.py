@@ -40,10 +40,10 @@ PACKAGE = os.path.dirname(os.path.abspath(pyflatmodule.__file__))
 WINGS = ("ptmf", "executorch")
 CLIENTS = ("cli", "export", "interop", "diff", "naming")
 #: What a client may import from below the clients: the face and the wings' packages,
-#: the core's dtypes (names of scalar types, their numpy dtypes) and names (collections'
-#: reprs, plural).
+#: the core's dtypes (names of scalar types, their numpy dtypes), names (collections'
+#: reprs, plural) and lazy (numpy, imported at its first use).
 CLIENT_MAY_IMPORT = {"__init__", "errors", "files", "ptmf", "executorch", "core.dtypes",
-                     "core.names"}
+                     "core.names", "core.lazy"}
 
 PYPROJECT = os.path.join(ROOT, "pyproject.toml")
 #: The C folders under csrc/ and what each one's .c and .h files may include, as the
@@ -158,7 +158,7 @@ def _private_uses(dotted: str, tree: ast.AST, library: Set[str]) -> Iterator[str
             yield f"{dotted}:{line}: imports the private {', '.join(private)} of the package"
         elif _unit(target) not in CLIENTS and target not in CLIENT_MAY_IMPORT:
             yield (f"{dotted}:{line}: imports {target}; a client imports the face, the "
-                   f"wings' packages, core.dtypes and core.names only")
+                   f"wings' packages, core.dtypes, core.names and core.lazy only")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in library and \
                 _root(node.value) not in ("self", "cls"):

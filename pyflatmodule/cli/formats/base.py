@@ -5,9 +5,8 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-import numpy as np
-
 from ...core.dtypes import QuantizedTensor, dtype_name
+from ...core.lazy import np
 from ...executorch import Region, StoredTensor
 from ...files import FORMATS, Format, RemoteFile
 from ..common import Context, Json, Style
@@ -15,7 +14,7 @@ from ..common import Context, Json, Style
 #: What ``verify`` checks: a path or URL, or a remote file whose first bytes were read.
 Checkable = Union[str, RemoteFile]
 
-Tensor = Union[np.ndarray, QuantizedTensor]
+Tensor = Union["np.ndarray", QuantizedTensor]
 
 
 class Listing(NamedTuple):

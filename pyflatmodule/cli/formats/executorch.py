@@ -6,8 +6,7 @@ import abc
 from collections import Counter
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-import numpy as np
-
+from ...core.lazy import np
 from ...core.names import plural
 from ...executorch import (
     Backend,

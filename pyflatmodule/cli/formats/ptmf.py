@@ -6,9 +6,8 @@ from collections import Counter
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
-
 from ...core.dtypes import QuantizedTensor, dtype_name
+from ...core.lazy import np
 from ...executorch import StoredTensor
 from ...files import verify
 from ...ptmf import Argument, Function, Methods, Module, Object, TensorRecord, VerifyReport, short

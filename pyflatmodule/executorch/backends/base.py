@@ -20,9 +20,8 @@ from typing import (
     Union,
 )
 
-import numpy as np
-
 from ...core.dtypes import QuantizedTensor
+from ...core.lazy import np
 from ...core.native import format_error, lib
 from ...core.options import Options
 from ...core.source import Bytes
@@ -33,7 +32,7 @@ __all__ = ["Backend", "Deferred", "DelegateGraph", "Payload", "Resolver", "heade
 #: Bytes a named data key resolves to (a memoryview, or a span read when sliced), or
 #: None when no file given holds it.
 Resolver = Callable[[str], Optional[Bytes]]
-Tensor = Union[np.ndarray, QuantizedTensor]
+Tensor = Union["np.ndarray", QuantizedTensor]
 
 
 class Payload(NamedTuple):

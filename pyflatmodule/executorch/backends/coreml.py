@@ -24,8 +24,7 @@ import os
 import struct
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-import numpy as np
-
+from ...core.lazy import np
 from ...core.native import format_error, lib
 from ...core.protobuf import Message, WireError
 from .base import Backend, Payload, payload_bytes

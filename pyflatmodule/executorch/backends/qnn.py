@@ -16,8 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
-import numpy as np
-
+from ...core.lazy import np
 from ...core.native import format_error, lib
 from .base import Backend, Payload
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-import numpy as np
-
 from ...core.fbread import Table, decode_text, enum_names, schema_of
+from ...core.lazy import np
 from ...core.native import c_buffer, check, ffi, lib, new_error
 from .base import Backend, Deferred, Payload, header_fields, named_bytes
 

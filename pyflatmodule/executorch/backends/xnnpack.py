@@ -25,10 +25,9 @@ import dataclasses
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
-import numpy as np
-
 from ...core.dtypes import QuantizedTensor, numpy_dtype
 from ...core.fbread import Table, decode_text, enum_names, schema_of
+from ...core.lazy import np
 from ...core.native import c_buffer, check, ffi, lib, new_error
 from ...core.options import Options
 from .base import Backend, Deferred, Payload, Resolver, header_fields, named_bytes
@@ -270,12 +269,12 @@ class XnnGraph:
     @property
     def input_ids(self) -> List[int]:
         """Value ids of the graph's inputs."""
-        return list(self._root.vector("input_ids").tolist())
+        return self._root.values("input_ids")
 
     @property
     def output_ids(self) -> List[int]:
         """Value ids of the graph's outputs."""
-        return list(self._root.vector("output_ids").tolist())
+        return self._root.values("output_ids")
 
     def _node_tables(self) -> List[Tuple[str, Table, Table]]:
         """(kind, XNode table, its union member's table) of each node, in order."""
@@ -427,7 +426,7 @@ class XnnGraph:
 
     def _value(self, i: int) -> XnnValue:
         t = self._tensor_table(i)
-        return XnnValue(i, self._datatype(i), tuple(t.vector("dims").tolist()),
+        return XnnValue(i, self._datatype(i), tuple(t.values("dims")),
                         int(t.scalar("flags")), int(t.scalar("external_id")),
                         int(t.scalar("constant_buffer_idx")), self._quantization(i))
 
@@ -455,7 +454,7 @@ class XnnGraph:
         channel_dim = int(q.scalar("channel_dim"))
         if kind == "per_channel":
             return Quantization(kind, scales=scales, channel_dim=channel_dim)
-        dims = tuple(self._tensor_table(i).vector("dims").tolist())
+        dims = tuple(self._tensor_table(i).values("dims"))
         return Quantization(kind, scales=scales.reshape(dims[channel_dim], -1),
                             channel_dim=channel_dim, group_size=int(q.scalar("group_size")))
 
@@ -505,7 +504,7 @@ class XnnGraph:
         if not r.constant.index or i in self.missing:
             return None
         datatype = self._datatype(i)
-        dims = tuple(self._tensor_table(i).vector("dims").tolist())
+        dims = tuple(self._tensor_table(i).values("dims"))
         raw = self._refs[i, "constant"].array()
         shape = dims[:-1] + (-(-dims[-1] // 2),) if datatype in _PACKED and dims else dims
         array = raw.view(numpy_dtype(lib.FB_SCALAR_TYPE_BFLOAT16) if datatype == "bf16"
