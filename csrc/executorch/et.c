@@ -357,6 +357,21 @@ static int extra_tensor_info(walk *w, const fb_tbl *extra, uint8_t *location, et
     return FB_OK;
 }
 
+/* WALK_FUSED: a Tensor's allocation_info, which fused_member leaves to tensor_value
+ * (opened by fb_fld_table as the structural pass opens it); `read`: allocation_info()
+ * read its three fields with their checking readers. */
+static int fused_allocation(walk *w, const fb_tbl *alloc, int read) {
+    const fb_field *f = et_allocation_details;
+    uint64_t skip = 0;
+    if (read)
+        skip = UINT64_C(1) << f[ET_ALLOCATION_DETAILS_MEMORY_ID].id
+               | UINT64_C(1) << f[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_LOW].id
+               | UINT64_C(1) << f[ET_ALLOCATION_DETAILS_MEMORY_OFFSET_HIGH].id;
+    w->structure->tables++;   /* bounded after the walk */
+    return fb_verify_fields(w->structure, &et_schema_file, ET_DECL_ALLOCATION_DETAILS, alloc,
+                            NULL, skip, 4);
+}
+
 /* A memory-planned tensor's AllocationDetails: inside its arena. */
 static int allocation_info(walk *w, const fb_tbl *alloc, et_record *r) {
     fb_ctx *c = &w->c;
@@ -388,6 +403,8 @@ static int tensor_value(walk *w, const fb_tbl *t, uint32_t value) {
     r->value = value;
     FB_TRY(et_tensor_layout(c, t, &et_tensor[ET_TENSOR_SCALAR_TYPE], &et_tensor[ET_TENSOR_SIZES],
                          &et_tensor[ET_TENSOR_DIM_ORDER], r));
+    if (w->structure)   /* sizes and dim_order, which fused_member leaves to this walk */
+        FB_TRY(fb_count_elements(w->structure, 2 * (uint64_t)r->ndim, t->pos));
     FB_TRY(fb_fld_u8(c, t, &et_tensor[ET_TENSOR_SHAPE_DYNAMISM], &dynamism));
     r->shape_dynamism = dynamism;
     FB_TRY(fb_fld_u32(c, t, &et_tensor[ET_TENSOR_DATA_BUFFER_IDX], &index));
@@ -426,6 +443,8 @@ static int tensor_value(walk *w, const fb_tbl *t, uint32_t value) {
         FB_TRY(constant_data(w, index, t->pos, r));
         r->stored = ET_STORED_CONSTANT;
     }
+    if (w->structure && has_alloc)
+        FB_TRY(fused_allocation(w, &alloc, location != ET_TENSOR_DATA_LOCATION_EXTERNAL));
     w->n_tensors++;
     return FB_OK;
 }
@@ -439,15 +458,24 @@ static int tensor_value(walk *w, const fb_tbl *t, uint32_t value) {
 static const fb_field *const fused_shallow[] = {
     &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &et_chain[ET_CHAIN_INSTRUCTIONS], NULL};
 
+/* The id bit of Tensor field i. */
+#define TENSOR_BIT(i) (UINT64_C(1) << et_tensor[i].id)
+
 /* WALK_FUSED: union value u, just opened at nesting `depth`, as the structural pass
- * checks it. */
+ * checks it. A Tensor's fields that tensor_value reads unconditionally with the
+ * checking readers of their kind are left to it (it counts the vectors' elements). */
 static int fused_member(walk *w, const fb_union_value *u, uint32_t depth) {
+    uint64_t skip = 0;
     if (!w->structure) return FB_OK;
     w->structure->tables++;   /* the table holding the union (bounded after the walk) */
     if (!u->member || u->member->kind != FB_TABLE || !u->pos) return FB_OK;
     w->structure->tables++;
+    if (u->member->ref == ET_DECL_TENSOR)
+        skip = TENSOR_BIT(ET_TENSOR_SCALAR_TYPE) | TENSOR_BIT(ET_TENSOR_SIZES)
+               | TENSOR_BIT(ET_TENSOR_DIM_ORDER) | TENSOR_BIT(ET_TENSOR_SHAPE_DYNAMISM)
+               | TENSOR_BIT(ET_TENSOR_DATA_BUFFER_IDX) | TENSOR_BIT(ET_TENSOR_ALLOCATION_INFO);
     return fb_verify_fields(w->structure, &et_schema_file, u->member->ref, &u->table, NULL,
-                            depth);
+                            skip, depth);
 }
 
 /* WALK_FUSED: the structure of plan p, as fb_verify_table checks it, but for the
@@ -459,7 +487,7 @@ static int fused_plan(walk *w, const fb_tbl *p) {
     if (!c) return FB_OK;
     FB_TRY(fb_tbl_open(c, p->pos, &t));
     FB_TRY(fb_verify_fields(c, &et_schema_file, et_program[ET_PROGRAM_EXECUTION_PLAN].ref, &t,
-                            fused_shallow, 1));
+                            fused_shallow, 0, 1));
     FB_TRY(fb_fld_vec(c, &t, &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &values));
     return fb_count_elements(c, values.count, values.data);
 }

@@ -604,8 +604,10 @@ int fb_verify_field(fb_ctx *c, const fb_schema *s, const fb_tbl *t, const fb_fie
 /* The fields of table t, opened (fb_tbl_open) as declaration `decl` at nesting `depth`,
  * and everything they reach, as fb_verify_table_shallow checks them after opening it: for
  * a reader that opens a table itself and checks its structure and its meaning in one
- * visit. */
+ * visit. The fields of t whose vtable ids (below 64) are set in `skip` are left to that
+ * reader, which reads them with fb.h's readers of their kind (the same checks) and
+ * counts a vector's elements (fb_count_elements). */
 int fb_verify_fields(fb_ctx *c, const fb_schema *s, unsigned decl, const fb_tbl *t,
-                     const fb_field *const *shallow, uint32_t depth);
+                     const fb_field *const *shallow, uint64_t skip, uint32_t depth);
 
 #endif /* FB_H */

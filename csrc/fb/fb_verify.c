@@ -135,26 +135,37 @@ static int no_unknown_fields(fb_ctx *c, const fb_tbl *t, const fb_decl *d) {
     return FB_OK;
 }
 
-/* The fields of table t (declaration d), opened at nesting `depth`. A scalar or a struct
- * that is not required, most of a file's fields, is read once: its slot, its extent and
- * its alignment, located at the field only when it fails. */
+/* The fields of table t (declaration d), opened at nesting `depth`, but those whose
+ * vtable ids are set in `skip`. A scalar or a struct that is not required, most of a
+ * file's fields, is read once: its slot, its extent and its alignment, located at the
+ * field only when it fails. */
 static int verify_fields(fb_ctx *c, const verifier *v, const fb_decl *d, const fb_tbl *t,
-                         uint32_t depth) {
+                         uint64_t skip, uint32_t depth) {
     unsigned i;
     for (i = 0; i < d->count; i++) {
         const fb_field *f = &d->fields[i];
         int rc, shallow;
         if (f->kind == FB_UNION_TYPE) continue;   /* checked with its union */
+        if (f->id < 64 && (skip >> f->id & 1)) continue;
         if ((f->kind == FB_SCALAR || f->kind == FB_STRUCT) && !(f->flags & FB_REQUIRED)) {
             uint64_t at;
             FB_TRY(fb_at_field(c, f, FB_NO_INDEX,
                                fb_tbl_field_aligned(c, t, f->id, f->size, f->align, &at)));
             continue;
         }
+        shallow = is_shallow(v, f);
+        if ((f->kind == FB_VEC_SCALAR || f->kind == FB_VEC_STRUCT) && !shallow) {
+            /* its extent, its elements counted: fb_fld_vec fails a required one absent
+             * as verify_required would, at the table, located at the field */
+            fb_vec items;
+            FB_TRY(fb_at_field(c, f, FB_NO_INDEX, fb_fld_vec(c, t, f, &items)));
+            FB_TRY(fb_at_field(c, f, FB_NO_INDEX,
+                               fb_count_elements(c, items.count, items.data)));
+            continue;
+        }
         /* Absent and optional: nothing to check (a union is checked by its type slot) */
         if (f->kind != FB_UNION && !(f->flags & FB_REQUIRED) && !fb_tbl_has(c, t, f->id))
             continue;
-        shallow = is_shallow(v, f);
         if (f->flags & FB_REQUIRED) FB_TRY(verify_required(c, t, d->fields, i));
         if (!shallow && (f->kind == FB_VEC_STRING || f->kind == FB_VEC_TABLE)) {
             FB_TRY(verify_field(c, v, t, d->fields, i, depth));   /* pushes per element */
@@ -175,7 +186,7 @@ static int verify_table(fb_ctx *c, const verifier *v, unsigned decl, uint64_t po
         return fb_fail(c, FB_E_BAD_ARGUMENT, pos);
     if (depth > c->max_depth) return fb_fail(c, FB_E_DEPTH_BUDGET, pos);
     FB_TRY(fb_tbl_open(c, pos, &t));
-    return verify_fields(c, v, &v->s->decls[decl], &t, depth);
+    return verify_fields(c, v, &v->s->decls[decl], &t, 0, depth);
 }
 
 int fb_verify_table(fb_ctx *c, const fb_schema *s, unsigned decl, uint64_t pos) {
@@ -200,11 +211,11 @@ int fb_verify_field(fb_ctx *c, const fb_schema *s, const fb_tbl *t, const fb_fie
 }
 
 int fb_verify_fields(fb_ctx *c, const fb_schema *s, unsigned decl, const fb_tbl *t,
-                     const fb_field *const *shallow, uint32_t depth) {
+                     const fb_field *const *shallow, uint64_t skip, uint32_t depth) {
     verifier v;
     v.s = s;
     v.shallow = shallow;
     if (decl >= s->count || s->decls[decl].kind != FB_DECL_TABLE)
         return fb_fail(c, FB_E_BAD_ARGUMENT, t->pos);
-    return verify_fields(c, &v, &s->decls[decl], t, depth);
+    return verify_fields(c, &v, &s->decls[decl], t, skip, depth);
 }
