@@ -241,7 +241,10 @@ _LIKE_FOR_LIKE = [
     ("exir_deserialize", "pyflatmodule_full",
      "exir deserialize_pte_binary / pyflatmodule verify='full'"),
     ("runtime_minimal_methods", "pyflatmodule_full",
-     "runtime load_program (Minimal) + load_method / pyflatmodule verify='full'")]
+     "runtime load_program (Minimal) + load_method / pyflatmodule verify='full'"),
+    ("runtime_internalconsistency_methods", "pyflatmodule_full",
+     "runtime load_program (InternalConsistency) + load_method / pyflatmodule "
+     "verify='full'")]
 
 
 def _et_targets(res: Results) -> List[str]:
@@ -315,6 +318,55 @@ def _speed_targets(res: Results) -> List[str]:
     return rows
 
 
+def _growth(res: Results, per: str) -> Optional[float]:
+    """The full check's cost per value (or per flatbuffer byte, ``per="byte"``) on the
+    largest growth program over the smallest's."""
+    group = "et full check growth"
+    costs = []
+    for impl in ("et_graph_2k", "et_graph_225k"):
+        m = res.median(group, impl)
+        units = res.info(group, impl, "units" if per == "value" else "flatbuffer_bytes")
+        if m is None or not units:
+            return None
+        costs.append(m / units)
+    return costs[1] / costs[0]
+
+
+def _check_speed_targets(res: Results) -> List[str]:
+    """The full check and start-up targets (issue 39): the like-for-like ratios, the cost
+    growth, the fresh process and the command line's start-up."""
+    rows: List[str] = []
+    group = "et open: et_graph_22k"
+    for slow, fast, label, bound in (
+            ("runtime_internalconsistency_methods", "pyflatmodule_full",
+             "runtime load_program + load_method (InternalConsistency) / pyflatmodule "
+             "verify='full'", 5),
+            ("exir_deserialize", "pyflatmodule_full",
+             "exir deserialize_pte_binary / pyflatmodule verify='full'", 1000),
+            ("runtime_minimal", PFM, "runtime load_program (Minimal) / pyflatmodule open", 5)):
+        r = res.ratio(group, slow, fast)
+        _check(rows, f"{group}: {label} >= {bound}", r, r is not None and r >= bound)
+    for per in ("value", "byte"):
+        r = _growth(res, per)
+        _check(rows, f"et full check growth: cost per {per}, 225,001 values / 2,251 values "
+               "<= 1.2", r, r is not None and r <= 1.2)
+    group = "et cold first constant: et_graph_22k"
+    r = res.ratio(group, "et_runtime")
+    _check(rows, f"{group}: executorch.runtime process / pyflatmodule's >= 50", r,
+           r is not None and r >= 50)
+    r = _peak_rss_ratio(res, group, ["et_runtime"])
+    _check(rows, f"{group}: executorch.runtime peak RSS / pyflatmodule's >= 20", r,
+           r is not None and r >= 20)
+    for impl in ("pyflatmodule_info", "pyflatmodule_verify"):
+        r = res.ratio("cli start to finish: sample.pte", impl, "floor_python")
+        _check(rows, f"cli start to finish: sample.pte: {impl} / python -c pass <= 3", r,
+               r is not None and r <= 3)
+    r = res.ratio("cli start to finish: info sample.ptl", PFM, "floor_python")
+    rows.append("| cli start to finish: info sample.ptl: pyflatmodule / python -c pass "
+                f"(reported) | {'not measured' if r is None else f'{r:.2f}'} | – |")
+    return rows
+
+
 def machine() -> str:
     cpus = os.cpu_count()
     model = ""
@@ -377,7 +429,8 @@ def _issue_of(group: str) -> str:
 #: (issue, its groups' prefix, its targets' rows)
 TARGETS: List[Tuple[str, str, Callable[[Results], List[str]]]] = [
     ("4", "", lambda res: _targets(res)[2:]), ("11", "zoo ", _zoo_targets),
-    ("13", "et ", _et_targets), ("25", "", _speed_targets), ("38", "remote ", _remote_targets)]
+    ("13", "et ", _et_targets), ("25", "", _speed_targets),
+    ("38", "remote ", _remote_targets), ("39", "et ", _check_speed_targets)]
 
 
 def main(argv: List[str]) -> None:

@@ -51,6 +51,23 @@ CLI = {
         "status = main(['info', sys.argv[1]])\n"
         "print(status, 'ml_dtypes' in sys.modules)\n"),
     "floor_numpy": "import sys, numpy\n",
+    "floor_python": "import sys\n",
+}
+
+#: The command line on an ExecuTorch program, ``info`` and ``verify``, against the
+#: interpreter alone (``python -c pass``): neither answer needs an array.
+CLI_PTE = {
+    "pyflatmodule_info": (
+        "import sys\n"
+        "from pyflatmodule.__main__ import main\n"
+        "status = main(['info', sys.argv[1]])\n"
+        "print(status, 'numpy' in sys.modules)\n"),
+    "pyflatmodule_verify": (
+        "import sys\n"
+        "from pyflatmodule.__main__ import main\n"
+        "status = main(['verify', sys.argv[1]])\n"
+        "print(status, 'numpy' in sys.modules)\n"),
+    "floor_python": "import sys\n",
 }
 
 _RSS = (
@@ -126,6 +143,14 @@ ET_FIRST_CONSTANT = {
         "         if type(v.val).__name__ == 'Tensor' and v.val.data_buffer_idx > 0)\n"
         "data = program.constant_buffer[t.data_buffer_idx].storage\n"
         "print(repr(struct.unpack_from('<f', data)[0]))\n"),
+    # The C++ runtime hands no constant to Python: its process stops after load_program
+    # + load_method of every method, where the runtime has read the constants' bytes.
+    "et_runtime": (
+        "import sys\n"
+        "from executorch.runtime import Runtime\n"
+        "program = Runtime.get().load_program(sys.argv[1])\n"
+        "methods = [program.load_method(n) for n in sorted(program.method_names)]\n"
+        "print([type(m).__name__ for m in methods])\n"),
 }
 
 #: RSS (KiB) after imports, after open, after reading every constant (a sum over each)

@@ -43,7 +43,10 @@ RSS_MODELS = ["et_const_1g", "et_external_1g"]
 RUNTIME_RSS_MODELS = ["et_const_1g"]
 #: The runtime's verification levels; "+methods": then load_method of every method too
 #: (the runtime parses a method's values there, as pyflatmodule does at their first read).
-RUNTIME_LEVELS = ["Minimal", "InternalConsistency", "Minimal+methods"]
+RUNTIME_LEVELS = ["Minimal", "InternalConsistency", "Minimal+methods",
+                  "InternalConsistency+methods"]
+#: The full check's cost as programs grow: 2,251, 22,501 and 225,001 values.
+GROWTH_MODELS = ["et_graph_2k", "et_graph_22k", "et_graph_225k"]
 
 
 @pytest.fixture
@@ -87,6 +90,19 @@ def test_et_open_pyflatmodule(benchmark, programs, name, impl):
     n = _values(model)
     p = measure(benchmark, lambda: OPENS[impl](model), group=f"et open: {name}", impl=impl,
                 model=model, units=n, unit="value")
+    assert isinstance(p, pfm.Program)
+
+
+@pytest.mark.parametrize("name", GROWTH_MODELS)
+def test_et_full_check_growth(benchmark, programs, name):
+    """``verify="full"`` per value and per byte of flatbuffer (the report compares the
+    largest program's cost per value with the smallest's)."""
+    model = programs(name)
+    n = _values(model)
+    with _open(model) as p:
+        flatbuffer = int(p.info()["flatbuffer_size"])
+    p = measure(benchmark, lambda: _open(model, "full"), group="et full check growth",
+                impl=name, model=model, units=n, unit="value", flatbuffer_bytes=flatbuffer)
     assert isinstance(p, pfm.Program)
 
 
@@ -134,17 +150,21 @@ def _first_constant(model: benchmodels.Model) -> str:
         return repr(float(p.constants()[0][2].flat[0]))
 
 
-@pytest.mark.parametrize("impl", ["pyflatmodule", pytest.param("exir", marks=pytest.mark.torch)])
+@pytest.mark.parametrize("impl", ["pyflatmodule", pytest.param("exir", marks=pytest.mark.torch),
+                                  pytest.param("et_runtime", marks=pytest.mark.torch)])
 @pytest.mark.parametrize("name", COLD_MODELS)
 def test_et_cold_first_constant(benchmark, programs, timed, name, impl):
     model = programs(name)
-    if impl == "exir":
+    if impl != "pyflatmodule":
         need_executorch(model)
     outputs = measure_processes(
         benchmark, lambda: childproc.run(childproc.ET_FIRST_CONSTANT[impl], model.path),
         group=f"et cold first constant: {name}", impl=impl, model=model,
         rounds=5 if timed else None)
-    assert {text.splitlines()[-1] for text in outputs} == {_first_constant(model)}
+    if impl == "et_runtime":   # its methods loaded: no constant reaches Python
+        assert all("Method" in text.splitlines()[-1] for text in outputs)
+    else:
+        assert {text.splitlines()[-1] for text in outputs} == {_first_constant(model)}
 
 
 @pytest.mark.parametrize("name,impl", [(n, "pyflatmodule") for n in RSS_MODELS] + [
