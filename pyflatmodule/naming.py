@@ -98,7 +98,7 @@ class ModuleTensors(NamedTuple):
 #: Where the module's names come from: a path (an ETRecord, a ``.safetensors`` or an
 #: ``.npz`` file), an opened ETRecord, the module's tensors by name (a ``state_dict()``
 #: as numpy arrays), or those :func:`reference_tensors` read.
-Reference = Union[str, "os.PathLike[str]", ETRecord, ModuleTensors, Mapping[str, np.ndarray]]
+Reference = Union[str, "os.PathLike[str]", ETRecord, ModuleTensors, Mapping[str, "np.ndarray"]]
 
 #: A name the program gives a tensor of one method: ``<method>.values[3]``,
 #: ``<method>.delegates[0].values[7]``.

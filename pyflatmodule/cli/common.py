@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import concurrent.futures
 import json
 import math
 import os
@@ -264,6 +263,7 @@ def in_order(work: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[
     if jobs <= 1:
         yield from map(work, items)
         return
+    import concurrent.futures  # only for -j
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         pending: Deque["concurrent.futures.Future[R]"] = collections.deque()
         for item in items:

@@ -12,8 +12,8 @@ while both are alive) has class ``tensor conflict``, outlined in red, and
 """
 from __future__ import annotations
 
+import html
 from typing import Dict, List, Set
-from xml.sax.saxutils import quoteattr
 
 from .common import Json, human
 
@@ -42,8 +42,14 @@ def _fill(value: int) -> str:
     return f"hsl({value * 137.508 % 360:.1f}, 60%, 62%)"
 
 
+def _quoted(value: str) -> str:
+    """An XML attribute value, quoted and escaped (html.escape: a lighter import than
+    xml.sax, which brings urllib and http.client)."""
+    return f'"{html.escape(value, quote=True)}"'
+
+
 def _attrs(**kw: object) -> str:
-    return "".join(f" {k.replace('_', '-')}={quoteattr(str(v))}" for k, v in kw.items())
+    return "".join(f" {k.replace('_', '-')}={_quoted(str(v))}" for k, v in kw.items())
 
 
 def _panel(doc: Json, top: float, out: List[str]) -> float:
@@ -96,7 +102,7 @@ def _panel(doc: Json, top: float, out: List[str]) -> float:
                      f"{t['offset'] + t['nbytes']:,}) of buffer {mem}, {life}{clash}")
             x, top_y = LEFT + first * cell, y + t["offset"] * scale
             w, h = (last - first + 1) * cell, max(t["nbytes"] * scale, 1.0)
-            out.append(f'<rect class={quoteattr(classes)}{_attrs(**facts)} '
+            out.append(f'<rect class={_quoted(classes)}{_attrs(**facts)} '
                        f'x="{x:.2f}" y="{top_y:.2f}" width="{w:.2f}" height="{h:.2f}" '
                        f'fill="{_fill(t["value"])}"><title>{_esc(title)}</title></rect>')
             if w >= LABEL_WIDTH and h >= LABEL_HEIGHT:

@@ -17,16 +17,17 @@ them (``pip install 'pyflatmodule[remote]'``).
 from __future__ import annotations
 
 import collections
-import http.client
 import re
-import socket
 import sys
 import threading
 import time
 import urllib.parse
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import RemoteError
+
+if TYPE_CHECKING:   # http.client (and ssl with it) is imported when a URL is first read
+    import http.client
 
 __all__ = ["HEAD_BYTES", "TOTAL", "RemoteFile", "RemoteStats", "is_remote", "list_prefix"]
 
@@ -103,10 +104,11 @@ class _Http:
         self.tries = int(options.get("tries", TRIES))
         self.headers: Dict[str, str] = dict(options.get("headers", {}))
         self._target = url
-        self._conn: Optional[http.client.HTTPConnection] = None
+        self._conn: Optional["http.client.HTTPConnection"] = None
         self._conn_for = ""
 
-    def _connection(self) -> Tuple[http.client.HTTPConnection, str]:
+    def _connection(self) -> Tuple["http.client.HTTPConnection", str]:
+        import http.client
         parts = urllib.parse.urlsplit(self._target)
         netloc = f"{parts.scheme}://{parts.netloc}"
         if self._conn is None or self._conn_for != netloc:
@@ -125,6 +127,7 @@ class _Http:
 
     def get(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
         """Bytes [start, end) and the file's size (from Content-Range)."""
+        import http.client
         for _ in range(MAX_REDIRECTS + 1):
             conn, path = self._connection()
             try:
@@ -142,7 +145,7 @@ class _Http:
             return self._answer(r, start, end, known)
         raise RemoteError(self.url, f"more than {MAX_REDIRECTS} redirects")
 
-    def _answer(self, r: http.client.HTTPResponse, start: int, end: int,
+    def _answer(self, r: "http.client.HTTPResponse", start: int, end: int,
                 known: Optional[int]) -> Tuple[bytes, int]:
         status = r.status
         if status >= 500 or status == 429:
@@ -187,7 +190,8 @@ class _Http:
                                         f"bytes while it was read")
         return self._body(r, last + 1 - first), total
 
-    def _body(self, r: http.client.HTTPResponse, n: int) -> bytes:
+    def _body(self, r: "http.client.HTTPResponse", n: int) -> bytes:
+        import http.client
         try:
             body = r.read(n)
             extra = r.read(1) if r.length else b""
@@ -244,6 +248,7 @@ class _Fsspec:
 
 
 def _describe(e: BaseException) -> str:
+    import socket
     if isinstance(e, (socket.timeout, TimeoutError)):
         return "timed out"
     text = str(e) or type(e).__name__
