@@ -90,6 +90,15 @@ class Source:
             return memoryview(got)
         return memoryview(self.obj)[start:start + n].toreadonly()
 
+    def address(self, pos: int) -> int:
+        """A number for byte ``pos`` of the file: its address in memory for a buffer that
+        holds it (two views at one address read the same bytes); for a remote file's
+        bytes past its buffer, one as unique."""
+        if not self.held:
+            return id(self) + pos
+        from .lazy import np
+        return int(np.frombuffer(self.obj, np.uint8).ctypes.data) + pos
+
     def disconnect(self) -> None:
         """Close a remote file's connection and drop its cache (nothing for others)."""
         if self.remote is not None:

@@ -29,6 +29,11 @@ class DataFile(_File):
         """Stored tensors by key: read-only zero-copy arrays with their layouts."""
         return {key: stored.array() for key, stored in self._stored_tensors().items()}
 
+    def tensor_layouts(self) -> Dict[str, StoredTensor]:
+        """:attr:`tensors` without reading a byte of them (see
+        :class:`~pyflatmodule.executorch.StoredTensor`)."""
+        return self._stored_tensors()
+
     def _stored_tensors(self) -> Dict[str, StoredTensor]:
         """Where each tensor is, by key (nothing read)."""
         records, _ = self._index()

@@ -77,8 +77,7 @@ class StoredTensor(NamedTuple):
         """Where its bytes are in memory for a local file (the mapping's address plus its
         offset: two tensors at one address of one size read the same bytes); for a
         remote file, a number as unique."""
-        base = np.frombuffer(self.source.obj, np.uint8) if self.source.held else None
-        return (int(base.ctypes.data) if base is not None else id(self.source)) + self.start
+        return self.source.address(self.start)
 
     def array(self) -> np.ndarray:
         """The read-only array."""

@@ -2,11 +2,23 @@
 chains, instructions, operators and delegates, and the tensors it holds or names."""
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
-from ..core.dtypes import QuantizedTensor, numpy_dtype
+from ..core.dtypes import QuantizedTensor, dtype_name, numpy_dtype
 from ..core.fbread import Table, Tables, enum_names
 from ..core.lazy import np
 from ..core.names import NamedDict, plural
@@ -15,7 +27,7 @@ from ..core.options import Options
 from ..core.source import Bytes, Source, Span
 from ..errors import FormatError
 from . import releases
-from .backends import Backend, DelegateGraph, Payload, backend_of
+from .backends import Backend, DelegateGraph, Payload, backend_of, described
 from .data_file import DataFile
 from .file import StoredTensor, _File
 from .memory import MemoryPlan, make_plan
@@ -38,10 +50,21 @@ STORED = {lib.ET_STORED_NONE: "none", lib.ET_STORED_CONSTANT: "constant",
 
 # ------------------------------------------------------------------ value types
 
-def _arrays(tensors: Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]]
-            ) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
-    """The tensors, each stored one read."""
-    return {k: v.array() if isinstance(v, StoredTensor) else v for k, v in tensors.items()}
+class DelegateConstant(NamedTuple):
+    """A delegate's constant described without reading its bytes, as
+    :meth:`Program.delegate_constants` gives it: torch's dtype name, its shape in torch's
+    layout, the bytes the file holds for it and where they are (as
+    :attr:`StoredTensor.address`); ``array()`` reads it."""
+
+    dtype_name: str
+    shape: Tuple[int, ...]
+    nbytes: int
+    address: int
+    read: Callable[[], Union[np.ndarray, QuantizedTensor]]
+
+    def array(self) -> Union[np.ndarray, QuantizedTensor]:
+        """The constant (a QuantizedTensor when quantized), read."""
+        return self.read()
 
 
 class TensorSpec(NamedTuple):
@@ -667,8 +690,10 @@ class Program(_File):
         (torch's tensor is the stored one ``.transpose(permutation)``) and ``notes``
         where the values may not be the module's, see :class:`TorchLayout`; other
         constants ``"layout": "as stored"``)."""
-        return {f"{where}.values[{vid}]": layout for where, graph in self._delegate_graphs()
-                for vid, layout in graph.constant_layouts().items()}
+        with described():   # what is said of the constants needs none of their bytes
+            return {f"{where}.values[{vid}]": layout
+                    for where, graph in self._delegate_graphs()
+                    for vid, layout in graph.constant_layouts().items()}
 
     def constants(self) -> List[Tuple[int, int, np.ndarray]]:
         """Every constant tensor as (plan index, value index, array), in file order."""
@@ -681,28 +706,40 @@ class Program(_File):
         by key; constants, mutable buffers' initial values and resolved external tensors
         by fully qualified name; then the delegates' constants by
         ``"<method>.delegates[<i>].values[<id>]"`` (see :meth:`delegate_constants`)."""
-        return _arrays(self._state_layouts())
+        out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {
+            k: v.array() for k, v in self._stored_by_name().items()}
+        for key, value in self.delegate_constants().items():
+            out.setdefault(key, value)
+        return out
 
     def named_tensors(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
         """Every tensor with data, by a stable name: :meth:`state_dict`'s names, then each
         remaining constant as ``<method>.values[<index>]`` (constants carry no names)."""
-        return _arrays(self.named_layouts())
-
-    def named_layouts(self) -> Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]]:
-        """:meth:`named_tensors` without reading the tensors stored in the files: each a
-        :class:`StoredTensor` (its dtype, shape and bytes; ``array()`` reads it), the
-        delegates' constants as arrays (their backends' layouts)."""
-        out = self._state_layouts()
-        names = [m.name for m in self._plans()]
-        records, _ = self._index()
-        for r in records[records["stored"] == lib.ET_STORED_CONSTANT]:
-            out.setdefault(f"{names[int(r['plan'])]}.values[{int(r['value'])}]",
-                           self._stored(r))
+        out = self.state_dict()
+        for key, stored in self._unnamed_constants().items():
+            out.setdefault(key, stored.array())
         return out
 
-    def _state_layouts(self) -> Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]]:
-        """:meth:`state_dict`, its stored tensors not read."""
-        out: Dict[str, Union[StoredTensor, np.ndarray, QuantizedTensor]] = {}
+    def named_layouts(self) -> Dict[str, Union[StoredTensor, DelegateConstant]]:
+        """:meth:`named_tensors` without reading a byte of them: each a
+        :class:`StoredTensor` or a :class:`DelegateConstant` (dtype, shape, bytes and
+        where; ``array()`` reads it)."""
+        out = self.state_layouts()
+        for key, stored in self._unnamed_constants().items():
+            out.setdefault(key, stored)
+        return out
+
+    def state_layouts(self) -> Dict[str, Union[StoredTensor, DelegateConstant]]:
+        """:meth:`state_dict` without reading a byte of it (see :meth:`named_layouts`)."""
+        out: Dict[str, Union[StoredTensor, DelegateConstant]] = dict(self._stored_by_name())
+        for key, value in self._delegate_descriptions().items():
+            out.setdefault(key, value)
+        return out
+
+    def _stored_by_name(self) -> Dict[str, StoredTensor]:
+        """The tensors the files hold by name (constants, mutable buffers' initial values,
+        external tensors resolved, then the data files' others), nothing read."""
+        out: Dict[str, StoredTensor] = {}
         records, _ = self._index()
         for r in records:
             if not r["name"]:
@@ -714,9 +751,31 @@ class Program(_File):
                 out.setdefault(name, self._external[name])
         for key, stored in self._external.items():
             out.setdefault(key, stored)
-        for key, value in self.delegate_constants().items():
-            out.setdefault(key, value)
         return out
+
+    def _unnamed_constants(self) -> Dict[str, StoredTensor]:
+        """Every constant as ``<method>.values[<index>]``, nothing read."""
+        names = [m.name for m in self._plans()]
+        records, _ = self._index()
+        return {f"{names[int(r['plan'])]}.values[{int(r['value'])}]": self._stored(r)
+                for r in records[records["stored"] == lib.ET_STORED_CONSTANT]}
+
+    def _delegate_descriptions(self) -> Dict[str, DelegateConstant]:
+        """:meth:`delegate_constants`, described from stand-ins (nothing read: see
+        :func:`~pyflatmodule.executorch.backends.described`)."""
+        out: Dict[str, DelegateConstant] = {}
+        with described() as addresses:
+            for key, t in self.delegate_constants().items():
+                ints = t.int_repr if isinstance(t, QuantizedTensor) else t
+                at = int(ints.__array_interface__["data"][0])
+                out[key] = DelegateConstant(
+                    t.dtype_name if isinstance(t, QuantizedTensor) else dtype_name(t),
+                    tuple(int(d) for d in t.shape), int(ints.nbytes),
+                    addresses.get(at, at), functools.partial(self._delegate_constant, key))
+        return out
+
+    def _delegate_constant(self, key: str) -> Union[np.ndarray, QuantizedTensor]:
+        return self.delegate_constants()[key]
 
     @property
     def missing_data(self) -> List[str]:

@@ -124,6 +124,23 @@ def test_metadata_of_a_big_program_costs_two_requests(nginx: Nginx, big_program:
             in run.stderr.splitlines()[-1]
 
 
+def test_metadata_of_a_delegated_program_reads_no_weight(
+        nginx: Nginx, big_xnnpack_program: Path) -> None:
+    """The XNNPACK program's weights (512 MiB, in named data) are not read for its
+    metadata: what its delegates' constants are comes from their graphs, and info reads
+    the payloads and each named entry's first bytes, no more. Each answer is the local
+    file's."""
+    flatbuffer, _ = _header(big_xnnpack_program)
+    url = nginx.url("bench", big_xnnpack_program.name)
+    for command in ("info", "ops", "dis", "tree", "memory", "size"):
+        mark = nginx.mark()
+        got = run_cli(command, url, "--json")
+        fetched = sum(r.body_bytes_sent for r in nginx.since(mark))
+        want = run_cli(command, str(big_xnnpack_program), "--json")
+        assert got.stdout.replace(url, str(big_xnnpack_program)) == want.stdout, command
+        assert fetched <= flatbuffer + (1 << 20), (command, fetched)
+
+
 def test_verify_of_a_program_without_delegates_asks_for_no_segment(
         nginx: Nginx, big_program: Path) -> None:
     """No request is for segment data: the first (64 KiB, before the size of the

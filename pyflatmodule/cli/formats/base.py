@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 from ...core.dtypes import QuantizedTensor, dtype_name
 from ...core.lazy import np
-from ...executorch import Region, StoredTensor
+from ...executorch import DelegateConstant, Region, StoredTensor
 from ...files import FORMATS, Format, RemoteFile
 from ..common import Context, Json, Style
 
@@ -15,6 +15,9 @@ from ..common import Context, Json, Style
 Checkable = Union[str, RemoteFile]
 
 Tensor = Union["np.ndarray", QuantizedTensor]
+#: A tensor, or one described without its bytes (a program's stored tensors, its
+#: delegates' constants): what size and tree need of it.
+Described = Union[Tensor, StoredTensor, DelegateConstant]
 
 
 class Listing(NamedTuple):
@@ -182,7 +185,7 @@ class FileFormat(abc.ABC):
     def tensors(self) -> Dict[str, Tensor]:
         """The tensors ``export`` writes, by name."""
 
-    def tensor_layouts(self) -> Dict[str, Union[Tensor, StoredTensor]]:
+    def tensor_layouts(self) -> Dict[str, Described]:
         """:meth:`tensors`, those a format can describe unread (dtype, shape, bytes) as
         StoredTensors: what ``size`` needs of them."""
         return dict(self.tensors())
@@ -192,21 +195,23 @@ class FileFormat(abc.ABC):
         torch's, by name (``export`` writes it to the metadata); empty for most formats."""
         return {}
 
-    def dtype_name(self, tensor: Union[Tensor, StoredTensor]) -> str:
+    def dtype_name(self, tensor: Described) -> str:
         """torch's name of the dtype of a tensor taken from the file."""
+        if isinstance(tensor, DelegateConstant):
+            return tensor.dtype_name
         return dtype_name(tensor)
 
     @staticmethod
-    def address(tensor: Union[Tensor, StoredTensor]) -> int:
+    def address(tensor: Described) -> int:
         """Where a tensor's bytes are in memory (a quantized one's integers): tensors
         taken from a file are views of it, so two at one address of one size read the
         same blob (a StoredTensor's: :attr:`StoredTensor.address`)."""
-        if isinstance(tensor, StoredTensor):
+        if isinstance(tensor, (StoredTensor, DelegateConstant)):
             return tensor.address
         a = tensor.int_repr if isinstance(tensor, QuantizedTensor) else tensor
         return int(a.__array_interface__["data"][0])
 
-    def nbytes(self, tensor: Union[Tensor, StoredTensor]) -> int:
+    def nbytes(self, tensor: Described) -> int:
         """Bytes the file holds for a tensor taken from it (a quantized one's integers)."""
         return int(tensor.int_repr.nbytes if isinstance(tensor, QuantizedTensor)
                    else tensor.nbytes)

@@ -34,7 +34,7 @@ from ...executorch import (
 )
 from ...files import load
 from ..common import CliError, Context, Json, Style, human
-from .base import Checkable, FileFormat, Listing, Tensor, below
+from .base import Checkable, Described, FileFormat, Listing, Tensor, below
 
 __all__ = ["ExecuTorchBundled", "ExecuTorchDataFile", "ExecuTorchProgram"]
 
@@ -364,25 +364,26 @@ class _ExecuTorchFile(FileFormat):
         root.update(below(children, 0, max_depth))
         return root
 
-    def _tensor_facts(self, t: Tensor) -> Json:
+    def _tensor_facts(self, t: Described) -> Json:
         return {"kind": "tensor", "dtype": self.dtype_name(t), "shape": list(t.shape),
                 "bytes": self.nbytes(t)}
 
     def _graph_nodes(self, path: str, graph: DelegateGraph, backend: Backend,
-                     tensors: Dict[str, Tensor]) -> List[Json]:
+                     tensors: Dict[str, Described]) -> List[Json]:
         """A delegate's graph in brief (kind ``<backend key>_graph``), then its weights
         (as ``state_dict()`` has them, in torch's layout), each with the named data keys
         that hold it and its scales."""
         nodes = graph.nodes
         keys = graph.named_data_keys()
         weights = []
-        for vid in graph.constants():
-            t = tensors.get(f"{path}.values[{vid}]")
-            if t is not None:
-                weights.append({"name": f"values[{vid}]", "path": f"{path}.values[{vid}]",
-                                **self._tensor_facts(t),
-                                "named_data": keys.get((vid, "constant")),
-                                "scales_named_data": keys.get((vid, "scales"))})
+        prefix = f"{path}.values["
+        for name, t in tensors.items():   # the graph's constants, in value id order
+            if not (name.startswith(prefix) and name.endswith("]")):
+                continue
+            vid = int(name[len(prefix):-1])
+            weights.append({"name": f"values[{vid}]", "path": name, **self._tensor_facts(t),
+                            "named_data": keys.get((vid, "constant")),
+                            "scales_named_data": keys.get((vid, "scales"))})
         summary = {"name": "graph", "path": f"{path}.graph", "kind": f"{backend.key}_graph",
                    "backend": backend.name, "nodes": len(nodes),
                    "node_kinds": dict(sorted(Counter(n.kind for n in nodes).items())),
@@ -400,8 +401,8 @@ class _ExecuTorchFile(FileFormat):
         return {}
 
     @abc.abstractmethod
-    def _tree_tensors(self) -> Dict[str, Tensor]:
-        """The tensors the tree lists."""
+    def _tree_tensors(self) -> Dict[str, Described]:
+        """The tensors the tree lists (described: no byte of them is read)."""
 
     @staticmethod
     def tree_lines(st: Style, node: Json) -> List[str]:
@@ -535,8 +536,8 @@ class ExecuTorchProgram(_ExecuTorchFile):
         return {"external_tensors": info["external_tensors"],
                 "missing_data": info["missing_data"]}
 
-    def _tree_tensors(self) -> Dict[str, Tensor]:
-        return self.file.state_dict()
+    def _tree_tensors(self) -> Dict[str, Described]:
+        return dict(self.file.state_layouts())
 
     def listing(self, method: Optional[str], every_function: bool) -> Listing:
         methods = self.file.methods
@@ -566,7 +567,7 @@ class ExecuTorchProgram(_ExecuTorchFile):
         """Its named tensors, delegates' constants included."""
         return self.file.named_tensors()
 
-    def tensor_layouts(self) -> Dict[str, Union[Tensor, StoredTensor]]:
+    def tensor_layouts(self) -> Dict[str, Described]:
         return dict(self.file.named_layouts())
 
     def stored_layouts(self) -> Dict[str, Json]:
@@ -656,8 +657,8 @@ class ExecuTorchDataFile(_ExecuTorchFile):
         return (f"{result['size']:,} bytes, {cls.file_format().title}, {result['tensors']:,} "
                 f"tensors, {result['named_data']:,} named data" + cls._native_note(result))
 
-    def _tree_tensors(self) -> Dict[str, Tensor]:
-        return dict(self.file.tensors)
+    def _tree_tensors(self) -> Dict[str, Described]:
+        return dict(self.file.tensor_layouts())
 
     def listing(self, method: Optional[str], every_function: bool) -> Listing:
         return Listing([], "an ExecuTorch data file: nothing to disassemble")

@@ -8,11 +8,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...core.dtypes import QuantizedTensor, dtype_name
 from ...core.lazy import np
-from ...executorch import StoredTensor
 from ...files import verify
 from ...ptmf import Argument, Function, Methods, Module, Object, TensorRecord, VerifyReport, short
 from ..common import CliError, Context, Json, Style, json_value
-from .base import Checkable, FileFormat, Listing, Tensor
+from .base import Checkable, Described, FileFormat, Listing, Tensor
 
 __all__ = ["PtmfModel"]
 
@@ -412,11 +411,12 @@ class PtmfModel(FileFormat):
     def tensors(self) -> Dict[str, Tensor]:
         return self.file.state_dict()
 
-    def dtype_name(self, tensor: Union[Tensor, StoredTensor]) -> str:
+    def dtype_name(self, tensor: Described) -> str:
         """torch's dtype name: a few torch dtypes share a numpy dtype (``uint8``,
         ``bits8``, ``uint3``...), the tensor's record tells them apart."""
-        record = (None if isinstance(tensor, (QuantizedTensor, StoredTensor))
-                  else self.file.tensor_record(tensor))
+        if not isinstance(tensor, np.ndarray):
+            return super().dtype_name(tensor)
+        record = self.file.tensor_record(tensor)
         return record.dtype if record is not None else dtype_name(tensor)
 
     def extract(self, name: str, jit_source: bool) -> Tuple[Union[bytes, memoryview], str]:

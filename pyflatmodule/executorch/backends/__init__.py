@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from . import coreml, qnn, vulkan, xnnpack
-from .base import Backend, DelegateGraph, Payload, Resolver
+from .base import Backend, DelegateGraph, Payload, Resolver, described
 
-__all__ = ["BACKENDS", "Backend", "DelegateGraph", "Payload", "Resolver", "backend_of",
+__all__ = ["BACKENDS", "Backend", "DelegateGraph", "Payload", "Resolver", "backend_of", "described",
            "coreml", "qnn", "vulkan", "xnnpack"]
 
 #: Every backend whose payloads are read, by the id a program's delegates give.

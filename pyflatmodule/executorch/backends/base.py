@@ -7,10 +7,13 @@ holds (:class:`DelegateGraph`), or None for a payload it leaves opaque (an older
 of its format)."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from typing import (
     Any,
     Callable,
     Dict,
+    Iterator,
     Mapping,
     NamedTuple,
     Optional,
@@ -24,10 +27,10 @@ from ...core.dtypes import QuantizedTensor
 from ...core.lazy import np
 from ...core.native import format_error, lib
 from ...core.options import Options
-from ...core.source import Bytes
+from ...core.source import Bytes, Span
 
-__all__ = ["Backend", "Deferred", "DelegateGraph", "Payload", "Resolver", "header_fields",
-           "named_bytes", "payload_bytes"]
+__all__ = ["Backend", "Deferred", "DelegateGraph", "Payload", "Resolver", "described",
+           "header_fields", "named_bytes", "payload_bytes"]
 
 #: Bytes a named data key resolves to (a memoryview, or a span read when sliced), or
 #: None when no file given holds it.
@@ -101,6 +104,27 @@ class Backend(NamedTuple):
     read: Callable[[Payload], Optional[DelegateGraph]]
 
 
+#: While :func:`described` runs: each stand-in's address -> the address of the bytes it
+#: stands for.
+_STAND_INS: "contextvars.ContextVar[Optional[Dict[int, int]]]" = contextvars.ContextVar(
+    "stand_ins", default=None)
+
+
+@contextlib.contextmanager
+def described() -> Iterator[Dict[int, int]]:
+    """Within it, a :class:`Deferred` gives a stand-in of zeros (calloc's: no page is
+    touched, nothing is read) for its bytes, and the dict yielded maps each stand-in's
+    address to the address of the bytes it stands for: a graph's constants made within
+    have their real dtypes, shapes and sizes, and their values read nothing. Nothing
+    made within may be kept: what it says of the constants is all it is for."""
+    addresses: Dict[int, int] = {}
+    token = _STAND_INS.set(addresses)
+    try:
+        yield addresses
+    finally:
+        _STAND_INS.reset(token)
+
+
 class Deferred:
     """Bytes of a payload or of named data, as a read-only array of bytes made when first
     asked for: a graph checks every constant's extent when it is read, and reads the
@@ -114,8 +138,23 @@ class Deferred:
         self._nbytes = nbytes
         self._array: Optional[np.ndarray] = None
 
+    def address(self) -> int:
+        """Where its bytes are (:meth:`Source.address <pyflatmodule.core.source.Source.
+        address>` for a span of the file, the buffer's address for bytes held)."""
+        if isinstance(self._data, Span):
+            return self._data.source.address(self._data.start + self._offset)
+        assert isinstance(self._data, memoryview)   # a payload's bytes, held
+        return int(np.frombuffer(self._data, np.uint8).ctypes.data) + self._offset
+
     def array(self) -> np.ndarray:
-        """The bytes (zero-copy over a mapping; fetched once from a remote file)."""
+        """The bytes (zero-copy over a mapping; fetched once from a remote file); within
+        :func:`described`, a stand-in."""
+        stand_ins = _STAND_INS.get()
+        if stand_ins is not None:
+            stand_in = np.zeros(self._nbytes, np.uint8)
+            stand_in.flags.writeable = False
+            stand_ins[int(stand_in.ctypes.data)] = self.address()
+            return stand_in
         if self._array is None:
             self._array = payload_bytes(self._data[self._offset:self._offset + self._nbytes],
                                         0, self._nbytes)
