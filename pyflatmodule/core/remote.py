@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import RemoteError
 
@@ -40,6 +40,11 @@ CACHE_BLOCKS = 512
 #: Reads this small are fetched as they are unless cached (a look at a blob's first
 #: bytes, as the native-code check takes, should not cost a block).
 SMALL_READ = 4 << 10
+#: Bytes of small ranges fetched together (:meth:`RemoteFile.prefetch`) kept for the
+#: reads that follow (least recently fetched first out).
+PREFETCH_BYTES = 1 << 20
+#: Ranges asked for in one multi-range request: its ``Range`` header stays a few kB.
+RANGES_PER_REQUEST = 100
 #: Seconds each network operation may take before it is given up and tried again.
 TIMEOUT = 30.0
 #: Tries of one read (a dropped connection, a timeout, a short answer, a 5xx).
@@ -88,6 +93,10 @@ class _Transient(Exception):
     """A fault worth another try (dropped connection, timeout, 5xx, short answer)."""
 
 
+class _NoMultiRange(Exception):
+    """The server does not answer several ranges in one request: ask for each alone."""
+
+
 # ------------------------------------------------------------------------ transports
 
 
@@ -125,15 +134,14 @@ class _Http:
             self._conn.close()
             self._conn = None
 
-    def get(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
-        """Bytes [start, end) and the file's size (from Content-Range)."""
+    def _send(self, ranges: str) -> "http.client.HTTPResponse":
+        """The answer to a GET of ``Range: bytes=<ranges>``, redirects followed."""
         import http.client
         for _ in range(MAX_REDIRECTS + 1):
             conn, path = self._connection()
             try:
                 conn.request("GET", path, headers={
-                    **self.headers, "Range": f"bytes={start}-{end - 1}",
-                    "Accept-Encoding": "identity"})
+                    **self.headers, "Range": f"bytes={ranges}", "Accept-Encoding": "identity"})
                 r = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 self.close()
@@ -142,8 +150,68 @@ class _Http:
                 r.read()
                 self._target = urllib.parse.urljoin(self._target, r.getheader("Location", ""))
                 continue
-            return self._answer(r, start, end, known)
+            return r
         raise RemoteError(self.url, f"more than {MAX_REDIRECTS} redirects")
+
+    def get(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
+        """Bytes [start, end) and the file's size (from Content-Range)."""
+        return self._answer(self._send(f"{start}-{end - 1}"), start, end, known)
+
+    def get_many(self, ranges: Sequence[Tuple[int, int]], known: int) -> Tuple[List[bytes], int]:
+        """Bytes of each [start, end) of ``ranges`` (sorted, apart, within the file) in one
+        multi-range request (``multipart/byteranges``), and the body bytes received.
+        A server that answers with one part (ranges merged) is taken when that part is
+        no larger than the ranges and their gaps allow; one that ignores the ranges
+        (HTTP 200) raises :class:`_NoMultiRange` before its body is read."""
+        r = self._send(",".join(f"{a}-{b - 1}" for a, b in ranges))
+        if r.status == 200:
+            self.close()
+            raise _NoMultiRange()
+        kind = r.getheader("Content-Type", "")
+        m = re.search(r'boundary="?([^";]+)"?', kind)
+        if r.status != 206 or not kind.lower().startswith("multipart/byteranges") or m is None:
+            span = (ranges[0][0], ranges[-1][1])
+            if r.status == 206 and span[1] - span[0] > sum(b - a for a, b in ranges) + BLOCK_BYTES:
+                self.close()   # one part much larger than asked: not read
+                raise _NoMultiRange()
+            body, _ = self._answer(r, span[0], span[1], known)
+            return [body[a - span[0]:b - span[0]] for a, b in ranges], len(body)
+        # Each part: headers, its bytes, CRLF; bounded by the ranges and their headers.
+        bound = sum(b - a for a, b in ranges) + 256 * (len(ranges) + 1) + 2 * len(m.group(1))
+        length = r.getheader("Content-Length")
+        if length is not None and (not length.isdigit() or int(length) > bound):
+            self.close()
+            raise RemoteError(self.url, f"answered {len(ranges)} ranges with Content-Length "
+                                        f"{length}, more than they hold")
+        body = self._body(r, int(length)) if length is not None else self._bounded(r, bound)
+        parts = _multipart(body, m.group(1).encode("latin-1"), known)
+        if isinstance(parts, str):
+            self.close()
+            raise RemoteError(self.url, f"answered {len(ranges)} ranges with {parts}")
+        out = []
+        for a, b in ranges:
+            hit = next((data[a - first:b - first] for first, data in parts
+                        if first <= a and b <= first + len(data)), None)
+            if hit is None:
+                self.close()
+                raise RemoteError(self.url, f"asked for bytes {a}..{b} among {len(ranges)} "
+                                            f"ranges, the server did not send them")
+            out.append(hit)
+        return out, len(body)
+
+    def _bounded(self, r: "http.client.HTTPResponse", bound: int) -> bytes:
+        """A body without a length (chunked), read to its end but no further than
+        ``bound`` bytes."""
+        import http.client
+        try:
+            body = r.read(bound + 1)
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise _Transient(_describe(e)) from None
+        if len(body) > bound:
+            self.close()
+            raise RemoteError(self.url, f"answered with more than the {bound} bytes asked for")
+        return body
 
     def _answer(self, r: "http.client.HTTPResponse", start: int, end: int,
                 known: Optional[int]) -> Tuple[bytes, int]:
@@ -246,6 +314,10 @@ class _Fsspec:
             raise _Transient(f"asked for bytes {start}..{end}, received {len(body)} bytes")
         return bytes(body), self.size
 
+    def get_many(self, ranges: Sequence[Tuple[int, int]], known: int) -> Tuple[List[bytes], int]:
+        """fsspec has no multi-range request to make: each range is asked for alone."""
+        raise _NoMultiRange()
+
 
 def _describe(e: BaseException) -> str:
     import socket
@@ -253,6 +325,35 @@ def _describe(e: BaseException) -> str:
         return "timed out"
     text = str(e) or type(e).__name__
     return text if type(e).__name__ in text else f"{type(e).__name__}: {text}"
+
+
+def _multipart(body: bytes, boundary: bytes, known: int) -> Any:
+    """The parts of a ``multipart/byteranges`` body as (first byte, bytes), each checked
+    against its ``Content-Range`` and the file's size; or what is wrong, in words."""
+    parts: List[Tuple[int, bytes]] = []
+    delimiter = b"--" + boundary
+    pos = body.find(delimiter)
+    while pos >= 0:
+        pos += len(delimiter)
+        if body[pos:pos + 2] == b"--":
+            return parts if parts else "a multipart answer of no part"
+        end_headers = body.find(b"\r\n\r\n", pos)
+        if end_headers < 0:
+            return "a multipart answer cut in a part's headers"
+        headers = body[pos:end_headers].decode("latin-1").lower()
+        m = re.search(r"content-range:\s*bytes (\d+)-(\d+)/(\d+)", headers)
+        if m is None:
+            return "a part without a byte range"
+        first, last, total = (int(g) for g in m.groups())
+        if total != known:
+            return f"a part of a file of {total} bytes, not {known}"
+        start = end_headers + 4
+        stop = start + last + 1 - first
+        if last < first or body[stop:stop + 2] != b"\r\n":
+            return f"a part for bytes {first}..{last + 1} of another length"
+        parts.append((first, body[start:stop]))
+        pos = body.find(delimiter, stop)
+    return "a multipart answer without its closing boundary"
 
 
 def _total(content_range: str) -> Optional[int]:
@@ -279,6 +380,11 @@ class RemoteFile:
         self._lock = threading.Lock()   # the cache (taken before _io when both are)
         self._io = threading.Lock()     # the transport: one request at a time
         self._blocks: "collections.OrderedDict[int, bytes]" = collections.OrderedDict()
+        #: Small ranges fetched together, by first byte (:meth:`prefetch`).
+        self._fetched: "collections.OrderedDict[int, bytes]" = collections.OrderedDict()
+        self._fetched_bytes = 0
+        #: Whether the server may still be asked for several ranges at once.
+        self._multirange = True
         known = getattr(self._transport, "size", None)
         self.head, self.size = self._fetch(0, head if known is None else min(head, known),
                                            known)
@@ -287,23 +393,73 @@ class RemoteFile:
 
     def _fetch(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
         with self._io:
-            return self._tried(start, end, known)
+            got: Tuple[bytes, int] = self._attempts(
+                lambda: self._transport.get(start, end, known), f"bytes {start}..{end}")
+            return got
 
-    def _tried(self, start: int, end: int, known: Optional[int]) -> Tuple[bytes, int]:
+    def _attempts(self, get: Any, what: str) -> Any:
+        """``get()``'s answer (the body first, or the bodies and their byte count), tried
+        again on a transient fault, at most ``tries`` times; counted in the stats."""
         last = ""
         for attempt in range(max(1, self._transport.tries)):
             if attempt:
                 time.sleep(min(0.05 * 2 ** attempt, 1.0))
             try:
-                body, size = self._transport.get(start, end, known)
+                got = get()
             except _Transient as e:
                 last = str(e)
                 continue
-            self.stats.add(len(body))
-            TOTAL.add(len(body))
-            return body, size
-        raise RemoteError(self.url, f"reading bytes {start}..{end} failed "
-                                    f"{self._transport.tries} times: {last}")
+            nbytes = got[1] if isinstance(got[0], list) else len(got[0])
+            self.stats.add(nbytes)
+            TOTAL.add(nbytes)
+            return got
+        raise RemoteError(self.url, f"reading {what} failed {self._transport.tries} "
+                                    f"times: {last}")
+
+    def prefetch(self, ranges: Iterable[Tuple[int, int]]) -> None:
+        """Fetch the ``(start, n)`` ranges of at most :data:`SMALL_READ` bytes each that
+        are not cached, together (over HTTP, one multi-range request per
+        :data:`RANGES_PER_REQUEST`; each alone where the server or the filesystem
+        cannot), and keep them for the reads that follow: what a look at many blobs'
+        first bytes costs."""
+        want = sorted({(a, a + n) for a, n in ranges
+                       if 0 < n <= SMALL_READ and 0 <= a and a + n <= self.size})
+        with self._lock:
+            want = [(a, b) for a, b in want if len(self._fetched.get(a, b"")) < b - a]
+        merged: List[Tuple[int, int]] = []
+        for a, b in want:
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+            else:
+                merged.append((a, b))
+        for i in range(0, len(merged), RANGES_PER_REQUEST):
+            group = merged[i:i + RANGES_PER_REQUEST]
+            bodies = self._many(group) if len(group) > 1 else [self.fetch(*group[0])]
+            with self._lock:
+                for (a, b), body in zip(group, bodies):
+                    for start, end in want:
+                        if a <= start and end <= b:
+                            self._keep(start, body[start - a:end - a])
+
+    def _many(self, ranges: List[Tuple[int, int]]) -> List[bytes]:
+        if self._multirange:
+            try:
+                with self._io:
+                    got: List[bytes] = self._attempts(
+                        lambda: self._transport.get_many(ranges, self.size),
+                        f"{len(ranges)} ranges")[0]
+                return got
+            except _NoMultiRange:
+                self._multirange = False
+        return [self.fetch(a, b) for a, b in ranges]
+
+    def _keep(self, start: int, data: bytes) -> None:
+        """Keep a prefetched range (the cache's lock held)."""
+        old = self._fetched.pop(start, b"")
+        self._fetched[start] = data
+        self._fetched_bytes += len(data) - len(old)
+        while self._fetched_bytes > PREFETCH_BYTES:
+            self._fetched_bytes -= len(self._fetched.popitem(last=False)[1])
 
     def fetch(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the file in one request, uncached (``end`` within the
@@ -331,8 +487,13 @@ class RemoteFile:
         if n == 0:
             return b""
         first, last = start // BLOCK_BYTES, (end - 1) // BLOCK_BYTES
-        if n <= SMALL_READ and not all(b in self._blocks for b in range(first, last + 1)):
-            return self.fetch(start, end)
+        if n <= SMALL_READ:
+            with self._lock:
+                kept = self._fetched.get(start, b"")
+            if len(kept) >= n:
+                return kept[:n]
+            if not all(b in self._blocks for b in range(first, last + 1)):
+                return self.fetch(start, end)
         lo = first * BLOCK_BYTES
         hi = min((last + 1) * BLOCK_BYTES, self.size)
         if last - first + 1 > CACHE_BLOCKS // 2:
@@ -364,6 +525,8 @@ class RemoteFile:
         """Close the connection (a later read opens another) and drop the cache."""
         with self._lock:
             self._blocks.clear()
+            self._fetched.clear()
+            self._fetched_bytes = 0
         with self._io:
             self._transport.close()
 

@@ -16,6 +16,7 @@ from typing import (
     Any,
     BinaryIO,
     Callable,
+    Iterable,
     Optional,
     Protocol,
     Sequence,
@@ -89,6 +90,13 @@ class Source:
                                              np.frombuffer(self.remote.read(start, n), np.uint8))
             return memoryview(got)
         return memoryview(self.obj)[start:start + n].toreadonly()
+
+    def prefetch(self, ranges: Iterable[Tuple[int, int]]) -> None:
+        """Say that the small ``(start, n)`` ranges will be read next: a remote file
+        fetches those past its buffer together (one request over HTTP); a buffer or a
+        mapping holds them already."""
+        if self.remote is not None:
+            self.remote.prefetch((a, n) for a, n in ranges if a + n > self.held)
 
     def address(self, pos: int) -> int:
         """A number for byte ``pos`` of the file: its address in memory for a buffer that

@@ -13,7 +13,7 @@ from ..core.options import Options
 from ..core.records import struct_dtype
 from ..core.remote import RemoteStats
 from ..core.source import Bytes, Holder, Source, Span, file_identity
-from .native_code import NativeImage, find_native_code
+from .native_code import IMAGE_HEAD, NativeImage, find_native_code
 
 #: The C index's records: one per tensor, one per named data entry.
 
@@ -211,7 +211,11 @@ class _File(Holder, abc.ABC):
         program, a delegate payload: code the runtime may load and run
         (:mod:`pyflatmodule.executorch.native_code`). ``verify(strict=True)`` refuses a
         file that holds any."""
-        return find_native_code(self._native_blobs())
+        blobs = self._native_blobs()
+        if self._source is not None:   # their first bytes, fetched together if remote
+            self._source.prefetch((start, min(len(data), IMAGE_HEAD))
+                                  for _, start, data in blobs)
+        return find_native_code(blobs)
 
     def _native_blobs(self) -> List[Tuple[str, int, Bytes]]:
         """(where, file offset, bytes) of everything that may hold native code."""

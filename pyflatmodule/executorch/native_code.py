@@ -24,8 +24,11 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 from ..core.native import format_error, lib
 from ..core.source import Bytes
 
-__all__ = ["NativeImage", "describe_native_code", "find_native_code", "identify",
+__all__ = ["IMAGE_HEAD", "NativeImage", "describe_native_code", "find_native_code", "identify",
            "refuse_native_code"]
+
+#: Bytes of a blob's start that tell an image (a PE's header may be further on).
+IMAGE_HEAD = 64
 
 _ELF_TYPES = {1: "relocatable object", 2: "executable", 3: "shared object", 4: "core dump"}
 _MACHO_TYPES = {1: "object", 2: "executable", 6: "dynamic library", 8: "bundle",
@@ -48,7 +51,7 @@ class NativeImage(NamedTuple):
 
 def identify(data: Bytes) -> Optional[Tuple[str, str]]:
     """(format, kind) of the executable image ``data`` starts with, None if none."""
-    head = bytes(data[:64])
+    head = bytes(data[:IMAGE_HEAD])
     if head[:4] == b"\x7fELF" and len(head) >= 18:
         endian = "<" if head[5] != 2 else ">"
         e_type = struct.unpack_from(endian + "H", head, 16)[0]
@@ -61,7 +64,7 @@ def identify(data: Bytes) -> Optional[Tuple[str, str]]:
         if struct.unpack_from(">I", head)[0] == 0xCAFEBABE \
                 and 0 < struct.unpack_from(">I", head, 4)[0] < 20:
             return "Mach-O", "universal binary"
-    if head[:2] == b"MZ" and len(data) >= 64:
+    if head[:2] == b"MZ" and len(data) >= IMAGE_HEAD:
         pe = struct.unpack_from("<I", head, 60)[0]
         if pe <= len(data) - 24 and bytes(data[pe:pe + 4]) == b"PE\0\0":
             characteristics = struct.unpack_from("<H", bytes(data[pe + 22:pe + 24]))[0]

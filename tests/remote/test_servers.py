@@ -227,6 +227,31 @@ def test_wronglength_mode_answers_another_length(misbehaving: Misbehaving) -> No
     assert int(headers["content-length"]) == SIZE - WRONG_EXTRA
 
 
+def test_badparts_mode_answers_several_ranges_with_others(misbehaving: Misbehaving) -> None:
+    url = misbehaving.url("badparts", PROGRAM)
+    assert _request(url, rng="bytes=100-199")[2] == BYTES[100:200]
+    status, headers, body = _request(url, rng="bytes=100-199,300-309")
+    boundary = headers["content-type"].split("boundary=")[1].encode()
+    assert status == 206 and headers["content-type"].startswith("multipart/byteranges")
+    assert body == (b"\r\n--" + boundary + b"\r\nContent-Type: application/octet-stream"
+                    + f"\r\nContent-Range: bytes 101-200/{SIZE}\r\n\r\n".encode()
+                    + BYTES[101:201] + b"\r\n--" + boundary
+                    + b"\r\nContent-Type: application/octet-stream"
+                    + f"\r\nContent-Range: bytes 301-310/{SIZE}\r\n\r\n".encode()
+                    + BYTES[301:311] + b"\r\n--" + boundary + b"--\r\n")
+
+
+def test_nginx_answers_several_ranges_as_multipart(nginx: Nginx) -> None:
+    """The shape :mod:`pyflatmodule.core.remote` reads: a part per range, in order."""
+    status, headers, body = _request(nginx.url("data", "et/" + PROGRAM),
+                                     rng="bytes=100-199,300-309")
+    assert status == 206 and headers["content-type"].startswith("multipart/byteranges")
+    boundary = headers["content-type"].split("boundary=")[1].encode()
+    assert body.count(b"--" + boundary) == 3 and body.endswith(b"--" + boundary + b"--\r\n")
+    assert f"Content-Range: bytes 100-199/{SIZE}\r\n\r\n".encode() + BYTES[100:200] in body
+    assert f"Content-Range: bytes 300-309/{SIZE}\r\n\r\n".encode() + BYTES[300:310] in body
+
+
 def test_norange_mode_answers_every_range_with_the_whole_file(
         misbehaving: Misbehaving) -> None:
     url = misbehaving.url("norange", PROGRAM)
@@ -341,7 +366,7 @@ def test_the_server_stops_itself_after_its_lifetime() -> None:
 
 def test_every_mode_is_documented_and_served(misbehaving: Misbehaving) -> None:
     assert set(MODES) == {"ok", "short", "wronglength", "norange", "404", "500", "flaky500",
-                          "drop", "hang", "lyingsize"}
+                          "drop", "hang", "lyingsize", "badparts"}
     for mode in MODES:
         assert misbehaving.url(mode, PROGRAM).endswith(f"/{mode}/{PROGRAM}")
 

@@ -334,6 +334,9 @@ MODES = {
     "drop": "reads the request, closes the connection without answering (HEAD and GET)",
     "hang": "reads the request, never answers until the server stops (or `hang_seconds` "
             "pass), then closes the connection",
+    "badparts": "as ok for one range; several ranges in one request are answered 206 "
+                "multipart/byteranges with a part for each, each part one byte further on "
+                "than asked (its Content-Range says so, its bytes are those it names)",
     "lyingsize": "claims the size `claimed_size(true size)` (default: half): the HEAD answer's "
                  "Content-Length, a GET answer's Content-Range total; a range past the "
                  "claimed size 416, others 206 announced as asked with the file's bytes "
@@ -581,6 +584,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.send_header("Accept-Ranges", "bytes")
             self.end_headers()
             return 200, 0
+        if mode == "badparts" and "," in rng:
+            return self._shifted_parts(path, rng, size)
         r = None if mode == "norange" else parse_range(rng, claimed)
         if r == (0, 0):
             self.send_response(416)
@@ -613,6 +618,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if stop - start != announced:
             self.close_connection = True  # the body ends early: only a close says so
         return status, self._send_file(path, start, stop)
+
+    def _shifted_parts(self, path: Path, rng: str, size: int) -> Tuple[int, int]:
+        """``badparts``: a multipart answer naming, for each range asked, the one a byte
+        further on."""
+        boundary = "pfm-badparts"
+        body = b""
+        with open(path, "rb") as f:
+            for part in rng.split("=", 1)[-1].split(","):
+                got = parse_range("bytes=" + part.strip(), size)
+                if got is None or got == (0, 0):
+                    return self._simple(416, False, "unsatisfiable\n")
+                start, end = got[0] + 1, min(got[1] + 1, size)
+                f.seek(start)
+                body += (f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n"
+                         f"Content-Range: bytes {start}-{end - 1}/{size}\r\n\r\n").encode()
+                body += f.read(end - start)
+        body += f"\r\n--{boundary}--\r\n".encode()
+        self.send_response(206)
+        self.send_header("Content-Type", f"multipart/byteranges; boundary={boundary}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return 206, len(body)
 
     def _send_file(self, path: Path, start: int, end: int) -> int:
         """Writes bytes [start, end) of the file; returns how many were written."""
