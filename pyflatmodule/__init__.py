@@ -22,44 +22,62 @@ TensorKey, whose ``value`` is the tensor, hashed by identity as torch hashes ten
 remote program is read from its header and flatbuffer, its weights fetched by byte range
 when first read (:class:`RemoteFile`).
 """
-from .core.dtypes import QuantizedTensor
-from .core.remote import RemoteFile, RemoteStats
+from typing import TYPE_CHECKING
+
+from .core.lazy import lazy_exports
 from .errors import FormatError, RemoteError
-from .executorch import (
-    BundledProgram,
-    DataFile,
-    ETDump,
-    ETRecord,
-    Method,
-    Program,
-    StoredTensor,
-    TensorSpec,
-)
-from .files import (
-                    load,
-                    load_bundled,
-                    load_data,
-                    load_etdump,
-                    load_etrecord,
-                    load_module,
-                    load_program,
-                    verify,
-)
-from .ptmf import (
-                   Argument,
-                   Device,
-                   EnumValue,
-                   Function,
-                   Methods,
-                   Module,
-                   Object,
-                   ObjectType,
-                   Operator,
-                   Schema,
-                   TensorKey,
-                   TensorRecord,
-                   VerifyReport,
-)
+
+if TYPE_CHECKING:
+    from .core.dtypes import QuantizedTensor
+    from .core.remote import RemoteFile, RemoteStats
+    from .executorch import (
+        BundledProgram,
+        DataFile,
+        ETDump,
+        ETRecord,
+        Method,
+        Program,
+        StoredTensor,
+        TensorSpec,
+    )
+    from .files import (
+                        load,
+                        load_bundled,
+                        load_data,
+                        load_etdump,
+                        load_etrecord,
+                        load_module,
+                        load_program,
+                        verify,
+    )
+    from .ptmf import (
+                       Argument,
+                       Device,
+                       EnumValue,
+                       Function,
+                       Methods,
+                       Module,
+                       Object,
+                       ObjectType,
+                       Operator,
+                       Schema,
+                       TensorKey,
+                       TensorRecord,
+                       VerifyReport,
+    )
+
+#: Where each public name is defined: imported when first read (``import pyflatmodule``
+#: loads no format's code until a file of it is opened).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    ".core.dtypes": ("QuantizedTensor",),
+    ".core.remote": ("RemoteFile", "RemoteStats"),
+    ".executorch": ("BundledProgram", "DataFile", "ETDump", "ETRecord", "Method", "Program",
+                    "StoredTensor", "TensorSpec"),
+    ".files": ("load", "load_bundled", "load_data", "load_etdump", "load_etrecord",
+               "load_module", "load_program", "verify"),
+    ".ptmf": ("Argument", "Device", "EnumValue", "Function", "Methods", "Module", "Object",
+              "ObjectType", "Operator", "Schema", "TensorKey", "TensorRecord", "VerifyReport"),
+})
 
 __version__ = "0.1.0"
 

@@ -7,22 +7,21 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib
 import mmap
 import os
 from typing import (
     TYPE_CHECKING,
     Any,
-    Callable,
     Dict,
     FrozenSet,
     NamedTuple,
     Optional,
     Sequence,
     Tuple,
-    Type,
     TypedDict,
-    TypeVar,
     Union,
+    cast,
 )
 
 from .core.native import format_error, lib
@@ -30,30 +29,18 @@ from .core.options import Options
 from .core.remote import TOTAL, RemoteFile, is_remote, list_prefix
 from .core.source import Openable, OpenedPath, SourceLike, open_file
 from .errors import FormatError
-from .executorch import (
-    BundledProgram,
-    DataFile,
-    ETDump,
-    ETRecord,
-    Program,
-    open_bundled,
-    open_etdump,
-    open_etrecord,
-    open_executorch,
-    refuse_native_code,
-)
-from .ptmf import Module, VerifyReport, open_module, verify_module
 
 if TYPE_CHECKING:   # annotations only (PEP 692): typing has Unpack for **kwargs from 3.12
     from typing_extensions import Unpack
 
+    from .executorch import BundledProgram, DataFile, ETDump, ETRecord, Program
+    from .ptmf import Module, VerifyReport
+
+    File = Union[Module, Program, DataFile, BundledProgram, ETDump, ETRecord]
+
 __all__ = ["FORMATS", "TOTAL", "Format", "LoadOptions", "RemoteFile", "file_format", "is_remote",
            "list_prefix", "load", "load_bundled", "load_data", "load_etdump", "load_etrecord",
            "load_module", "load_program", "verify"]
-
-File = Union[Module, Program, DataFile, BundledProgram, ETDump, ETRecord]
-F = TypeVar("F", Module, Program, DataFile, BundledProgram, ETDump, ETRecord)
-
 
 class LoadOptions(TypedDict, total=False):
     """The options every loader takes, as :func:`load` spells and documents them; the
@@ -79,36 +66,51 @@ class Extras(NamedTuple):
 
 
 class Format(NamedTuple):
-    """One format read here: the whole of what :func:`load` knows of it."""
+    """One format read here: the whole of what :func:`load` knows of it. Its wing's code
+    (``module``) is imported when a file of it is first opened."""
 
     name: str             #: what :func:`file_format` says: ``"pte"``, ...
     identifier: bytes     #: the flatbuffer's file identifier (a zip's signature)
     at: int               #: where it is: bytes 4..8, 8..12 after a size prefix, 0..4
     description: str      #: the format in words, with its identifier and suffixes
     title: str            #: a file of it in two or three words
-    cls: type             #: what its files open as
-    open: Callable[[Openable, Options, Extras], File]
+    module: str           #: the wing's module that defines its class and its opener
+    class_name: str       #: what its files open as
+    opener: str           #: ``opener(source, options, **extras it takes)`` opens one
     takes: FrozenSet[str] = frozenset()   #: the :class:`Extras` it accepts
 
+    @property
+    def cls(self) -> type:
+        """What its files open as."""
+        return cast(type, getattr(importlib.import_module(self.module), self.class_name))
+
+    def open(self, source: Openable, options: Options, extras: "Extras") -> "File":
+        """A file of this format, opened."""
+        opener = getattr(importlib.import_module(self.module), self.opener)
+        return cast("File", opener(source, options,
+                                   **{k: getattr(extras, k) for k in sorted(self.takes)}))
+
+
+_ET = "pyflatmodule.executorch."
 
 #: Every format, in the order their identifiers are tried.
 FORMATS: Tuple[Format, ...] = (
     Format("ptmf", b"PTMF", 4, "a PyTorch Mobile model (PTMF: .ptl, .ff)", "PTMF model",
-           Module, lambda s, o, x: open_module(s, o)),
+           "pyflatmodule.ptmf.module", "Module", "open_module"),
     Format("pte", b"ET12", 4, "an ExecuTorch program (ET12: .pte)", "ExecuTorch program",
-           Program, lambda s, o, x: open_executorch(s, o, x.data), frozenset({"data"})),
+           _ET + "loader", "Program", "open_executorch", frozenset({"data"})),
     Format("ptd", b"FT01", 4, "an ExecuTorch data file (FT01: .ptd)", "ExecuTorch data file",
-           DataFile, lambda s, o, x: open_executorch(s, o, x.data), frozenset({"data"})),
+           _ET + "loader", "DataFile", "open_executorch", frozenset({"data"})),
     Format("bpte", b"BP08", 4, "an ExecuTorch bundled program (BP08: .bpte)",
-           "ExecuTorch bundled program", BundledProgram, lambda s, o, x: open_bundled(s, o)),
+           "ExecuTorch bundled program", _ET + "bundled", "BundledProgram", "open_bundled"),
     Format("etdump", b"ED00", 8, "an ExecuTorch ETDump profile (ED00: .etdump, .etdp)",
-           "ExecuTorch ETDump", ETDump, lambda s, o, x: open_etdump(s, o, x.debug_buffer),
+           "ExecuTorch ETDump", _ET + "etdump", "ETDump", "open_etdump",
            frozenset({"debug_buffer"})),
     # A zip archive (its local header's signature): an ETRecord when it holds the member
     # ETRECORD_V0, which the opener checks (any other zip is a FormatError saying so).
     Format("etrecord", b"PK\x03\x04", 0,
            "an ExecuTorch ETRecord (a zip holding ETRECORD_V0: .etrecord, .bin)",
-           "ExecuTorch ETRecord", ETRecord, lambda s, o, x: open_etrecord(s, o)),
+           "ExecuTorch ETRecord", _ET + "etrecord", "ETRecord", "open_etrecord"),
 )
 #: Each format by its name.
 BY_NAME: Dict[str, Format] = {f.name: f for f in FORMATS}
@@ -316,11 +318,12 @@ def _open(head: bytes, source: Openable, options: Options, extras: Extras) -> Fi
     return fmt.open(source, options, extras)
 
 
-def _load_as(cls: Type[F], source: SourceLike, options: Dict[str, Any]) -> F:
+def _load_as(name: str, source: SourceLike, options: Dict[str, Any]) -> File:
+    """:func:`load` of a file of the format ``name`` only."""
     f = load(source, **options)
-    if not isinstance(f, cls):
-        got = next(fmt for fmt in FORMATS if isinstance(f, fmt.cls))
-        want = next(fmt for fmt in FORMATS if fmt.cls is cls)
+    want = BY_NAME[name]
+    if type(f).__name__ != want.class_name or not isinstance(f, want.cls):
+        got = next(fmt for fmt in FORMATS if type(f).__name__ == fmt.class_name)
         f.close()
         raise format_error(lib.FB_E_BAD_IDENTIFIER, 4, "header",
                            f"this is {got.description}, not {want.description}")
@@ -330,39 +333,39 @@ def _load_as(cls: Type[F], source: SourceLike, options: Dict[str, Any]) -> F:
 def load_module(source: SourceLike, **options: Unpack[LoadOptions]) -> Module:
     """:func:`load` for a PyTorch Mobile model only: FormatError for a file of another
     format."""
-    return _load_as(Module, source, dict(options))
+    return cast("Module", _load_as("ptmf", source, dict(options)))
 
 
 def load_program(source: SourceLike, *, data: Sequence[Any] = (),
                  **options: Unpack[LoadOptions]) -> Program:
     """:func:`load` for an ExecuTorch program only, with the data files its external
     tensors and named data are in: FormatError for a file of another format."""
-    return _load_as(Program, source, {**options, "data": data})
+    return cast("Program", _load_as("pte", source, {**options, "data": data}))
 
 
 def load_data(source: SourceLike, **options: Unpack[LoadOptions]) -> DataFile:
     """:func:`load` for an ExecuTorch data file only: FormatError for a file of another
     format."""
-    return _load_as(DataFile, source, dict(options))
+    return cast("DataFile", _load_as("ptd", source, dict(options)))
 
 
 def load_bundled(source: SourceLike, **options: Unpack[LoadOptions]) -> BundledProgram:
     """:func:`load` for an ExecuTorch bundled program only: FormatError for a file of
     another format."""
-    return _load_as(BundledProgram, source, dict(options))
+    return cast("BundledProgram", _load_as("bpte", source, dict(options)))
 
 
 def load_etdump(source: SourceLike, *, debug_buffer: Optional[SourceLike] = None,
                 **options: Unpack[LoadOptions]) -> ETDump:
     """:func:`load` for an ExecuTorch ETDump only, with the debug buffer its debug
     tensors are in: FormatError for a file of another format."""
-    return _load_as(ETDump, source, {**options, "debug_buffer": debug_buffer})
+    return cast("ETDump", _load_as("etdump", source, {**options, "debug_buffer": debug_buffer}))
 
 
 def load_etrecord(source: SourceLike, **options: Unpack[LoadOptions]) -> ETRecord:
     """:func:`load` for an ExecuTorch ETRecord only: FormatError for a file of another
     format (a zip archive without ETRECORD_V0 included)."""
-    return _load_as(ETRecord, source, dict(options))
+    return cast("ETRecord", _load_as("etrecord", source, dict(options)))
 
 
 def verify(source: SourceLike, *, data: Sequence[Any] = (),
@@ -386,10 +389,12 @@ def verify(source: SourceLike, *, data: Sequence[Any] = (),
     head, opened = _identify(source, options)
     try:
         if format_of(head) is BY_NAME["ptmf"] and not data and debug_buffer is None:
+            from .ptmf import verify_module
             return verify_module(opened, options)
         with _open(head, opened, options, Extras(data, debug_buffer)) as f:
             info = f.info()
             if strict:
+                from .executorch import refuse_native_code
                 refuse_native_code(info)
             return info
     finally:

@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Deque,
@@ -26,7 +27,9 @@ from typing import (
 
 from ..errors import FormatError, RemoteError
 from ..files import file_format, is_remote, list_prefix
-from ..naming import ModuleTensors, module_names, names_by_debug_handle, reference_tensors
+
+if TYPE_CHECKING:
+    from ..naming import ModuleTensors
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                       "sample.ptl")
@@ -323,6 +326,7 @@ def add_names(p: argparse.ArgumentParser) -> None:
 def read_reference(path: str) -> ModuleTensors:
     """The module's tensors ``--names`` gives (:func:`pyflatmodule.naming.reference_tensors`);
     CliError ``bad_reference`` when they cannot be read."""
+    from ..naming import reference_tensors  # naming: only with --names
     try:
         return reference_tensors(path)
     except (ValueError, KeyError) as exc:
@@ -339,6 +343,7 @@ def names_for(tensors: Mapping[str, Any], reference: str, file: Any) -> Dict[str
     (:func:`pyflatmodule.naming.names_by_debug_handle`), then by their values
     (:func:`pyflatmodule.naming.module_names`). Reading the tensors reads their bytes
     (a remote file's are fetched): call it only when ``--names`` is given."""
+    from ..naming import module_names, names_by_debug_handle
     ref = read_reference(reference)
     return module_names(tensors, ref, names_by_debug_handle(file, ref))
 

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..diff import Diff, TensorDiff, diff
 from ..errors import FormatError
 from ..files import file_format
-from ..naming import ModuleTensors
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -21,6 +19,10 @@ from .common import (
     read_reference,
 )
 from .formats import FileFormat, open_file
+
+if TYPE_CHECKING:
+    from ..diff import Diff, TensorDiff
+    from ..naming import ModuleTensors
 
 HELP = "what changed between two files of one format: structure and tensors"
 
@@ -103,6 +105,7 @@ def run(ctx: Context) -> int:
     with _open(args.a, args.data + args.data_a) as fa, \
             _open(args.b, args.data + args.data_b) as fb:
         try:
+            from ..diff import diff  # with what it compares: only for this command
             d = diff(fa.file, fb.file, names_a=_reference(args.names_a or args.names),
                      names_b=_reference(args.names_b or args.names))
         except ValueError as e:

@@ -7,9 +7,7 @@ import time
 from typing import Any, Dict, TextIO, Tuple
 
 from .. import __version__
-from .. import export as exporting
 from ..files import file_format
-from ..naming import names_by_debug_handle, renamed
 from .common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -61,6 +59,7 @@ def _named(tensors: Dict[str, Tensor], stored: Dict[str, Json], reference: str, 
            ) -> Tuple[Dict[str, Tensor], Dict[str, Json]]:
     """The tensors under the reference's names where its values are theirs, the rest as
     they are (:func:`pyflatmodule.naming.renamed`); the metadata says which is which."""
+    from ..naming import names_by_debug_handle, renamed
     ref = read_reference(reference)
     out, how = renamed(tensors, ref, names_by_debug_handle(file, ref))
     return out, {new: {**stored.get(h["name_in_file"], {}), **h} for new, h in how.items()}
@@ -113,6 +112,7 @@ def export_format(args: argparse.Namespace) -> str:
 
 def run(ctx: Context) -> int:
     """Write every state_dict() tensor to OUT."""
+    from .. import export as exporting  # the writers: only for this command
     args = ctx.args
     fmt = export_format(args)
     refuse_special_output(args.out)

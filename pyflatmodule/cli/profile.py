@@ -9,11 +9,11 @@ import argparse
 import os
 import re
 from contextlib import ExitStack
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 from ..core.names import plural
 from .common import EXIT_OK, EXIT_USAGE, CliError, Context, Json
-from .formats import PROFILE_BY, open_file
+from .formats import open_file
 
 HELP = ("an ExecuTorch profile (ETDump): where a run's time went, per instruction, operator "
         "or delegate node, most first")
@@ -55,11 +55,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--etrecord", metavar="R.etrecord",
                    help="the program's ETRecord: each line's operator types, module path "
                         "and source line, from its edge-dialect graph's nodes")
-    p.add_argument("--by", choices=PROFILE_BY, default="instruction",
-                   help="a line per instruction (the default), operator, delegate node or "
+    p.add_argument("--by", choices=_Ways(), default="instruction", metavar="HOW",
+                   help="a line per instruction (the default), operator, delegate-node or "
                         "module (with --etrecord)")
     p.add_argument("--skip-runs", type=int, default=0, metavar="N",
                    help="leave out the first N runs of each block (warm-up)")
+
+
+class _Ways:
+    """``--by``'s choices, read from the profile's own when they are first needed (a
+    profile given, or the help): another command does not import the profile's code."""
+
+    def __contains__(self, way: object) -> bool:
+        from .formats.etdump import PROFILE_BY
+        return way in PROFILE_BY
+
+    def __iter__(self) -> Iterator[str]:
+        from .formats.etdump import PROFILE_BY
+        return iter(PROFILE_BY)
 
 
 #: A frame of a stack trace as Python prints it.

@@ -22,68 +22,95 @@ timings per instruction (:mod:`pyflatmodule.executorch.profile`). ETRecords, wha
 ExecuTorch's devtools keep of a program's making (a zip of JSON graphs, maps and torch.save
 archives), open as an :class:`ETRecord` (:mod:`pyflatmodule.executorch.etrecord`).
 """
-import sys
+from typing import TYPE_CHECKING
 
-from .backends import BACKENDS, Backend, DelegateGraph, backend_of, xnnpack
-from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
-from .backends.qnn import QnnContext
-from .backends.vulkan import VkNode, VkValue, VulkanGraph
-from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
-from .bundled import BundledProgram, TestCase, TestSuite, TestSuites, open_bundled
-from .data_file import DataFile
-from .etdump import (
-                     AllocationEvent,
-                     DebugEvent,
-                     DebugTensor,
-                     ETDump,
-                     ProfileEvent,
-                     RunData,
-                     open_etdump,
-)
-from .etrecord import ETRecord, Graph, InputSpec, OutputSpec, Signature, open_etrecord
-from .etrecord import Member as ETRecordMember
-from .etrecord import Node as GraphNode
-from .file import NamedData, StoredTensor
-from .loader import open_executorch
-from .memory import MemoryPlan, PlannedTensor
-from .minimum_runtime import MinimumRuntime
-from .native_code import NativeImage, describe_native_code, refuse_native_code
-from .profile import (
-                     ROWS_BY,
-                     BlockProfile,
-                     InstructionProfile,
-                     Row,
-                     Timing,
-                     module_rows,
-                     record_method,
-                     record_nodes,
-                     rows,
-                     run_total,
-                     timings,
-)
-from .program import (
-                     Chain,
-                     Delegate,
-                     DelegateCall,
-                     DelegateConstant,
-                     Frame,
-                     FreeCall,
-                     Instruction,
-                     JumpFalseCall,
-                     KernelCall,
-                     Method,
-                     MoveCall,
-                     Operator,
-                     Program,
-                     TensorSpec,
-                     ValueMeta,
-                     operands,
-)
-from .regions import ExtendedHeader, Region
+from ..core.lazy import lazy_exports
 
-# ``pyflatmodule.executorch.xnnpack``, where XNNPACK's reader lived before backends/ held
-# every backend's: the same module under its former name.
-sys.modules[__name__ + ".xnnpack"] = xnnpack
+if TYPE_CHECKING:
+    from .backends import BACKENDS, Backend, DelegateGraph, backend_of
+    from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
+    from .backends.qnn import QnnContext
+    from .backends.vulkan import VkNode, VkValue, VulkanGraph
+    from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
+    from .bundled import BundledProgram, TestCase, TestSuite, TestSuites, open_bundled
+    from .data_file import DataFile
+    from .etdump import (
+        AllocationEvent,
+        DebugEvent,
+        DebugTensor,
+        ETDump,
+        ProfileEvent,
+        RunData,
+        open_etdump,
+    )
+    from .etrecord import ETRecord, Graph, InputSpec, OutputSpec, Signature, open_etrecord
+    from .etrecord import Member as ETRecordMember
+    from .etrecord import Node as GraphNode
+    from .file import NamedData, StoredTensor
+    from .loader import open_executorch
+    from .memory import MemoryPlan, PlannedTensor
+    from .minimum_runtime import MinimumRuntime
+    from .native_code import NativeImage, describe_native_code, refuse_native_code
+    from .profile import (
+        ROWS_BY,
+        BlockProfile,
+        InstructionProfile,
+        Row,
+        Timing,
+        module_rows,
+        record_method,
+        record_nodes,
+        rows,
+        run_total,
+        timings,
+    )
+    from .program import (
+        Chain,
+        Delegate,
+        DelegateCall,
+        DelegateConstant,
+        Frame,
+        FreeCall,
+        Instruction,
+        JumpFalseCall,
+        KernelCall,
+        Method,
+        MoveCall,
+        Operator,
+        Program,
+        TensorSpec,
+        ValueMeta,
+        operands,
+    )
+    from .regions import ExtendedHeader, Region
+
+#: Where each public name is defined, imported when first read: a program's open loads
+#: no profile, ETRecord or backend reader it does not use.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    ".backends": ("BACKENDS", "Backend", "DelegateGraph", "backend_of"),
+    ".backends.coreml": ("CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph"),
+    ".backends.qnn": ("QnnContext",),
+    ".backends.vulkan": ("VkNode", "VkValue", "VulkanGraph"),
+    ".backends.xnnpack": ("Quantization", "XnnGraph", "XnnNode", "XnnValue"),
+    ".bundled": ("BundledProgram", "TestCase", "TestSuite", "TestSuites", "open_bundled"),
+    ".data_file": ("DataFile",),
+    ".etdump": ("AllocationEvent", "DebugEvent", "DebugTensor", "ETDump", "ProfileEvent",
+                "RunData", "open_etdump"),
+    ".etrecord": ("ETRecord", "Graph", "InputSpec", "OutputSpec", "Signature", "open_etrecord",
+                  "Member as ETRecordMember", "Node as GraphNode"),
+    ".file": ("NamedData", "StoredTensor"),
+    ".loader": ("open_executorch",),
+    ".memory": ("MemoryPlan", "PlannedTensor"),
+    ".minimum_runtime": ("MinimumRuntime",),
+    ".native_code": ("NativeImage", "describe_native_code", "refuse_native_code"),
+    ".profile": ("ROWS_BY", "BlockProfile", "InstructionProfile", "Row", "Timing",
+                 "module_rows", "record_method", "record_nodes", "rows", "run_total",
+                 "timings"),
+    ".program": ("Chain", "Delegate", "DelegateCall", "DelegateConstant", "Frame", "FreeCall",
+                 "Instruction", "JumpFalseCall", "KernelCall", "Method", "MoveCall", "Operator",
+                 "Program", "TensorSpec", "ValueMeta", "operands"),
+    ".regions": ("ExtendedHeader", "Region"),
+})
 
 __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledProgram", "Chain",
            "CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph", "DataFile", "DebugEvent",

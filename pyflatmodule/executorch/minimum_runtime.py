@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Tuple
 from ..core.fbread import Table
 from ..core.native import lib
 from . import releases
-from .backends import DelegateGraph, xnnpack
+from .backends import DelegateGraph
 
 
 class MinimumRuntime(NamedTuple):
@@ -128,8 +128,9 @@ def data_file_features(root: Table) -> Dict[str, str]:
 def delegate_features(graph: DelegateGraph) -> Dict[str, str]:
     """What a delegate's payload uses, for the payloads whose schema history is known
     (XNNPACK's); nothing for the others."""
+    from .backends.xnnpack import XnnGraph  # imported with the first graph read
     out: Dict[str, str] = {}
-    if not isinstance(graph, xnnpack.XnnGraph):
+    if not isinstance(graph, XnnGraph):
         return out
     members = releases.XNNPACK_UNION_MEMBERS
     for node in graph.nodes:

@@ -9,6 +9,7 @@ command must agree with the library (``verify``'s error fields, ``export``'s byt
 """
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import json
@@ -39,6 +40,7 @@ from support import (
     same_float,
 )
 from support.exported import ST_NUMPY, expected_names
+from support.paths import ET
 
 ALL_MODELS = MODEL_FILES + ["sample.ptl"]
 COMMANDS = ("info", "verify", "tree", "dis", "ops", "export", "extract")
@@ -1019,6 +1021,27 @@ def test_numpy_not_imported_with_the_package():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                        timeout=120)
     assert (0, "[]") == (r.returncode, r.stdout.strip()), r.stderr
+
+
+def test_the_command_line_loads_only_what_a_program_needs():
+    """The command line's start-up and ``info`` of a program load no PTMF, profile,
+    ETRecord, diff or naming code, and no backend reader the program does not use."""
+    script = ("import sys\n"
+              "from pyflatmodule.cli import main\n"
+              "main(['info', sys.argv[1]])\n"
+              "print(sorted(m for m in sys.modules if m.startswith('pyflatmodule.')))\n")
+    r = subprocess.run([sys.executable, "-c", script, os.path.join(ET, "mlp.pte")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    loaded = set(ast.literal_eval(r.stdout.splitlines()[-1]))
+    assert "pyflatmodule.executorch.program" in loaded
+    unused = {"pyflatmodule.ptmf", "pyflatmodule.executorch.profile",
+              "pyflatmodule.executorch.etrecord", "pyflatmodule.executorch.etdump",
+              "pyflatmodule.diff", "pyflatmodule.naming",
+              "pyflatmodule.export", "pyflatmodule.core.torch_save",
+              "pyflatmodule.executorch.backends.xnnpack",
+              "pyflatmodule.executorch.backends.coreml", "pyflatmodule.core.protobuf"}
+    assert not loaded & unused
 
 
 # ================================================================== source tree

@@ -3,39 +3,42 @@
 (and only here) by what the file is."""
 from __future__ import annotations
 
+import importlib
 import os
 import re
-from typing import Dict, Sequence, Type, Union
+from typing import Dict, Sequence, Tuple, Type, Union, cast
 
 from ...errors import FormatError
 from ...executorch import Region
-from ...files import BY_NAME, RemoteFile, file_format, is_remote, load
+from ...files import BY_NAME, FORMATS, RemoteFile, file_format, is_remote, load
 from ...files import format_of as identify
 from ..common import EXIT_USAGE, CliError
 from .base import FileFormat, Listing
-from .etdump import PROFILE_BY, ExecuTorchETDump
-from .etrecord import ExecuTorchETRecord
-from .executorch import ExecuTorchBundled, ExecuTorchDataFile, ExecuTorchProgram
-from .ptmf import PtmfModel
 
-__all__ = ["FileFormat", "Listing", "PROFILE_BY", "Region", "format_of", "open_file"]
+__all__ = ["FileFormat", "Listing", "Region", "adapter", "format_of", "open_file"]
 
-#: The adapter of each class ``load`` returns (of each format of
-#: :data:`pyflatmodule.files.FORMATS`).
-_BY_CLASS: Dict[type, Type[FileFormat]] = {adapter.opens: adapter for adapter in (
-    PtmfModel, ExecuTorchProgram, ExecuTorchDataFile, ExecuTorchBundled, ExecuTorchETDump,
-    ExecuTorchETRecord)}
+#: The adapter of each format of :data:`pyflatmodule.files.FORMATS` (module, class),
+#: imported when a file of it is first read.
+ADAPTERS: Dict[str, Tuple[str, str]] = {
+    "ptmf": ("ptmf", "PtmfModel"), "pte": ("executorch", "ExecuTorchProgram"),
+    "ptd": ("executorch", "ExecuTorchDataFile"), "bpte": ("executorch", "ExecuTorchBundled"),
+    "etdump": ("etdump", "ExecuTorchETDump"), "etrecord": ("etrecord", "ExecuTorchETRecord")}
+
+
+def adapter(name: str) -> Type[FileFormat]:
+    """The adapter of the format ``name`` (``"pte"``, ...)."""
+    module, cls = ADAPTERS[name]
+    return cast(Type[FileFormat], getattr(importlib.import_module(f"{__name__}.{module}"), cls))
 
 
 def format_of(path: Union[str, RemoteFile]) -> Type[FileFormat]:
     """The adapter for the file at ``path`` (or a remote file, opened), by its identifier;
     any file of no known format is read as PTMF, whose loader says what is wrong with it."""
     if isinstance(path, RemoteFile):
-        found = identify(path.head)
-        fmt = None if found is None else found
+        fmt = identify(path.head)
     else:
         fmt = BY_NAME.get(file_format(path))
-    return PtmfModel if fmt is None else _BY_CLASS[fmt.cls]
+    return adapter("ptmf" if fmt is None else fmt.name)
 
 
 def open_file(path: str, data: Sequence[str] = ()) -> FileFormat:
@@ -59,4 +62,5 @@ def open_file(path: str, data: Sequence[str] = ()) -> FileFormat:
                        offset=e.offset, path=where) from None
     except ValueError as e:   # only data= misuse is ours
         raise CliError(str(e), "usage", EXIT_USAGE, file=path) from None
-    return _BY_CLASS[type(f)](path, f)
+    opened = next(fmt for fmt in FORMATS if fmt.class_name == type(f).__name__)
+    return adapter(opened.name)(path, f)

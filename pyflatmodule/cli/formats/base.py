@@ -50,7 +50,7 @@ class FileFormat(abc.ABC):
     def file_format(cls) -> Format:
         """The format it presents: :data:`pyflatmodule.files.FORMATS`' entry for
         :attr:`opens`."""
-        return next(f for f in FORMATS if f.cls is cls.opens)
+        return next(f for f in FORMATS if f.class_name == cls.opens.__name__)
 
     def __init__(self, path: str, file: Any) -> None:
         self.path = path

@@ -6,22 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ... import executorch as et
 from ...core.names import plural
-from ...executorch import (
-    ROWS_BY,
-    BlockProfile,
-    ETDump,
-    InstructionProfile,
-    Row,
-    RunData,
-    Timing,
-    module_rows,
-    record_method,
-    record_nodes,
-    rows,
-    run_total,
-    timings,
-)
+from ...executorch import ROWS_BY, BlockProfile, ETDump, InstructionProfile, Row, RunData, Timing
 from ...files import load
 from ..common import CliError, Context, Json, Style
 from .base import Checkable, FileFormat, NoCode, Tensor, below
@@ -83,7 +70,7 @@ def _row(r: Row, total: int) -> Json:
 def _recorded(b: BlockProfile, r: Row, record: Any, method: Optional[str]) -> Json:
     """What the ETRecord ties to a line: its events' debug handles, the operator types
     of the graph nodes carrying them, and each node's module path and stack trace."""
-    handles, nodes = record_nodes(record, method, b, r) if method is not None else ([], [])
+    handles, nodes = et.record_nodes(record, method, b, r) if method is not None else ([], [])
     return {"debug_handles": handles, "op_types": [n.target for n in nodes],
             "nodes": [{"name": n.name, "op_type": n.target, "debug_handle": n.debug_handle,
                        "module_path": list(n.module_stack.values())[-1][0]
@@ -102,12 +89,12 @@ def _instruction(i: InstructionProfile) -> Json:
 
 
 def _block(b: BlockProfile, by: str, record: Any) -> Json:
-    total = run_total(b)
-    method = record_method(record, b.method) if record is not None else None
+    total = et.run_total(b)
+    method = et.record_method(record, b.method) if record is not None else None
     if by != "module":
-        found = rows(b, by)
+        found = et.rows(b, by)
     elif method is not None:
-        found = module_rows(b, record, method)
+        found = et.module_rows(b, record, method)
     else:
         raise ValueError(f"run {b.name!r}: the ETRecord's maps do not say which method ran "
                          "(--program names it)")
@@ -141,7 +128,7 @@ class ExecuTorchETDump(NoCode):
             if recorded is None:
                 raise CliError("is not an ETRecord", "unsupported", file=record.path)
         try:
-            blocks = timings(self.file, ran, skip_runs)
+            blocks = et.timings(self.file, ran, skip_runs)
         except ValueError as e:
             assert program is not None    # only a program's methods refuse a profile
             raise CliError(f"does not match {program.path}: {e}", "mismatch",
