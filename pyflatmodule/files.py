@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import importlib
 import mmap
 import os
@@ -82,13 +83,18 @@ class Format(NamedTuple):
     @property
     def cls(self) -> type:
         """What its files open as."""
-        return cast(type, getattr(importlib.import_module(self.module), self.class_name))
+        return cast(type, _member(self.module, self.class_name))
 
     def open(self, source: Openable, options: Options, extras: "Extras") -> "File":
         """A file of this format, opened."""
-        opener = getattr(importlib.import_module(self.module), self.opener)
-        return cast("File", opener(source, options,
-                                   **{k: getattr(extras, k) for k in sorted(self.takes)}))
+        return cast("File", _member(self.module, self.opener)(
+            source, options, **{k: getattr(extras, k) for k in sorted(self.takes)}))
+
+
+@functools.lru_cache(maxsize=None)
+def _member(module: str, name: str) -> Any:
+    """``module.name``, the module imported at the first call (then a dict lookup)."""
+    return getattr(importlib.import_module(module), name)
 
 
 _ET = "pyflatmodule.executorch."
