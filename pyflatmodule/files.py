@@ -87,8 +87,11 @@ class Format(NamedTuple):
 
     def open(self, source: Openable, options: Options, extras: "Extras") -> "File":
         """A file of this format, opened."""
-        return cast("File", _member(self.module, self.opener)(
-            source, options, **{k: getattr(extras, k) for k in sorted(self.takes)}))
+        opener = _member(self.module, self.opener)
+        if not self.takes:
+            return cast("File", opener(source, options))
+        return cast("File", opener(source, options,
+                                   **{k: getattr(extras, k) for k in self.takes}))
 
 
 @functools.lru_cache(maxsize=None)
