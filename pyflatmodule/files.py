@@ -14,6 +14,7 @@ import os
 from typing import (
     TYPE_CHECKING,
     Any,
+    Callable,
     Dict,
     FrozenSet,
     NamedTuple,
@@ -77,21 +78,14 @@ class Format(NamedTuple):
     title: str            #: a file of it in two or three words
     module: str           #: the wing's module that defines its class and its opener
     class_name: str       #: what its files open as
-    opener: str           #: ``opener(source, options, **extras it takes)`` opens one
+    #: ``open(source, options, extras)``: a file of it, opened by the wing's opener
+    open: Callable[[Openable, Options, "Extras"], "File"]
     takes: FrozenSet[str] = frozenset()   #: the :class:`Extras` it accepts
 
     @property
     def cls(self) -> type:
         """What its files open as."""
         return cast(type, _member(self.module, self.class_name))
-
-    def open(self, source: Openable, options: Options, extras: "Extras") -> "File":
-        """A file of this format, opened."""
-        opener = _member(self.module, self.opener)
-        if not self.takes:
-            return cast("File", opener(source, options))
-        return cast("File", opener(source, options,
-                                   **{k: getattr(extras, k) for k in self.takes}))
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,26 +94,40 @@ def _member(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def _opener(module: str, name: str, extra: Optional[str] = None
+            ) -> Callable[[Openable, Options, "Extras"], "File"]:
+    """A format's ``open``: ``module.name(source, options[, extras.<extra>])``."""
+    if extra is None:
+        return lambda s, o, x: cast("File", _member(module, name)(s, o))
+    return lambda s, o, x: cast("File", _member(module, name)(s, o, getattr(x, extra)))
+
+
 _ET = "pyflatmodule.executorch."
 
 #: Every format, in the order their identifiers are tried.
 FORMATS: Tuple[Format, ...] = (
     Format("ptmf", b"PTMF", 4, "a PyTorch Mobile model (PTMF: .ptl, .ff)", "PTMF model",
-           "pyflatmodule.ptmf.module", "Module", "open_module"),
+           "pyflatmodule.ptmf.module", "Module",
+           _opener("pyflatmodule.ptmf.module", "open_module")),
     Format("pte", b"ET12", 4, "an ExecuTorch program (ET12: .pte)", "ExecuTorch program",
-           _ET + "loader", "Program", "open_executorch", frozenset({"data"})),
+           _ET + "loader", "Program", _opener(_ET + "loader", "open_executorch", "data"),
+           frozenset({"data"})),
     Format("ptd", b"FT01", 4, "an ExecuTorch data file (FT01: .ptd)", "ExecuTorch data file",
-           _ET + "loader", "DataFile", "open_executorch", frozenset({"data"})),
+           _ET + "loader", "DataFile", _opener(_ET + "loader", "open_executorch", "data"),
+           frozenset({"data"})),
     Format("bpte", b"BP08", 4, "an ExecuTorch bundled program (BP08: .bpte)",
-           "ExecuTorch bundled program", _ET + "bundled", "BundledProgram", "open_bundled"),
+           "ExecuTorch bundled program", _ET + "bundled", "BundledProgram",
+           _opener(_ET + "bundled", "open_bundled")),
     Format("etdump", b"ED00", 8, "an ExecuTorch ETDump profile (ED00: .etdump, .etdp)",
-           "ExecuTorch ETDump", _ET + "etdump", "ETDump", "open_etdump",
+           "ExecuTorch ETDump", _ET + "etdump", "ETDump",
+           _opener(_ET + "etdump", "open_etdump", "debug_buffer"),
            frozenset({"debug_buffer"})),
     # A zip archive (its local header's signature): an ETRecord when it holds the member
     # ETRECORD_V0, which the opener checks (any other zip is a FormatError saying so).
     Format("etrecord", b"PK\x03\x04", 0,
            "an ExecuTorch ETRecord (a zip holding ETRECORD_V0: .etrecord, .bin)",
-           "ExecuTorch ETRecord", _ET + "etrecord", "ETRecord", "open_etrecord"),
+           "ExecuTorch ETRecord", _ET + "etrecord", "ETRecord",
+           _opener(_ET + "etrecord", "open_etrecord")),
 )
 #: Each format by its name.
 BY_NAME: Dict[str, Format] = {f.name: f for f in FORMATS}
