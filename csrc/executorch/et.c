@@ -206,11 +206,12 @@ static int segment_at(walk *w, uint32_t index, uint64_t where, int cut, uint64_t
     return FB_OK;
 }
 
-/* Strict mode: every segment of the file's segments field f lies inside the segment data.
- * Otherwise only the segments used are checked, each where it is used (segment_at), as
- * the runtime loads a segment only when a constant, a delegate or named data needs it. */
-static int check_segments(walk *w, const fb_field *f) {
+/* The file's segments, root field f. Strict mode: every one lies inside the segment
+ * data. Otherwise only the segments used are checked, each where it is used (segment_at),
+ * as the runtime loads a segment only when a constant, a delegate or named data needs it. */
+static int file_segments(walk *w, const fb_tbl *root, const fb_field *f) {
     uint32_t i;
+    FB_TRY(fb_fld_vec(&w->c, root, f, &w->segments));
     if (!w->c.strict) return FB_OK;
     for (i = 0; i < w->segments.count; i++) {
         uint64_t start, size;
@@ -836,8 +837,7 @@ static int program(walk *w, const fb_tbl *root, int plans) {
     fb_tbl cs;
     int has_cs, rc;
     uint32_t i;
-    FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_SEGMENTS], &w->segments));
-    FB_TRY(check_segments(w, &et_program[ET_PROGRAM_SEGMENTS]));
+    FB_TRY(file_segments(w, root, &et_program[ET_PROGRAM_SEGMENTS]));
     FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_CONSTANT_BUFFER], &w->constant_buffer));
     FB_TRY(fb_fld_vec(c, root, &et_program[ET_PROGRAM_BACKEND_DELEGATE_DATA], &inline_data));
     FB_TRY(fb_fld_table(c, root, &et_program[ET_PROGRAM_CONSTANT_SEGMENT], &cs, &has_cs));
@@ -905,12 +905,80 @@ static int data_file(walk *w, const fb_tbl *root) {
     fb_ctx *c = &w->c;
     fb_vec named;
     uint32_t i;
-    FB_TRY(fb_fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS], &w->segments));
-    FB_TRY(check_segments(w, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS]));
+    FB_TRY(file_segments(w, root, &ft_flat_tensor[FT_FLAT_TENSOR_SEGMENTS]));
     FB_TRY(fb_fld_vec(c, root, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], &named));
     for (i = 0; i < named.count; i++)
         FB_TRY_IN_FIELD(c, &ft_flat_tensor[FT_FLAT_TENSOR_NAMED_DATA], i, data_entry(w, &named, i));
     return FB_OK;
+}
+
+/* Tensor i of a data file in 0.6.0's layout: its metadata, and its bytes at an offset
+ * inside its segment, where 0.6.0's runtime loads them. */
+static int tensor_0_6(walk *w, const fb_vec *tensors, uint32_t i) {
+    const fb_field *f = ft06_tensor_metadata;
+    fb_ctx *c = &w->c;
+    fb_tbl t;
+    et_record rec, *r;
+    uint32_t index;
+    uint64_t offset, start, size;
+    fb_vec key;
+    FB_TRY(fb_vec_table(c, tensors, i, &t));
+    FB_TRY(record_slot(w, &rec, &r));
+    FB_TRY(et_tensor_layout(c, &t, &f[FT06_TENSOR_METADATA_SCALAR_TYPE],
+                            &f[FT06_TENSOR_METADATA_SIZES], &f[FT06_TENSOR_METADATA_DIM_ORDER], r));
+    FB_TRY(fb_fld_u32(c, &t, &f[FT06_TENSOR_METADATA_SEGMENT_INDEX], &index));
+    FB_TRY(segment_at(w, index, t.pos, 0, &start, &size));
+    FB_TRY(fb_fld_u64(c, &t, &f[FT06_TENSOR_METADATA_OFFSET], &offset));
+    if (offset > size || r->nbytes > size - offset) return fb_fail(c, FB_E_OUTSIDE_STORAGE, t.pos);
+    /* looked up by strcmp */
+    FB_TRY(et_c_string(c, &t, &f[FT06_TENSOR_METADATA_FULLY_QUALIFIED_NAME], &key, 1));
+    r->data = start + offset;
+    r->name = key.data;
+    r->name_len = key.count;
+    r->value = i;
+    r->stored = ET_STORED_CONSTANT;
+    w->n_tensors++;
+    return FB_OK;
+}
+
+/* A data file in 0.6.0's layout: its tensors, then its named data (blobs by key, which
+ * 0.6.0's runtime lists nowhere but which take their segments all the same). */
+static int data_file_0_6(walk *w, const fb_tbl *root) {
+    const fb_field *f = ft06_flat_tensor;
+    fb_ctx *c = &w->c;
+    fb_vec tensors, named;
+    uint32_t i;
+    FB_TRY(file_segments(w, root, &f[FT06_FLAT_TENSOR_SEGMENTS]));
+    FB_TRY(fb_fld_vec(c, root, &f[FT06_FLAT_TENSOR_TENSORS], &tensors));
+    for (i = 0; i < tensors.count; i++)
+        FB_TRY_IN_FIELD(c, &f[FT06_FLAT_TENSOR_TENSORS], i, tensor_0_6(w, &tensors, i));
+    FB_TRY(fb_fld_vec(c, root, &f[FT06_FLAT_TENSOR_NAMED_DATA], &named));
+    for (i = 0; i < named.count; i++) {
+        fb_tbl nd;
+        int rc = fb_vec_table(c, &named, i, &nd);
+        if (rc == FB_OK)
+            rc = named_data(w, &nd, &ft06_named_data[FT06_NAMED_DATA_KEY],
+                            &ft06_named_data[FT06_NAMED_DATA_SEGMENT_INDEX], -1);
+        FB_TRY(fb_at_field(c, &f[FT06_FLAT_TENSOR_NAMED_DATA], i, rc));
+    }
+    return FB_OK;
+}
+
+/* The layout of a file's root table (enum et_layout; see et.h). */
+static uint32_t layout_of(const fb_ctx *c, const et_summary *s, const fb_tbl *root) {
+    if (s->identifier != FT_FILE_IDENTIFIER) return ET_LAYOUT_CURRENT;
+    return fb_tbl_has(c, root, FT06_FLAT_TENSOR_SEGMENTS)
+           || fb_tbl_has(c, root, FT06_FLAT_TENSOR_NAMED_DATA)
+           ? ET_LAYOUT_FLAT_TENSOR_0_6 : ET_LAYOUT_CURRENT;
+}
+
+/* The schema of a file of this identifier in this layout. */
+static const fb_schema *schema_of(uint32_t identifier, uint32_t layout) {
+    return layout == ET_LAYOUT_FLAT_TENSOR_0_6 ? &ft06_schema_file : fb_schema_find(identifier);
+}
+
+const fb_schema *et_schema(const et_summary *s) {
+    return schema_of(s->identifier, s->layout);
 }
 
 /* What one walk over a file whose header is read does. */
@@ -938,18 +1006,23 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
     fb_ctx structure;
     fb_tbl root;
     uint64_t root_pos, structure_tables, structure_elements;
+    uint32_t layout;
     int rc, is_program = s->identifier == ET_FILE_IDENTIFIER;
-    const fb_schema *schema = fb_schema_find(s->identifier);
+    const fb_schema *schema;
     memset(&w, 0, sizeof w);
     fb_ctx_init(&w.c, buf, s->flatbuffer_end, opt, NULL, err);
     w.s = s;
     w.tensors = tensors;
     w.blobs = blobs;
-    if (!schema) return fb_fail(&w.c, FB_E_BAD_IDENTIFIER, 4);
     fb_push(&w.c, "root", FB_NO_INDEX);   /* the root offset and table: located there */
     FB_TRY(fb_deref(&w.c, 0, &root_pos));
     FB_TRY(fb_tbl_open(&w.c, root_pos, &root));
     fb_pop(&w.c);
+    layout = layout_of(&w.c, s, &root);
+    if (mode != WALK_TOP && layout != s->layout)
+        return fb_fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
+    schema = schema_of(s->identifier, layout);
+    if (!schema) return fb_fail(&w.c, FB_E_BAD_IDENTIFIER, 4);
     if (mode == WALK_TOP) {
         FB_TRY(is_program ? fb_verify_table_shallow(&w.c, schema, schema->root, root_pos,
                                                  plans_shallow)
@@ -973,7 +1046,8 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
      * each list item points at), which the structural pass already bounded. */
     w.c.tables = 0;
     w.c.elements = 0;
-    rc = is_program ? program(&w, &root, mode != WALK_TOP) : data_file(&w, &root);
+    rc = is_program ? program(&w, &root, mode != WALK_TOP)
+         : layout == ET_LAYOUT_FLAT_TENSOR_0_6 ? data_file_0_6(&w, &root) : data_file(&w, &root);
     if (rc != FB_OK) return rc;
     if (w.structure) {   /* its tables, counted past the budget's checks by fused_member */
         if (structure.tables > structure.max_tables) return FB_E_TABLE_BUDGET;
@@ -985,7 +1059,10 @@ static int walk_file(const uint8_t *buf, const fb_options *opt, et_summary *s,
             return fb_fail(&w.c, FB_E_BAD_ARGUMENT, 0);   /* not the file et_open saw */
         return FB_OK;
     }
-    if (mode == WALK_TOP) s->root = root_pos;
+    if (mode == WALK_TOP) {
+        s->root = root_pos;
+        s->layout = layout;
+    }
     s->structure_tables = structure_tables;
     s->structure_elements = structure_elements;
     s->tables_visited = structure_tables + w.c.tables;

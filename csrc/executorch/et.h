@@ -12,6 +12,7 @@
 #include "executorch/et_status.h"
 #include "fb/fb_common.h"
 #include "gen/executorch_flat_tensor.h"
+#include "gen/executorch_flat_tensor_0_6.h"
 #include "gen/executorch_program.h"
 
 /* --- cdef begin --- */
@@ -53,6 +54,19 @@ int et_read_extended_header(const uint8_t *buf, size_t len, uint64_t size,
 int et_read_flat_tensor_header(const uint8_t *buf, size_t len, uint64_t size,
                                et_flat_tensor_header *h, fb_error *err);
 
+/* The layout of a data file's flatbuffer (et_summary.layout). Both are FT01 behind an
+ * FH01 header and carry no mark of their own (each writes version 0): ExecuTorch 0.6.0's
+ * runtime reads the first, every later one the second, each taking the root as the
+ * layout it knows. Their root tables tell them apart: 0.6.0's FlatTensor has five fields
+ * (version, tensor_alignment, tensors, segments, named_data) and its writer writes both
+ * vectors at ids 3 and 4 in every file, while the later FlatTensor has three (version,
+ * segments, named_data). A root whose vtable gives field 3 or 4 is read by
+ * executorch_flat_tensor_0_6.fbs, any other by executorch_flat_tensor.fbs. */
+enum et_layout {
+    ET_LAYOUT_CURRENT = 0,           /* a program, or a data file read since 0.7.0 */
+    ET_LAYOUT_FLAT_TENSOR_0_6 = 1    /* a data file in ExecuTorch 0.6.0's layout */
+};
+
 /* What et_open finds; positions are absolute byte offsets in the file. */
 typedef struct et_summary {
     uint32_t identifier;        /* ET_FILE_IDENTIFIER or FT_FILE_IDENTIFIER */
@@ -61,7 +75,8 @@ typedef struct et_summary {
     uint64_t segment_base;      /* segment data: [segment_base, segment_base + segment_size) */
     uint64_t segment_size;
     uint64_t root;              /* the root table */
-    uint32_t n_tensors;         /* Tensor values (program) or named data with a layout */
+    uint32_t n_tensors;         /* Tensor values (program), or a data file's tensors (named
+                                   data with a layout; 0.6.0's layout: its tensors) */
     uint32_t n_blobs;           /* named data entries */
     uint64_t tables_visited, elements_visited;
     uint64_t structure_tables;  /* the structural pass's visits alone: the plans' part */
@@ -69,7 +84,12 @@ typedef struct et_summary {
     uint64_t n_delegates;       /* delegates of every execution plan (program) */
     uint32_t plans_checked;     /* 1 once every execution plan is checked; until then the
                                    counts above leave the plans out */
+    uint32_t layout;            /* enum et_layout */
 } et_summary;
+
+/* The schema a file et_open accepted is read by (its identifier's, or for a data file
+ * in 0.6.0's layout that layout's). */
+const fb_schema *et_schema(const et_summary *s);
 
 /* One tensor: a Tensor value of an execution plan, or a data file's stored tensor. */
 typedef struct et_record {

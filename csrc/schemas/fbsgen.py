@@ -60,7 +60,8 @@ ALIASES = {"int8": "byte", "uint8": "ubyte", "int16": "short", "uint16": "ushort
            "float32": "float", "float64": "double"}
 #: C prefixes of schemas whose stems share a first word: headers included together must
 #: not declare the same names (both ExecuTorch schemas declare DataSegment and NamedData).
-PREFIXES = {"executorch_program": "ET", "executorch_flat_tensor": "FT", "executorch_bundled": "BP",
+PREFIXES = {"executorch_program": "ET", "executorch_flat_tensor": "FT",
+            "executorch_flat_tensor_0_6": "FT06", "executorch_bundled": "BP",
             "executorch_etdump": "ED", "xnnpack": "XN", "vulkan": "VK"}
 FIELD_ATTRIBUTES = {"id", "deprecated", "required", "force_align"}
 #: field attributes of the project's own, each to be declared with ``attribute "..."``

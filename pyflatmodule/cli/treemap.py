@@ -16,7 +16,8 @@ COLOURS = {"file": "#f4f4f4", "flatbuffer": "#dfe7f2", "segment": "#e3f0de", "pa
            "header": "#9fb7d9", "method": "#c9d6ea", "values": "#7fa6d8",
            "chains": "#e0a458", "operators": "#d98b8b", "delegate": "#b9a6d9",
            "payload": "#9a83c9", "constant": "#6fbf73", "named_data": "#8fcf8f",
-           "mutable_data": "#c8d96f", "data_index": "#d9c99f", "other": "#d0d0d0"}
+           "tensor": "#8fcf8f", "mutable_data": "#c8d96f", "data_index": "#d9c99f",
+           "other": "#d0d0d0"}
 WIDTH, HEIGHT = 1200, 760
 HEAD = 16      # the label strip atop a region whose children are drawn inside it
 INSET = 2

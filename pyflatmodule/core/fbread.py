@@ -57,10 +57,8 @@ class FieldInfo(NamedTuple):
 class Schema:
     """The tables and unions of one compiled schema, by name."""
 
-    def __init__(self, identifier: int) -> None:
-        s = lib.fb_schema_find(identifier)
-        if s == ffi.NULL:
-            raise LookupError(f"no compiled schema has identifier {identifier:#x}")
+    def __init__(self, s: Any) -> None:
+        """Reads compiled schema ``s`` (a ``const fb_schema *`` of the C core)."""
         self.name: str = ffi.string(s.name).decode()
         decls = [s.decls[i] for i in range(s.count)]
         names = [ffi.string(d.name).decode() for d in decls]
@@ -93,7 +91,7 @@ class Schema:
         self.root: str = names[s.root]
 
 
-_SCHEMAS: Dict[int, Schema] = {}
+_SCHEMAS: Dict[str, Schema] = {}
 
 
 def enum_names(members: Any) -> Dict[int, str]:
@@ -103,10 +101,21 @@ def enum_names(members: Any) -> Dict[int, str]:
 
 
 def schema_of(identifier: int) -> Schema:
-    """The compiled schema of a file identifier (a little-endian uint32), cached."""
-    schema = _SCHEMAS.get(identifier)
+    """The compiled schema of a file identifier (a little-endian uint32), cached: of an
+    identifier several layouts share, the current one (see :func:`schema_at`)."""
+    s = lib.fb_schema_find(identifier)
+    if s == ffi.NULL:
+        raise LookupError(f"no compiled schema has identifier {identifier:#x}")
+    return schema_at(s)
+
+
+def schema_at(s: Any) -> Schema:
+    """Compiled schema ``s`` (a ``const fb_schema *``, such as the one a format's C reader
+    says a file is read by), cached by name."""
+    name = ffi.string(s.name).decode()
+    schema = _SCHEMAS.get(name)
     if schema is None:
-        schema = _SCHEMAS[identifier] = Schema(identifier)
+        schema = _SCHEMAS[name] = Schema(s)
     return schema
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ..core.lazy import np
+from ..core.native import lib
 from .file import StoredTensor, _File
 from .minimum_runtime import MinimumRuntime, data_file_features, minimum
 from .regions import Region, data_file_regions
@@ -15,13 +16,22 @@ class DataFile(_File):
     _minimum: Optional[MinimumRuntime] = None
 
     @property
+    def layout(self) -> str:
+        """The release whose layout the file is in: ``"0.7.0"`` for the one read since
+        0.7.0 (named data, tensors with a TensorLayout), ``"0.6.0"`` for the earlier one
+        under the same identifier that only 0.6.0's runtime reads (tensors listed with
+        their metadata, FlatTensor.tensor_alignment). They are told apart by the root
+        table's fields: 0.6.0's has fields 3 and 4 (segments, named_data), the later
+        one three fields in all."""
+        return "0.6.0" if self._summary.layout == lib.ET_LAYOUT_FLAT_TENSOR_0_6 else "0.7.0"
+
+    @property
     def minimum_runtime(self) -> MinimumRuntime:
-        """The oldest ExecuTorch release whose runtime reads the file: its layout (the
-        one read since 0.7.0; 0.6.0 read an earlier one under the same identifier), its
-        header and the schema fields and enum values it holds; see
+        """The oldest ExecuTorch release whose runtime reads the file: its layout (see
+        :attr:`layout`), its header and the schema fields and enum values it holds; see
         :mod:`pyflatmodule.executorch.minimum_runtime`."""
         if self._minimum is None:
-            self._minimum = minimum(data_file_features(self._root))
+            self._minimum = minimum(data_file_features(self._root, int(self._summary.layout)))
         return self._minimum
 
     @property
@@ -45,16 +55,21 @@ class DataFile(_File):
 
     def regions(self) -> List[Region]:
         """Where the file's bytes go: ``flatbuffer`` (its FH01 header, the index of
-        segments and named data, the rest), ``segment`` and ``padding`` regions covering
-        every byte once, each segment with the named data in it by key; see
+        segments, tensors and named data, the rest), ``segment`` and ``padding`` regions
+        covering every byte once, each segment with the named data (in 0.6.0's layout, the
+        tensors) in it by key; see
         :class:`pyflatmodule.executorch.Region`."""
-        _, blobs = self._index()
-        return data_file_regions(self._root, self._summary, blobs, self.size)
+        records, blobs = self._index()
+        unnamed = self.layout == "0.6.0"   # its tensors are not named data
+        return data_file_regions(self._root, self._summary, blobs, self.size,
+                                 {self._name(r): (int(r["data"]), int(r["nbytes"]))
+                                  for r in records if unnamed})
 
     def info(self) -> Dict[str, Any]:
         """Sizes and counts: file bytes, segments, named data, tensors."""
         s = self._summary
         return {"format": "ptd", "size": self.size, "version": self.version,
+                "layout": self.layout,
                 "flatbuffer_size": int(s.flatbuffer_end),
                 "segment_data_size": int(s.segment_size),
                 "segments": len(self._root.tables("segments")),
@@ -62,4 +77,6 @@ class DataFile(_File):
                 "native_code": [i._asdict() for i in self.native_code()]}
 
     def _describe(self) -> str:
+        if self.layout == "0.6.0":
+            return f"{int(self._summary.n_tensors)} tensors, 0.6.0's layout"
         return f"{int(self._summary.n_blobs)} named data entries"

@@ -6,7 +6,7 @@ import abc
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..core.dtypes import numpy_dtype, scalar_type_name
-from ..core.fbread import Schema, Table, decode_text, schema_of
+from ..core.fbread import Schema, Table, decode_text, schema_at
 from ..core.lazy import np
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
@@ -121,7 +121,7 @@ class _File(Holder, abc.ABC):
         self._source: Optional[Source] = source
         self._summary = summary
         self._options = options
-        self._schema: Schema = schema_of(int(summary.identifier))
+        self._schema: Schema = schema_at(lib.et_schema(summary))
         self._records: Optional[np.ndarray] = None
         self._blobs: Optional[np.ndarray] = None
         self._by_value: Optional[Dict[Tuple[int, int], int]] = None

@@ -116,10 +116,16 @@ def program_features(root: Table, has_extended_header: bool) -> Dict[str, str]:
     return out
 
 
-def data_file_features(root: Table) -> Dict[str, str]:
-    """What a data file (its root table) uses: the format and its FH01 header too."""
-    out = schema_features(root, "FlatTensor", releases.FLAT_TENSOR_FIELDS, {},
-                          releases.PROGRAM_ENUM_VALUES, releases.PROGRAM_ENUM_NAMES)
+def data_file_features(root: Table, layout: int) -> Dict[str, str]:
+    """What a data file (its root table, in layout ``layout``: an ``et_layout`` of the C
+    core) uses: the format and its FH01 header too. ExecuTorch 0.6.0's layout, which only
+    the first release that reads data files reads, counts as that release whole; its
+    fields are not in :data:`.releases.FLAT_TENSOR_FIELDS`, the later layout's."""
+    if layout == lib.ET_LAYOUT_FLAT_TENSOR_0_6:
+        out = {"data file in 0.6.0's layout": releases.FLAT_TENSOR_FIRST}
+    else:
+        out = schema_features(root, "FlatTensor", releases.FLAT_TENSOR_FIELDS, {},
+                              releases.PROGRAM_ENUM_VALUES, releases.PROGRAM_ENUM_NAMES)
     out["data file"] = releases.FLAT_TENSOR_FIRST
     out["data file header"] = releases.FLAT_TENSOR_HEADER
     return out

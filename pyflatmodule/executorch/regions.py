@@ -14,7 +14,7 @@ bytes no object covers (the builder's alignment) ``padding``.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
 from ..core.fbread import Table, decode_text
 from ..core.lazy import np
@@ -48,7 +48,8 @@ class Region(NamedTuple):
     named data), ``other`` (the root table and what else no part claims) and ``padding``
     (bytes no object covers: alignment); in a segment ``constant`` and ``mutable_data``
     (label: the buffer index) each followed by its alignment ``padding``, ``payload`` (label
-    ``<method>.delegates[<i>]:<id>``), ``named_data`` (label: its key), and ``other`` for
+    ``<method>.delegates[<i>]:<id>``), ``named_data`` (label: its key), ``tensor`` (a data
+    file in 0.6.0's layout: label its key), and ``other`` for
     bytes of a segment none of these covers. A bundled program's one ``flatbuffer`` holds
     ``header``, ``program`` (the embedded program's regions below it), ``test_suite``
     (label: its method) of ``test_case`` (label: its index; children ``inputs``,
@@ -286,18 +287,25 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
                                         for k, (s, n) in enumerate(segs)])
 
 
-def data_file_regions(root: Table, summary: Any, blobs: np.ndarray, size: int) -> List[Region]:
+def data_file_regions(root: Table, summary: Any, blobs: np.ndarray, size: int,
+                      tensors: Mapping[str, Span]) -> List[Region]:
     """The regions of a verified data file (``.ptd``): the flatbuffer (its ``FH01``
-    header, the index of segments and named data, the rest), each segment with the named
-    data in it by key."""
+    header, the index of segments, tensors and named data, the rest), each segment with
+    the named data in it by key, and in 0.6.0's layout, whose tensors are not named data,
+    the tensors (``tensors``: file offset and size by key)."""
     claims = _Claims(int(summary.flatbuffer_end))
     claims.claim((("header", "FH01"),), [(0, 8 + int(summary.header_length))])
-    claims.claim((("data_index", ""),), [s for f in ("segments", "named_data")
+    claims.claim((("data_index", ""),), [s for f in ("tensors", "segments", "named_data")
+                                         if f in root.fields
                                          for s in _field_spans(root, f)])
     claims.claim((("other", ""),), root.spans())
     segs = _segments(root, summary, size)
     inside: Dict[int, List[Region]] = {k: [] for k in range(len(segs))}
     _named(root.buf, blobs, inside)
+    for key, (start, n) in tensors.items():
+        k = next(k for k, (s, m) in enumerate(segs) if s <= start and start + n <= s + m)
+        if n:
+            inside[k].append(_region("tensor", key, [(start, start + n)]))
     return _top(size, claims.region(), [(str(k), (s, s + n), _disjoint(inside[k]))
                                         for k, (s, n) in enumerate(segs)])
 

@@ -27,6 +27,7 @@ from flatbuffers.table import Table
 
 import pyflatmodule
 from pyflatmodule.core.dtypes import DTYPE_NAMES
+from pyflatmodule.core.fbread import schema_of
 from pyflatmodule.core.native import ffi, lib, status_codes
 from pyflatmodule.ptmf.index import UNION_NAMES
 
@@ -733,6 +734,31 @@ def test_required_and_value_ref_reach_the_descriptor() -> None:
     assert '{"n", ".n", 3, FB_SCALAR, FB_U32, 4, 4, 0, 0, 0, 0, 0,' in source
 
 
+_REPO = os.environ.get("EXECUTORCH_REPO")
+
+
+@pytest.mark.skipif(not _REPO, reason="needs a clone of ExecuTorch (EXECUTORCH_REPO)")
+def test_the_0_6_data_file_schema_is_wire_identical_to_0_6_0s() -> None:
+    """executorch_flat_tensor_0_6.fbs declares the wire format of ExecuTorch 0.6.0's own
+    flat_tensor.fbs (and its scalar_type.fbs), as tagged in ExecuTorch's history."""
+    def show(path: str) -> str:
+        return subprocess.run(["git", "-C", str(_REPO), "show", f"v0.6.0:{path}"],
+                              check=True, capture_output=True, text=True).stdout
+    folder = "extension/flat_tensor/serialize/"
+    scalar_type = re.sub(r"namespace [\w.]+;", "", show(folder + "scalar_type.fbs"))
+    text = show(folder + "flat_tensor.fbs").replace('include "scalar_type.fbs";', scalar_type)
+    text = text.replace("executorch_flatbuffer.ScalarType", "ScalarType")
+    assert _wire(_schema("executorch_flat_tensor_0_6")) == \
+        _wire(fbsgen.parse(text, "flat_tensor.fbs"))
+
+
+def test_an_identifier_two_layouts_share_finds_the_current_one() -> None:
+    """FT01 is both data file layouts' identifier: the lookup by identifier gives the
+    current one; the C reader says when a file is in the other (et_schema)."""
+    assert schema_of(lib.FT_FILE_IDENTIFIER).name == "executorch_flat_tensor"
+    assert lib.FT06_FILE_IDENTIFIER == lib.FT_FILE_IDENTIFIER
+
+
 def test_good_schema_parses() -> None:
     s = fbsgen.parse(GOOD, "good.fbs")
     assert s.namespace == "a.b" and s.root_type == "T"
@@ -742,9 +768,10 @@ def test_good_schema_parses() -> None:
 
 def test_prefixes_keep_the_executorch_schemas_apart() -> None:
     assert [fbsgen.prefix(stem) for stem in ("mobile_bytecode", "executorch_program",
-                                             "executorch_flat_tensor", "executorch_etdump",
+                                             "executorch_flat_tensor",
+                                             "executorch_flat_tensor_0_6", "executorch_etdump",
                                              "xnnpack", "a_b")] == \
-        ["MOBILE", "ET", "FT", "ED", "XN", "A"]
+        ["MOBILE", "ET", "FT", "FT06", "ED", "XN", "A"]
 
 
 def test_a_table_without_fields_gets_ids_but_no_descriptor_array() -> None:

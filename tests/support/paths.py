@@ -17,6 +17,8 @@ BENCHMARKS = os.path.join(ROOT, "benchmarks")
 DATA = os.path.join(TESTS, "data")
 #: The ExecuTorch files exir wrote, with ExecuTorch's answers beside each.
 ET = os.path.join(DATA, "et")
+#: A file from every ExecuTorch release, with its writer's answers.
+RELEASES = os.path.join(DATA, "releases")
 #: Files others wrote (tests/data/wild/SOURCES.json says where each comes from).
 WILD = os.path.join(DATA, "wild")
 #: optimum-executorch's exports.
@@ -26,4 +28,5 @@ FUZZ = os.path.join(TESTS, "fuzz")
 #: The suite's helpers, some of them scripts run in a child process.
 SUPPORT = os.path.join(TESTS, "support")
 
-__all__ = ["BENCHMARKS", "CSRC", "DATA", "ET", "FUZZ", "HF", "ROOT", "SUPPORT", "TESTS", "WILD"]
+__all__ = ["BENCHMARKS", "CSRC", "DATA", "ET", "FUZZ", "HF", "RELEASES", "ROOT", "SUPPORT",
+           "TESTS", "WILD"]
