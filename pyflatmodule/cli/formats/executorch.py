@@ -642,7 +642,8 @@ class ExecuTorchDataFile(_ExecuTorchFile):
 
     @staticmethod
     def _print_contents(ctx: Context, s: Json) -> None:
-        ctx.print(f"  tensors: {s['tensors']}   named data: {s['named_data']}")
+        ctx.print(f"  tensors: {s['tensors']}   named data: {s['named_data']}"
+                  + ("   layout: ExecuTorch 0.6.0's" if s["layout"] == "0.6.0" else ""))
 
     def regions(self) -> Optional[List[Region]]:
         return self.file.regions()
