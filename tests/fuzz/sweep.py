@@ -73,15 +73,20 @@ FINDING_KINDS = ("bad_error", "exception", "late_error", "plans_differ", "unveri
 ET_DATA = os.path.join(DATA, "et")
 
 
+#: The data file in ExecuTorch 0.6.0's layout, which has a schema and a walk of its own.
+OLD_DATA_FILE = os.path.join("releases", "0.6.0", "mlp_external.ptd")
+
+
 def model_files() -> List[Tuple[str, str]]:
-    """(name, path) of every real model file: tests/data/*.ff, *.ptl, the sample, and
-    the ExecuTorch programs, data files, bundled programs and ETDumps tests/data/et/*.pte,
-    *.ptd, *.bpte, *.etdump."""
+    """(name, path) of every real model file: tests/data/*.ff, *.ptl, the sample, the
+    ExecuTorch programs, data files, bundled programs and ETDumps tests/data/et/*.pte,
+    *.ptd, *.bpte, *.etdump, and the data file 0.6.0 wrote (:data:`OLD_DATA_FILE`)."""
     names = sorted(f for f in os.listdir(DATA) if f.endswith((".ff", ".ptl")))
     et = sorted(f for f in os.listdir(ET_DATA)
                 if f.endswith((".pte", ".ptd", ".bpte", ".etdump")))
     return ([(n, os.path.join(DATA, n)) for n in names] + [("sample.ptl", SAMPLE)]
-            + [(n, os.path.join(ET_DATA, n)) for n in et])
+            + [(n, os.path.join(ET_DATA, n)) for n in et]
+            + [(OLD_DATA_FILE, os.path.join(DATA, OLD_DATA_FILE))])
 
 
 def new_values(x: int, values: Sequence[str] = VALUES) -> List[int]:
