@@ -50,6 +50,7 @@ def _tv(name: str, **kw: Any) -> Callable[[], nn.Module]:
 
 def _timm(name: str) -> Callable[[], nn.Module]:
     def make() -> nn.Module:
+        _torchvision()   # timm imports it
         import timm
         return timm.create_model(name, pretrained=False)
     return make
