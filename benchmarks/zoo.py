@@ -18,15 +18,29 @@ FORMS: Dict[str, str] = {"jit": ".jit.ff", "lite": ".lite.ptl", "mobile": ".mobi
                          "params": ".params.ff"}
 
 #: Models of the ExecuTorch zoo (benchmarks/zoo_et_build.py) and the forms each is
-#: exported in (XNNPACK lowering of the slowest exports is left out to keep CI short).
+#: exported in: portable kernels, or lowered by the XNNPACK, Vulkan or Core ML
+#: partitioner (``coreml_partial``: Core ML's told to leave the residual adds,
+#: ``aten.add.Tensor``, to portable kernels, so that the program holds one delegate per
+#: stretch between them). The slowest lowerings are left out to keep CI short (XNNPACK's
+#: of efficientnet_b0, vit_tiny and recurrent; Vulkan's of vit_tiny, 90 s on two cores,
+#: and of recurrent, 45 s; Core ML's of recurrent, 40 s). Vulkan leaves two kernels of
+#: the transformer in the program, between eleven delegates: a partial partition of its
+#: own.
 ET_MODELS: Dict[str, Tuple[str, ...]] = {
-    "resnet18": ("portable", "xnnpack"), "mobilenet_v2": ("portable", "xnnpack"),
-    "efficientnet_b0": ("portable",), "vit_tiny": ("portable",),
-    "transformer": ("portable", "xnnpack"), "recurrent": ("portable",),
+    "resnet18": ("portable", "xnnpack", "vulkan", "coreml_partial"),
+    "mobilenet_v2": ("portable", "xnnpack", "vulkan", "coreml"),
+    "efficientnet_b0": ("portable",), "vit_tiny": ("portable", "coreml"),
+    "transformer": ("portable", "xnnpack", "vulkan", "coreml"), "recurrent": ("portable",),
 }
 
 #: form -> file name suffix
-ET_FORMS: Dict[str, str] = {"portable": ".portable.pte", "xnnpack": ".xnnpack.pte"}
+ET_FORMS: Dict[str, str] = {"portable": ".portable.pte", "xnnpack": ".xnnpack.pte",
+                            "vulkan": ".vulkan.pte", "coreml": ".coreml.pte",
+                            "coreml_partial": ".coreml_partial.pte"}
+
+#: The delegates' backend id of each lowered form.
+ET_BACKENDS: Dict[str, str] = {"xnnpack": "XnnpackBackend", "vulkan": "VulkanBackend",
+                               "coreml": "CoreMLBackend", "coreml_partial": "CoreMLBackend"}
 
 #: Example inputs' shapes where they are not one 1x3x224x224 image: token ids there.
 ET_INPUTS: Dict[str, Tuple[Tuple[int, ...], ...]] = {

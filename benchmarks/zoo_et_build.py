@@ -5,13 +5,18 @@
 
 For each model of :data:`zoo.ET_MODELS` (random weights, never downloaded; the builders
 are the PTMF zoo's) it writes, in the forms listed there, ``<model>.portable.pte``
-(``to_edge(...).to_executorch()``) and ``<model>.xnnpack.pte``
-(``to_edge_transform_and_lower`` with the XNNPACK partitioner), the exported module's
-own tensors in ``<model>.weights.npz`` (parameters and buffers by name, as row-major
-bytes), and ``zoo_et.json``: per file, how it was
-written and what ExecuTorch's runtime says of it (method names; each method's input and
-output dtypes and sizes), read in a child process; an export that fails is recorded with
-its error. Needs torch, torchvision, timm and executorch.
+(``to_edge(...).to_executorch()``) and ``<model>.<form>.pte``
+(``to_edge_transform_and_lower`` with the XNNPACK, Vulkan or Core ML partitioner;
+``coreml_partial``: Core ML's, the residual adds left out), the
+exported module's own tensors in ``<model>.weights.npz`` (parameters and buffers by name,
+as row-major bytes), and ``zoo_et.json``: per file, how it was written and what
+ExecuTorch's runtime says of it (method names; each method's input and output dtypes and
+sizes), read in a child process; for a Vulkan or Core ML program also what ExecuTorch's
+program reader says of each method (its delegates, the kernels left beside them) and
+what ExecuTorch's and coremltools' own code read in its payloads
+(benchmarks/zoo_et_delegates.py). The runtime here has neither backend: it reads their
+programs' method metadata, and runs none. An export that fails is recorded with its
+error. Needs torch, torchvision, timm and executorch (and coremltools, which it installs).
 """
 from __future__ import annotations
 
@@ -25,9 +30,10 @@ from typing import Any, Dict, List
 
 import numpy as np
 import torch
+import zoo_et_delegates
 from zoo_build import BUILDERS
 
-from zoo import ET_FORMS, ET_INPUTS, ET_MODELS
+from zoo import ET_BACKENDS, ET_FORMS, ET_INPUTS, ET_MODELS
 
 warnings.filterwarnings("ignore")
 
@@ -56,11 +62,23 @@ def _runtime(path: str) -> Dict[str, Any]:
     return doc
 
 
-def _write(name: str, form: str, exported: Any, path: str) -> None:
-    from executorch.exir import to_edge, to_edge_transform_and_lower
+def _partitioner(form: str) -> Any:
     if form == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+        return XnnpackPartitioner()
+    if form == "vulkan":
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+        return VulkanPartitioner()
+    from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+    # (the partitioner matches an operator by its lower-cased name)
+    skip = ["aten.add.tensor"] if form == "coreml_partial" else None
+    return CoreMLPartitioner(skip_ops_for_coreml_delegation=skip)
+
+
+def _write(name: str, form: str, exported: Any, path: str) -> None:
+    from executorch.exir import to_edge, to_edge_transform_and_lower
+    if form != "portable":
+        edge = to_edge_transform_and_lower(exported, partitioner=[_partitioner(form)])
     else:
         edge = to_edge(exported)
     with open(path, "wb") as f:
@@ -95,13 +113,29 @@ def build(out: str, names: List[str]) -> Dict[str, Any]:
             except Exception as e:
                 files.append({"model": name, "form": form, "error": _first_line(e)})
                 continue
-            files.append({"model": name, "form": form, "file": os.path.basename(path),
-                          "seconds": round(time.perf_counter() - start, 1),
-                          "weights": weights, "runtime": _runtime(path)})
+            entry = {"model": name, "form": form, "file": os.path.basename(path),
+                     "seconds": round(time.perf_counter() - start, 1),
+                     "weights": weights, "runtime": _runtime(path)}
+            if form != "xnnpack" and form in ET_BACKENDS:
+                entry.update(_delegates(form, path))
+            files.append(entry)
     manifest = {"torch": torch.__version__, "files": files}
     with open(os.path.join(out, "zoo_et.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1)
     return manifest
+
+
+def _delegates(form: str, path: str) -> Dict[str, Any]:
+    """What ExecuTorch's program reader says of the methods, and ExecuTorch's (and
+    coremltools') reading of the payloads, under ``program`` and ``payloads``; an error
+    recorded in their place."""
+    start = time.perf_counter()
+    try:
+        read = zoo_et_delegates.vulkan if form == "vulkan" else zoo_et_delegates.coreml
+        return {"program": zoo_et_delegates.program(path), "payloads": read(path),
+                "oracle_seconds": round(time.perf_counter() - start, 1)}
+    except Exception as e:   # recorded: the test names it
+        return {"program": {}, "payloads": {"error": _first_line(e)}}
 
 
 def _first_line(e: Exception) -> str:
