@@ -27,6 +27,7 @@ import sys
 from .backends import BACKENDS, Backend, DelegateGraph, backend_of, xnnpack
 from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
 from .backends.ethosu import VelaBlock, VelaIO, VelaStream
+from .backends.openvino import OpenvinoGraph, OvNode, OvValue
 from .backends.qnn import QnnContext
 from .backends.vulkan import VkNode, VkValue, VulkanGraph
 from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
@@ -92,10 +93,11 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "ETDump", "ETRecord", "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph",
            "GraphNode", "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall",
            "KernelCall", "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NamedData",
-           "NativeImage", "Operator", "OutputSpec", "PlannedTensor", "ProfileEvent", "Program",
-           "QnnContext", "Quantization", "ROWS_BY", "Region", "Row", "RunData", "Signature",
-           "StoredTensor", "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing",
-           "ValueMeta", "VelaBlock", "VelaIO", "VelaStream", "VkNode", "VkValue", "VulkanGraph",
-           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code", "module_rows",
-           "open_bundled", "open_etdump", "open_etrecord", "open_executorch", "operands",
-           "record_method", "record_nodes", "refuse_native_code", "rows", "run_total", "timings"]
+           "NativeImage", "OpenvinoGraph", "Operator", "OutputSpec", "OvNode", "OvValue",
+           "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "ROWS_BY",
+           "Region", "Row", "RunData", "Signature", "StoredTensor", "TensorSpec", "TestCase",
+           "TestSuite", "TestSuites", "Timing", "ValueMeta", "VelaBlock", "VelaIO", "VelaStream",
+           "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
+           "describe_native_code", "module_rows", "open_bundled", "open_etdump", "open_etrecord",
+           "open_executorch", "operands", "record_method", "record_nodes", "refuse_native_code",
+           "rows", "run_total", "timings"]

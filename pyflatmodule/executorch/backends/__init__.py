@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from . import coreml, ethosu, qnn, vulkan, xnnpack
+from . import coreml, ethosu, openvino, qnn, vulkan, xnnpack
 from .base import Backend, DelegateGraph, Payload, Resolver, described
 
 __all__ = ["BACKENDS", "Backend", "DelegateGraph", "Payload", "Resolver", "backend_of", "described",
-           "coreml", "ethosu", "qnn", "vulkan", "xnnpack"]
+           "coreml", "ethosu", "openvino", "qnn", "vulkan", "xnnpack"]
 
 #: Every backend whose payloads are read, by the id a program's delegates give.
 BACKENDS: Dict[str, Backend] = {b.id: b for b in (xnnpack.BACKEND, vulkan.BACKEND,
                                                        coreml.BACKEND, qnn.BACKEND,
-                                                       ethosu.BACKEND)}
+                                                       ethosu.BACKEND, openvino.BACKEND)}
 
 
 def backend_of(delegate_id: str) -> Optional[Backend]:
