@@ -65,6 +65,7 @@ def test_each_stream_is_what_executorch_packed(stem: str) -> None:
             assert [(b.name, b.size, b.external) for b in g.blocks] == \
                 [(b["name"], b["size"], bool(b["external"])) for b in want["blocks"]]
             assert g.command_stream is not None and g.weights is not None
+            assert g.command_stream.readonly and g.weights.readonly
             assert (len(g.command_stream), _sha(g.command_stream)) == \
                 (want["cmd_data_size"], want["cmd_data_sha256"])
             assert (len(g.weights), _sha(g.weights)) == \
@@ -218,3 +219,70 @@ def test_an_external_block_with_a_short_key() -> None:
     refused(_set(pos + 20, "<B", 1), "bad_contents", pos + 16,
              ".processed<EthosU>.blocks[2].size")
 
+
+
+# ------------------------------------------- blocks kept in named data (a .ptd)
+
+EXTERNAL = os.path.join(ET, "ethosu_external")
+EXTERNAL_PTE = os.path.join(EXTERNAL, "ethosu_external.pte")
+EXTERNAL_PTD = os.path.join(EXTERNAL, "ethosu.ptd")
+
+
+def test_external_blocks_resolve_from_the_data_file() -> None:
+    """ethosu_external.pte: the MLP with its command stream and weights placed in named
+    data (``VelaExternalBlockPlacements``), written to ethosu.ptd: the blocks hold the
+    keys ExecuTorch made, their bytes come from the data file."""
+    with open(os.path.join(EXTERNAL, "ethosu_external.oracle.json"), encoding="utf-8") as f:
+        (want,) = json.load(f)["ethosu"]["delegates"]
+    by_kind = dict(zip(("cmd_data", "weight_data"), want["external_blocks"]))
+    with load_full(EXTERNAL_PTE, data=[EXTERNAL_PTD]) as p:
+        ((data, g),) = _streams(p)
+        assert _sha(data) == want["payload_sha256"]
+        assert [(b.name, b.size, b.external) for b in g.blocks] == \
+            [(b["name"], b["size"], bool(b["external"])) for b in want["blocks"]]
+        assert [b.key for b in g.blocks if b.external] == \
+            [by_kind["cmd_data"]["key"], by_kind["weight_data"]["key"]]
+        assert g.command_stream is not None and g.weights is not None
+        assert g.command_stream.readonly and g.weights.readonly
+        assert (len(g.command_stream), _sha(g.command_stream)) == \
+            (want["cmd_data_size"], want["cmd_data_sha256"]) == \
+            (by_kind["cmd_data"]["size"], by_kind["cmd_data"]["sha256"])
+        assert (len(g.weights), _sha(g.weights)) == \
+            (want["weight_data_size"], want["weight_data_sha256"]) == \
+            (by_kind["weight_data"]["size"], by_kind["weight_data"]["sha256"])
+        assert g.missing == {} and p.missing_data == []
+        assert [io.as_json() for io in g.inputs] == want["inputs"]
+
+
+def test_external_blocks_without_the_data_file_are_missing() -> None:
+    with open(os.path.join(EXTERNAL, "ethosu_external.oracle.json"), encoding="utf-8") as f:
+        (want,) = json.load(f)["ethosu"]["delegates"]
+    keys = [b["key"] for b in want["external_blocks"]]
+    with load_full(EXTERNAL_PTE) as p:
+        ((_, g),) = _streams(p)
+        assert g.missing == {1: keys[0], 2: keys[1]}
+        assert g.command_stream is None and g.weights is None
+        assert g.scratch_size == want["scratch_size"]
+        assert p.missing_data == sorted(keys)
+    run = run_cli("info", EXTERNAL_PTE)
+    assert run.returncode == 0 and "2 tensors or named data in none of them" in run.stdout
+
+
+def test_an_external_key_no_data_file_holds_is_refused_when_data_is_given() -> None:
+    raw = bytearray(open(EXTERNAL_PTE, "rb").read())
+    with pfm.load(EXTERNAL_PTE) as p:
+        data = bytes(p.methods["forward"].delegates[0].data)
+    at = bytes(raw).index(data)
+    key_at = at + 32 + 32                     # blocks[1] (cmd_data): its data, the key
+    raw[key_at] ^= 0x01
+    refused_with = os.path.join(EXTERNAL, "refused.pte")
+    try:
+        with open(refused_with, "wb") as f:
+            f.write(raw)
+        with pytest.raises(pfm.FormatError) as e:
+            with load_full(refused_with, data=[EXTERNAL_PTD]) as q:
+                [d.graph for m in q.methods.values() for d in m.delegates]
+        assert (e.value.code, e.value.offset) == ("missing_data", key_at), e.value
+        assert e.value.path.endswith(".processed<EthosU>.blocks[1].key"), e.value
+    finally:
+        os.remove(refused_with)

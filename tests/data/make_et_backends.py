@@ -27,7 +27,11 @@ with ExecuTorch's readings of the program (``header``, ``program``, ``restored``
   ``struct.pack``, and from the arrays Vela wrote (``out_vela.npz``, as
   ``vela_bin_pack_io`` received them) the command stream's and weights' sizes and
   SHA-256, the scratch size and each input's and output's shape, element size, offset
-  and region; the payload's SHA-256 ties each record to its delegate.
+  and region; the payload's SHA-256 ties each record to its delegate. ``ethosu_external``
+  (the MLP, its command stream and weights placed in named data with
+  ``VelaExternalBlockPlacements``) is written with its data file ``ethosu.ptd`` in
+  et/ethosu_external/, its record adding the external blocks ExecuTorch made (key,
+  placement, size, SHA-256).
 - ``openvino_*`` (lowered with ``OpenvinoPartitioner``, device CPU): ``openvino``, per
   OpenVINO payload, OpenVINO's own readings: ``Core.import_model`` of the payload (the
   compiled model's inputs and outputs: names, element types, shapes) and
@@ -49,10 +53,14 @@ sys.path.insert(0, HERE)
 import make_et_data as base  # noqa: E402  (tests/data is no package)
 
 OUT = base.OUT
+#: Where the program whose Vela blocks are named data is written, with its data file
+#: (a folder of its own: the suites that take every file of et/ as a program's own
+#: constants or a tensor file read it through tests/backends/test_ethosu.py alone)
+EXTERNAL = os.path.join(OUT, "ethosu_external")
 
 #: The programs, in the order they are written.
-NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "openvino_conv", "openvino_mlp",
-         "openvino_partial"]
+NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "openvino_conv",
+         "openvino_mlp", "openvino_partial"]
 #: The CPU plugin's key for the IR it exports (OpenVINO, src/plugins/intel_cpu/src/utils/
 #: codec_xor.cpp): the XML is XORed with it, byte by byte.
 OV_KEY = bytes([0x30, 0x60, 0x70, 0x02, 0x04, 0x08, 0x3F, 0x6F, 0x72, 0x74, 0x78, 0x7F])
@@ -89,12 +97,12 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
     def partial() -> Tuple[Any, Tuple[Any, ...]]:
         return Rounded().eval(), (torch.randn(2, 16),)
 
-    return {"conv": conv, "mlp": mlp, "partial": partial}
+    return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp}
 
 
 #: The Ethos-U accelerator each program is compiled for.
 _TARGETS = {"ethosu_conv": "ethos-u55-128", "ethosu_mlp": "ethos-u85-256",
-            "ethosu_partial": "ethos-u55-128"}
+            "ethosu_partial": "ethos-u55-128", "ethosu_external": "ethos-u55-128"}
 
 
 def _record_vela(records: List[Dict[str, Any]]) -> None:
@@ -138,6 +146,11 @@ def _record_vela(records: List[Dict[str, Any]]) -> None:
     def compiled(*args: Any, **kwargs: Any) -> Any:
         result = compile_(*args, **kwargs)
         records[-1]["payload_sha256"] = hashlib.sha256(result.processed_bytes).hexdigest()
+        if result.external_blocks:
+            records[-1]["external_blocks"] = [
+                {"key": b.key, "placement": b.placement, "size": len(b.payload),
+                 "sha256": hashlib.sha256(b.payload).hexdigest()}
+                for b in result.external_blocks]
         return result
 
     arm_vela._BLOCK_HEADER = Header   # read by vela_compile at each call
@@ -148,19 +161,23 @@ def _record_vela(records: List[Dict[str, Any]]) -> None:
 def _lower_ethosu(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, str, Any]:
     import torch
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.ethosu.compile_spec import VelaExternalBlockPlacements
     from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
     from executorch.exir import to_edge_transform_and_lower
     from torch.fx.passes.operator_support import OperatorSupportBase
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    spec = EthosUCompileSpec(_TARGETS[name])
+    placements = VelaExternalBlockPlacements(cmd_data="ethosu", weight_data="ethosu") \
+        if name == "ethosu_external" else None
+    spec = EthosUCompileSpec(_TARGETS[name], external_block_placements=placements)
     quantizer = EthosUQuantizer(spec)
     quantizer.set_global(get_symmetric_quantization_config())
     prepared = prepare_pt2e(torch.export.export(module, args).module(), quantizer)
     prepared(*args)
     converted = convert_pt2e(prepared)
     checks = []
-    how = (f"EthosUQuantizer(EthosUCompileSpec({_TARGETS[name]!r})), prepare_pt2e, "
+    said = ", external_block_placements=VelaExternalBlockPlacements(cmd_data='ethosu', " \
+        "weight_data='ethosu')" if placements else ""
+    how = (f"EthosUQuantizer(EthosUCompileSpec({_TARGETS[name]!r}{said})), prepare_pt2e, "
            "convert_pt2e, to_edge_transform_and_lower(partitioner=[EthosUPartitioner(spec")
     if name == "ethosu_partial":
         class NotRound(OperatorSupportBase):
@@ -194,10 +211,19 @@ def _write(name: str) -> Dict[str, Any]:
         how = "to_edge_transform_and_lower(partitioner=[OpenvinoPartitioner([CompileSpec(" \
               "'device', b'CPU')])])"
     prog = edge.to_executorch()
-    with open(os.path.join(OUT, name + ".pte"), "wb") as f:
+    how += ".to_executorch()"
+    os.makedirs(os.path.dirname(_pte(name)), exist_ok=True)
+    with open(_pte(name), "wb") as f:
         prog.write_to_file(f)
-    return {"writer": how + ".to_executorch()", "weights": dict(module.state_dict()),
-            "ethosu": records}
+    if name == "ethosu_external":
+        prog.write_tensor_data_to_file(EXTERNAL)   # ethosu.ptd, by the blocks' placement
+        how += " + write_tensor_data_to_file"
+    return {"writer": how, "weights": dict(module.state_dict()), "ethosu": records}
+
+
+def _pte(name: str) -> str:
+    """Where program ``name`` is written."""
+    return os.path.join(EXTERNAL if name == "ethosu_external" else OUT, name + ".pte")
 
 
 # ------------------------------------------------------------------ oracle (child only)
@@ -251,7 +277,7 @@ def _oracle_openvino(path: str, arrays: Any) -> Dict[str, Any]:
 def _child(step: str, name: str, result: str) -> None:
     import numpy as np
     arrays = base._Arrays()
-    path = os.path.join(OUT, name + ".pte")
+    path = _pte(name)
     res: Dict[str, Any]
     if step == "write":
         w = _write(name)
@@ -287,7 +313,7 @@ def make(name: str) -> None:
         arrays.update(more)
     base.save_oracle(name, oracle, {"weights": written["weights"], **(
         {"ethosu": {"delegates": written["ethosu"]}} if name.startswith("ethosu") else {})},
-        arrays)
+        arrays, os.path.dirname(_pte(name)))
 
 
 def main(argv: List[str]) -> int:

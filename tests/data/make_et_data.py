@@ -811,19 +811,19 @@ def make(name: str) -> None:
 
 
 def save_oracle(name: str, oracle: Dict[str, Any], after: Dict[str, Any],
-                arrays: Dict[str, Any]) -> None:
-    """Writes ``NAME.oracle.json``: the steps' answers in ``oracle``, its ``pte`` step's
-    spread at the top level (or ``pte_error``), then ``after``; and ``NAME.oracle.npz``
-    from ``arrays``."""
+                arrays: Dict[str, Any], out: str = OUT) -> None:
+    """Writes ``NAME.oracle.json`` in ``out`` (beside ``NAME.pte``): the steps' answers in
+    ``oracle``, its ``pte`` step's spread at the top level (or ``pte_error``), then
+    ``after``; and ``NAME.oracle.npz`` from ``arrays``."""
     import numpy as np
     pte = oracle.pop("pte")
     oracle.update(pte if "error" not in pte else {"pte_error": pte["error"]})
     oracle.update(after)
-    with open(os.path.join(OUT, name + ".oracle.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out, name + ".oracle.json"), "w", encoding="utf-8") as f:
         json.dump(oracle, f, indent=1)
-    with open(os.path.join(OUT, name + ".oracle.npz"), "wb") as f:
+    with open(os.path.join(out, name + ".oracle.npz"), "wb") as f:
         np.savez_compressed(f, **arrays)
-    print(name, os.path.getsize(os.path.join(OUT, name + ".pte")), "bytes")
+    print(name, os.path.getsize(os.path.join(out, name + ".pte")), "bytes")
 
 
 def main(argv: List[str]) -> int:

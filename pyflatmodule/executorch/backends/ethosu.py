@@ -120,11 +120,7 @@ class VelaStream(DescribedGraph):
                                       f"at byte {len(data)}")
                 break
         found = {b.kind: i for i, b in enumerate(self.blocks)}   # the last of each, as read
-        #: The NPU's command stream (``COP1``/``COP2`` and Vela's commands), None when its
-        #: named data is missing or there is none
-        self.command_stream: Optional[Bytes] = self._contents(found, "cmd_data")
-        #: The weights the command stream reads, None when missing or absent
-        self.weights: Optional[Bytes] = self._contents(found, "weight_data")
+        self._found = found
         scratch = self._contents(found, "scratch_size")
         #: The scratch memory the runtime provides, in bytes (None without the block)
         self.scratch_size: Optional[int] = (
@@ -225,27 +221,45 @@ class VelaStream(DescribedGraph):
     # ------------------------------------------------------------------ the description
 
     @property
+    def command_stream(self) -> Optional[memoryview]:
+        """The NPU's command stream (``COP1``/``COP2`` and Vela's commands), read-only;
+        None when its named data is missing or there is none. Bytes kept in named data
+        are read when asked for."""
+        return self._view("cmd_data")
+
+    @property
+    def weights(self) -> Optional[memoryview]:
+        """The weights the command stream reads (Vela's encoding), read-only; None when
+        missing or absent."""
+        return self._view("weight_data")
+
+    def _view(self, kind: str) -> Optional[memoryview]:
+        content = self._contents(self._found, kind)
+        return None if content is None else content[0:len(content)]
+
+    @property
     def header(self) -> Dict[str, Any]:
         """The stream as JSON data: each block's name, size and key (None when inline),
         the command stream's and weights' sizes, the scratch size, the inputs' and
         outputs' descriptors."""
-        def size(b: Optional[Bytes]) -> Optional[int]:
+        def size(kind: str) -> Optional[int]:
+            b = self._contents(self._found, kind)
             return None if b is None else len(b)
         return {"blocks": [{"name": b.name, "size": b.size, "key": b.key}
                            for b in self.blocks],
-                "command_stream_size": size(self.command_stream),
-                "weight_size": size(self.weights), "scratch_size": self.scratch_size,
+                "command_stream_size": size("cmd_data"),
+                "weight_size": size("weight_data"), "scratch_size": self.scratch_size,
                 "inputs": [io.as_json() for io in self.inputs],
                 "outputs": [io.as_json() for io in self.outputs]}
 
     @property
     def version(self) -> str:
         """The command stream's magic (``COP1``, ``COP2``), empty when it is not here."""
-        cs = self.command_stream
+        cs = self._contents(self._found, "cmd_data")
         return "" if cs is None else bytes(cs[0:4]).decode("latin-1")
 
     def __repr__(self) -> str:
-        cs = self.command_stream
+        cs = self._contents(self._found, "cmd_data")
         return (f"<VelaStream: {len(self.blocks)} blocks, command stream "
                 f"{'missing' if cs is None else f'{len(cs):,} bytes'}, "
                 f"{len(self.inputs)} inputs, {len(self.outputs)} outputs>")
