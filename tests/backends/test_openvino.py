@@ -198,6 +198,9 @@ def test_a_model_that_is_not_xml() -> None:
     refused(_with_model(b'<?xml version="1.0"?>\n<!DOCTYPE net [<!ENTITY a "b">]>'
                          + xml[len(b'<?xml version="1.0"?>\n'):]),
              "bad_model", at + model_at, ".processed<OpenVINO>.model")
+    refused(_with_model(b'<?xml version="1.0" encoding="no-such"?>'
+                        + xml[len(b'<?xml version="1.0"?>'):]),
+            "bad_model", at + model_at, ".processed<OpenVINO>.model")
 
 
 def test_an_edge_to_nowhere_and_a_port_fed_by_none() -> None:

@@ -143,6 +143,8 @@ class OpenvinoGraph:
             at = starts[min(line, len(starts)) - 1] + column
             raise self._error(lib.OV_E_BAD_MODEL, "", f"the model is not XML: {e}",
                               at) from None
+        except (ValueError, LookupError) as e:   # an encoding Python cannot decode
+            raise self._error(lib.OV_E_BAD_MODEL, "", f"the model is not XML: {e}") from None
 
     def _read_model(self, plain: bytes) -> None:
         root = self._parse(plain)
