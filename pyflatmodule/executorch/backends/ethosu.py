@@ -3,7 +3,8 @@ and weights the Vela compiler wrote kept as bytes.
 
 ExecuTorch's Ethos-U backend (``EthosUBackend``, ExecuTorch 1.5.1,
 backends/arm/arm_vela.py ``vela_compile``; read by the runtime's
-backends/arm/runtime/VelaBinStream.cpp) packs what Vela compiled as a stream of blocks,
+backends/arm/runtime/VelaBinStream.cpp as it stands since external blocks came in, the
+format the 1.5.1 wheel's arm_vela.py writes) packs what Vela compiled as a stream of blocks,
 each a 32-byte header (its name, NUL-padded to 16 bytes; its size, u32; an external flag,
 u8; 11 reserved bytes) and its data, padded to 16 bytes. The blocks are, in order:
 ``vela_bin_stream`` (empty, the stream's mark), ``cmd_data`` (the NPU's command stream,
