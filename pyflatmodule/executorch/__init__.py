@@ -24,7 +24,7 @@ archives), open as an :class:`ETRecord` (:mod:`pyflatmodule.executorch.etrecord`
 """
 import sys
 
-from .backends import BACKENDS, Backend, DelegateGraph, backend_of, xnnpack
+from .backends import BACKENDS, Backend, DelegateGraph, backend_of, described_as, xnnpack
 from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
 from .backends.ethosu import VelaBlock, VelaIO, VelaStream
 from .backends.openvino import OpenvinoGraph, OvNode, OvValue
@@ -98,6 +98,6 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "Region", "Row", "RunData", "Signature", "StoredTensor", "TensorSpec", "TestCase",
            "TestSuite", "TestSuites", "Timing", "ValueMeta", "VelaBlock", "VelaIO", "VelaStream",
            "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
-           "describe_native_code", "module_rows", "open_bundled", "open_etdump", "open_etrecord",
-           "open_executorch", "operands", "record_method", "record_nodes", "refuse_native_code",
-           "rows", "run_total", "timings"]
+           "describe_native_code", "described_as", "module_rows", "open_bundled", "open_etdump",
+           "open_etrecord", "open_executorch", "operands", "record_method", "record_nodes",
+           "refuse_native_code", "rows", "run_total", "timings"]

@@ -110,6 +110,12 @@ def test_the_command_line_reads_it(command: Tuple[str, ...]) -> None:
     if command[0] in ("tree", "dis"):
         assert run.stdout.count("Ethos-U graph: its contents are the backend's own "
                                 "format, not read") == 2, run.stdout
+    if command[0] == "dis":   # each stream in a line, as ExecuTorch packed it
+        for want in _oracle("ethosu_partial")["ethosu"]["delegates"]:
+            io = want["inputs"][0]
+            assert (f"command stream {want['cmd_data_size']:,} bytes, weights "
+                    f"{want['weight_data_size']:,} bytes, scratch {want['scratch_size']:,} "
+                    f"bytes; inputs {io['shape']} x {io['elem_size']} B") in run.stdout
     else:
         assert "EthosUBackend" in run.stdout or command[0] == "ops", run.stdout
 
@@ -266,6 +272,9 @@ def test_external_blocks_without_the_data_file_are_missing() -> None:
         assert p.missing_data == sorted(keys)
     run = run_cli("info", EXTERNAL_PTE)
     assert run.returncode == 0 and "2 tensors or named data in none of them" in run.stdout
+    run = run_cli("dis", EXTERNAL_PTE)
+    assert run.returncode == 0 and f"command stream missing (named data {keys[0]})" \
+        in run.stdout, run.stdout
 
 
 def test_an_external_key_no_data_file_holds_is_refused_when_data_is_given() -> None:

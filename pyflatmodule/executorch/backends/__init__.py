@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from . import coreml, ethosu, openvino, qnn, vulkan, xnnpack
-from .base import Backend, DelegateGraph, Payload, Resolver, described
+from .base import Backend, DelegateGraph, Payload, Resolver, described, described_as
 
 __all__ = ["BACKENDS", "Backend", "DelegateGraph", "Payload", "Resolver", "backend_of", "described",
+           "described_as",
            "coreml", "ethosu", "openvino", "qnn", "vulkan", "xnnpack"]
 
 #: Every backend whose payloads are read, by the id a program's delegates give.

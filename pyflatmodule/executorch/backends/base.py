@@ -31,7 +31,7 @@ from ...core.options import Options
 from ...core.source import Bytes, Span
 
 __all__ = ["Backend", "Deferred", "DelegateGraph", "DescribedGraph", "Payload", "Resolver",
-           "described", "header_fields", "named_bytes", "payload_bytes"]
+           "described", "described_as", "header_fields", "named_bytes", "payload_bytes"]
 
 #: Bytes a named data key resolves to (a memoryview, or a span read when sliced), or
 #: None when no file given holds it.
@@ -104,6 +104,12 @@ class DescribedGraph:
     missing: Dict[int, str]
 
     @property
+    def description(self) -> str:
+        """The payload in a line, from its header: what the commands show in place of a
+        graph."""
+        raise NotImplementedError
+
+    @property
     def input_ids(self) -> List[int]:
         """Empty: the compiled binary is not read."""
         return []
@@ -143,6 +149,12 @@ class DescribedGraph:
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
         """Empty: no constant is read from named data."""
         return {}
+
+
+def described_as(graph: DelegateGraph) -> str:
+    """A graph whose payload is described rather than read, in a line (its
+    :attr:`DescribedGraph.description`); empty for a decoded graph."""
+    return graph.description if isinstance(graph, DescribedGraph) else ""
 
 
 class Backend(NamedTuple):

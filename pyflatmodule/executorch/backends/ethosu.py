@@ -254,6 +254,23 @@ class VelaStream(DescribedGraph):
                 "outputs": [io.as_json() for io in self.outputs]}
 
     @property
+    def description(self) -> str:
+        """The command stream's, weights' and scratch memory's sizes and the inputs' and
+        outputs' shapes and element sizes."""
+        def size(kind: str) -> str:
+            b = self._contents(self._found, kind)
+            i = self._found.get(kind)
+            return ("absent" if i is None else f"missing (named data {self.blocks[i].key})"
+                    if b is None else f"{len(b):,} bytes")
+
+        def ios(items: List[VelaIO]) -> str:
+            return ", ".join(f"{list(io.shape)} x {io.elem_size} B" for io in items)
+        scratch = "absent" if self.scratch_size is None else f"{self.scratch_size:,} bytes"
+        return (f"command stream {size('cmd_data')}, weights {size('weight_data')}, "
+                f"scratch {scratch}; inputs {ios(self.inputs)} -> outputs "
+                f"{ios(self.outputs)}")
+
+    @property
     def version(self) -> str:
         """The command stream's magic (``COP1``, ``COP2``), empty when it is not here."""
         cs = self._contents(self._found, "cmd_data")

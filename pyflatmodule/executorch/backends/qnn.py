@@ -55,6 +55,12 @@ class QnnContext(DescribedGraph):
                 "binary_offset": BINARY_OFFSET, "binary_size": len(self.binary)}
 
     @property
+    def description(self) -> str:
+        """The context binary's size and signature."""
+        return (f"a {len(self.binary):,}-byte Qualcomm context binary, signature "
+                f"{self.signature}")
+
+    @property
     def version(self) -> str:
         """Empty: the header carries no version."""
         return ""
