@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING
 from ..core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .backends import BACKENDS, Backend, DelegateGraph, backend_of
+    from .backends import BACKENDS, Backend, DelegateGraph, backend_of, described_as
     from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
+    from .backends.ethosu import VelaBlock, VelaIO, VelaStream
+    from .backends.openvino import OpenvinoGraph, OvNode, OvValue
     from .backends.qnn import QnnContext
     from .backends.vulkan import VkNode, VkValue, VulkanGraph
     from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
@@ -87,8 +89,10 @@ if TYPE_CHECKING:
 #: Where each public name is defined, imported when first read: a program's open loads
 #: no profile, ETRecord or backend reader it does not use.
 __getattr__, __dir__ = lazy_exports(__name__, {
-    ".backends": ("BACKENDS", "Backend", "DelegateGraph", "backend_of"),
+    ".backends": ("BACKENDS", "Backend", "DelegateGraph", "backend_of", "described_as"),
     ".backends.coreml": ("CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph"),
+    ".backends.ethosu": ("VelaBlock", "VelaIO", "VelaStream"),
+    ".backends.openvino": ("OpenvinoGraph", "OvNode", "OvValue"),
     ".backends.qnn": ("QnnContext",),
     ".backends.vulkan": ("VkNode", "VkValue", "VulkanGraph"),
     ".backends.xnnpack": ("Quantization", "XnnGraph", "XnnNode", "XnnValue"),
@@ -118,10 +122,11 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "ETDump", "ETRecord", "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph",
            "GraphNode", "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall",
            "KernelCall", "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NamedData",
-           "NativeImage", "Operator", "OutputSpec", "PlannedTensor", "ProfileEvent", "Program",
-           "QnnContext", "Quantization", "ROWS_BY", "Region", "Row", "RunData", "Signature",
-           "StoredTensor", "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing",
-           "ValueMeta", "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue",
-           "backend_of", "describe_native_code", "module_rows", "open_bundled", "open_etdump",
+           "NativeImage", "OpenvinoGraph", "Operator", "OutputSpec", "OvNode", "OvValue",
+           "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "ROWS_BY",
+           "Region", "Row", "RunData", "Signature", "StoredTensor", "TensorSpec", "TestCase",
+           "TestSuite", "TestSuites", "Timing", "ValueMeta", "VelaBlock", "VelaIO", "VelaStream",
+           "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
+           "describe_native_code", "described_as", "module_rows", "open_bundled", "open_etdump",
            "open_etrecord", "open_executorch", "operands", "record_method", "record_nodes",
            "refuse_native_code", "rows", "run_total", "timings"]

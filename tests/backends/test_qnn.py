@@ -69,6 +69,10 @@ def test_the_command_line_describes_it() -> None:
         assert run.stdout.count("QNN graph: its contents are the backend's own format, "
                                 "not read") == 2, run.stdout
         assert "0 nodes" not in run.stdout
+    run = run_cli("dis", PATH)   # and the header, in a line
+    for at, size in _payloads():
+        magic, signature, n = struct.unpack_from("<IqQ", RAW, at)
+        assert f"a {n:,}-byte Qualcomm context binary, signature {signature}" in run.stdout
 
 
 def test_a_binary_past_the_payload_is_refused_at_the_header() -> None:

@@ -793,7 +793,6 @@ def _run(step: str, name: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 
 def make(name: str) -> None:
     """Writes program `name` and its oracle."""
-    import numpy as np
     written, arrays = _run("write", name)
     if "error" in written:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
@@ -806,34 +805,49 @@ def make(name: str) -> None:
             raise SystemExit(f"{name}: reading its {step} payloads failed: {res['error']}")
         oracle["data_file" if step == "ptd" else step] = res
         arrays.update(more)
+    save_oracle(name, oracle, {"weights": written["weights"],
+                               **{what: written[what] for what in ("dequantize", "folded")
+                                  if written.get(what)}}, arrays)
+
+
+def save_oracle(name: str, oracle: Dict[str, Any], after: Dict[str, Any],
+                arrays: Dict[str, Any], out: str = OUT) -> None:
+    """Writes ``NAME.oracle.json`` in ``out`` (beside ``NAME.pte``): the steps' answers in
+    ``oracle``, its ``pte`` step's spread at the top level (or ``pte_error``), then
+    ``after``; and ``NAME.oracle.npz`` from ``arrays``."""
+    import numpy as np
     pte = oracle.pop("pte")
     oracle.update(pte if "error" not in pte else {"pte_error": pte["error"]})
-    oracle["weights"] = written["weights"]
-    for what in ("dequantize", "folded"):
-        if written.get(what):
-            oracle[what] = written[what]
-    with open(os.path.join(OUT, name + ".oracle.json"), "w", encoding="utf-8") as f:
+    oracle.update(after)
+    with open(os.path.join(out, name + ".oracle.json"), "w", encoding="utf-8") as f:
         json.dump(oracle, f, indent=1)
-    with open(os.path.join(OUT, name + ".oracle.npz"), "wb") as f:
+    with open(os.path.join(out, name + ".oracle.npz"), "wb") as f:
         np.savez_compressed(f, **arrays)
-    print(name, os.path.getsize(os.path.join(OUT, name + ".pte")), "bytes")
+    print(name, os.path.getsize(os.path.join(out, name + ".pte")), "bytes")
 
 
 def main(argv: List[str]) -> int:
     """Command line (see the module docstring)."""
+    return run(argv, ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
+                      "channels_last", "xnnpack", "external", "xnnpack_q8",
+                      "xnnpack_q8_channel", "xnnpack_fp16", "xnnpack_inline",
+                      "inline_constants", "cond_stacktrace", "mutable_init", "xnnpack_changed",
+                      "xnnpack_specs", "vulkan", "coreml", "coreml_mlp"] + XNN_NAMES,
+               _child, make)
+
+
+def run(argv: List[str], names: List[str], child: Callable[[str, str, str], None],
+        make_one: Callable[[str], None]) -> int:
+    """A writer's command line: ``--child STEP NAME OUT`` runs ``child``; otherwise
+    ``make_one`` each of ``names`` (or of ``--only NAME,NAME``)."""
     if argv[1:2] == ["--child"]:
-        _child(argv[2], argv[3], argv[4])
+        child(argv[2], argv[3], argv[4])
         return 0
-    names = ["sample", "mlp", "mlp_changed", "two_methods", "mutable", "dynamic",
-             "channels_last", "xnnpack", "external", "xnnpack_q8", "xnnpack_q8_channel",
-             "xnnpack_fp16", "xnnpack_inline", "inline_constants", "cond_stacktrace",
-             "mutable_init", "xnnpack_changed", "xnnpack_specs", "vulkan", "coreml",
-             "coreml_mlp"] + XNN_NAMES
     if argv[1:2] == ["--only"]:
         names = argv[2].split(",")
     os.makedirs(OUT, exist_ok=True)
     for name in names:
-        make(name)
+        make_one(name)
     return 0
 
 

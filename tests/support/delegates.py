@@ -3,6 +3,12 @@ from __future__ import annotations
 
 from typing import Any, List, Type, TypeVar
 
+import pytest
+
+import pyflatmodule as pfm
+
+from .checked import load_full
+
 G = TypeVar("G")
 
 
@@ -16,3 +22,14 @@ def graphs(p: Any, backend_id: str, cls: Type[G]) -> List[G]:
             assert isinstance(d.graph, cls), d.graph
             out.append(d.graph)
     return out
+
+
+def refused(data: bytes, code: str, offset: int, path: str) -> None:
+    """Asserts that reading every delegate's graph of the program ``data`` (both ways,
+    ``load_full``) fails with FormatError ``code`` at file offset ``offset``, at a field
+    path ending in ``path``."""
+    with pytest.raises(pfm.FormatError) as e:
+        with load_full(data) as p:
+            [d.graph for m in p.methods.values() for d in m.delegates]
+    assert (e.value.code, e.value.offset) == (code, offset), e.value
+    assert e.value.path.endswith(path), e.value

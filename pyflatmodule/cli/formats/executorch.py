@@ -29,6 +29,7 @@ from ...executorch import (
     ValueMeta,
     backend_of,
     describe_native_code,
+    described_as,
     operands,
     refuse_native_code,
 )
@@ -98,7 +99,8 @@ def _graph_doc(g: DelegateGraph, backend: Backend, path: str, tensors: Mapping[s
     used = dict.fromkeys(i for n in g.nodes for i in (*n.inputs, *n.outputs))
     return {"backend": backend.name, "version": g.version, "inputs": list(g.input_ids),
             "outputs": list(g.output_ids), "nodes": nodes,
-            "values": [_graph_value(values[i], f"{path}.values[{i}]", tensors) for i in used]}
+            "values": [_graph_value(values[i], f"{path}.values[{i}]", tensors) for i in used],
+            "description": described_as(g)}
 
 
 def _graph_value(v: Any, name: str, tensors: Mapping[str, Any]) -> Json:
@@ -205,6 +207,8 @@ def _print_graph(ctx: Context, g: Json) -> None:
     st = ctx.style
     if not g["nodes"] and not g["values"]:
         ctx.print(st(f"             {g['backend']} graph: {_NOT_READ}", "dim"))
+        if g["description"]:
+            ctx.print(st(f"               {g['description']}", "dim"))
         return
     ctx.print(st(f"             {g['backend']} graph: {plural(len(g['nodes']), 'node')}, inputs "
                  f"({_registers(g['inputs'], 'v')}) -> ({_registers(g['outputs'], 'v')})",

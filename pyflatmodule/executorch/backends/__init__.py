@@ -9,15 +9,16 @@ from __future__ import annotations
 import importlib
 from typing import Dict, Iterator, Mapping, Optional
 
-from .base import Backend, DelegateGraph, Payload, Resolver, described
+from .base import Backend, DelegateGraph, Payload, Resolver, described, described_as
 
 __all__ = ["BACKENDS", "Backend", "DelegateGraph", "MODULES", "Payload", "Resolver",
-           "backend_of", "described"]
+           "backend_of", "described", "described_as"]
 
 #: The module (in this package) of every backend whose payloads are read, by the id a
 #: program's delegates give.
 MODULES: Dict[str, str] = {"XnnpackBackend": "xnnpack", "VulkanBackend": "vulkan",
-                           "CoreMLBackend": "coreml", "QnnBackend": "qnn"}
+                           "CoreMLBackend": "coreml", "QnnBackend": "qnn",
+                           "EthosUBackend": "ethosu", "OpenvinoBackend": "openvino"}
 
 
 class _Registry(Mapping[str, Backend]):

@@ -14,6 +14,7 @@ from typing import (
     Callable,
     Dict,
     Iterator,
+    List,
     Mapping,
     NamedTuple,
     Optional,
@@ -29,8 +30,8 @@ from ...core.native import format_error, lib
 from ...core.options import Options
 from ...core.source import Bytes, Span
 
-__all__ = ["Backend", "Deferred", "DelegateGraph", "Payload", "Resolver", "described",
-           "header_fields", "named_bytes", "payload_bytes"]
+__all__ = ["Backend", "Deferred", "DelegateGraph", "DescribedGraph", "Payload", "Resolver",
+           "described", "described_as", "header_fields", "named_bytes", "payload_bytes"]
 
 #: Bytes a named data key resolves to (a memoryview, or a span read when sliced), or
 #: None when no file given holds it.
@@ -92,6 +93,68 @@ class DelegateGraph(Protocol):
 
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
         """The named data key of each constant (and scales) kept in named data."""
+
+
+class DescribedGraph:
+    """What a payload whose contents are the backend's own format (a vendor's compiled
+    binary) gives as a :class:`DelegateGraph`: its reader describes the payload's header
+    (the subclass's own attributes) and lists no nodes, values or constants."""
+
+    #: Value id -> named data key no file given holds (none, unless the subclass says)
+    missing: Dict[int, str]
+
+    @property
+    def description(self) -> str:
+        """The payload in a line, from its header: what the commands show in place of a
+        graph."""
+        raise NotImplementedError
+
+    @property
+    def input_ids(self) -> List[int]:
+        """Empty: the compiled binary is not read."""
+        return []
+
+    @property
+    def output_ids(self) -> List[int]:
+        """Empty: the compiled binary is not read."""
+        return []
+
+    @property
+    def arguments(self) -> int:
+        """0: no bound on the delegate call's arguments."""
+        return 0
+
+    @property
+    def nodes(self) -> List[Any]:
+        """Empty: the compiled binary is not read."""
+        return []
+
+    @property
+    def values(self) -> List[Any]:
+        """Empty: the compiled binary is not read."""
+        return []
+
+    def constants(self) -> Dict[int, np.ndarray]:
+        """Empty: the weights are inside the compiled binary, in its encoding."""
+        return {}
+
+    def torch_constants(self) -> Dict[int, np.ndarray]:
+        """Empty (:meth:`constants`)."""
+        return {}
+
+    def constant_layouts(self) -> Dict[int, Dict[str, Any]]:
+        """Empty (:meth:`constants`)."""
+        return {}
+
+    def named_data_keys(self) -> Dict[Tuple[int, str], str]:
+        """Empty: no constant is read from named data."""
+        return {}
+
+
+def described_as(graph: DelegateGraph) -> str:
+    """A graph whose payload is described rather than read, in a line (its
+    :attr:`DescribedGraph.description`); empty for a decoded graph."""
+    return graph.description if isinstance(graph, DescribedGraph) else ""
 
 
 class Backend(NamedTuple):

@@ -14,11 +14,10 @@ tensors and weights are not listed.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, Optional
 
-from ...core.lazy import np
 from ...core.native import format_error, lib
-from .base import Backend, Payload
+from .base import Backend, DescribedGraph, Payload
 
 __all__ = ["BACKEND", "QnnContext"]
 
@@ -28,7 +27,7 @@ BINARY_OFFSET = 256
 _HEADER = struct.Struct("<IqQ")
 
 
-class QnnContext:
+class QnnContext(DescribedGraph):
     """The header of one QNN payload and the context binary it frames (a read-only view);
     a graph with no nodes, values or constants (:class:`DelegateGraph`), for the binary
     is not read."""
@@ -56,50 +55,15 @@ class QnnContext:
                 "binary_offset": BINARY_OFFSET, "binary_size": len(self.binary)}
 
     @property
+    def description(self) -> str:
+        """The context binary's size and signature."""
+        return (f"a {len(self.binary):,}-byte Qualcomm context binary, signature "
+                f"{self.signature}")
+
+    @property
     def version(self) -> str:
         """Empty: the header carries no version."""
         return ""
-
-    @property
-    def input_ids(self) -> List[int]:
-        """Empty: the context binary is not read."""
-        return []
-
-    @property
-    def output_ids(self) -> List[int]:
-        """Empty: the context binary is not read."""
-        return []
-
-    @property
-    def arguments(self) -> int:
-        """0: no bound on the delegate call's arguments."""
-        return 0
-
-    @property
-    def nodes(self) -> List[Any]:
-        """Empty: the context binary is not read."""
-        return []
-
-    @property
-    def values(self) -> List[Any]:
-        """Empty: the context binary is not read."""
-        return []
-
-    def constants(self) -> Dict[int, np.ndarray]:
-        """Empty: the weights are inside the context binary."""
-        return {}
-
-    def torch_constants(self) -> Dict[int, np.ndarray]:
-        """Empty (:meth:`constants`)."""
-        return {}
-
-    def constant_layouts(self) -> Dict[int, Dict[str, Any]]:
-        """Empty (:meth:`constants`)."""
-        return {}
-
-    def named_data_keys(self) -> Dict[Tuple[int, str], str]:
-        """Empty: the payload names no named data."""
-        return {}
 
     def __repr__(self) -> str:
         return f"<QnnContext: a {len(self.binary):,}-byte context binary>"
