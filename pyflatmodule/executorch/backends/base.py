@@ -7,6 +7,7 @@ holds (:class:`DelegateGraph`), or None for a payload it leaves opaque (an older
 of its format)."""
 from __future__ import annotations
 
+import abc
 import contextlib
 import contextvars
 from typing import (
@@ -95,7 +96,7 @@ class DelegateGraph(Protocol):
         """The named data key of each constant (and scales) kept in named data."""
 
 
-class DescribedGraph:
+class DescribedGraph(abc.ABC):
     """What a payload whose contents are the backend's own format (a vendor's compiled
     binary) gives as a :class:`DelegateGraph`: its reader describes the payload's header
     (the subclass's own attributes) and lists no nodes, values or constants."""
@@ -104,10 +105,10 @@ class DescribedGraph:
     missing: Dict[int, str]
 
     @property
+    @abc.abstractmethod
     def description(self) -> str:
         """The payload in a line, from its header: what the commands show in place of a
-        graph."""
-        raise NotImplementedError
+        graph (each subclass writes its own)."""
 
     @property
     def input_ids(self) -> List[int]:
