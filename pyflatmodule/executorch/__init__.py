@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .backends.ethosu import VelaBlock, VelaIO, VelaStream
     from .backends.openvino import OpenvinoGraph, OvNode, OvValue
     from .backends.qnn import QnnContext
+    from .backends.tosa import TosaBlock, TosaGraph, TosaNode, TosaValue
     from .backends.vulkan import VkNode, VkValue, VulkanGraph
     from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
     from .bundled import BundledProgram, TestCase, TestSuite, TestSuites, open_bundled
@@ -94,6 +95,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".backends.ethosu": ("VelaBlock", "VelaIO", "VelaStream"),
     ".backends.openvino": ("OpenvinoGraph", "OvNode", "OvValue"),
     ".backends.qnn": ("QnnContext",),
+    ".backends.tosa": ("TosaBlock", "TosaGraph", "TosaNode", "TosaValue"),
     ".backends.vulkan": ("VkNode", "VkValue", "VulkanGraph"),
     ".backends.xnnpack": ("Quantization", "XnnGraph", "XnnNode", "XnnValue"),
     ".bundled": ("BundledProgram", "TestCase", "TestSuite", "TestSuites", "open_bundled"),
@@ -125,7 +127,8 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "NativeImage", "OpenvinoGraph", "Operator", "OutputSpec", "OvNode", "OvValue",
            "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "ROWS_BY",
            "Region", "Row", "RunData", "Signature", "StoredTensor", "TensorSpec", "TestCase",
-           "TestSuite", "TestSuites", "Timing", "ValueMeta", "VelaBlock", "VelaIO", "VelaStream",
+           "TestSuite", "TestSuites", "Timing", "TosaBlock", "TosaGraph", "TosaNode",
+           "TosaValue", "ValueMeta", "VelaBlock", "VelaIO", "VelaStream",
            "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
            "describe_native_code", "described_as", "module_rows", "open_bundled", "open_etdump",
            "open_etrecord", "open_executorch", "operands", "record_method", "record_nodes",
