@@ -252,11 +252,12 @@ def test_every_weight_of_the_exported_module_is_a_constant(stem: str) -> None:
             if stem == "mutable" and name == "count":
                 continue   # a mutable buffer: memory-planned, its zeros are not stored
             if any(d.id in ("XnnpackBackend", "CoreMLBackend", "EthosUBackend",
-                            "OpenvinoBackend")
+                            "OpenvinoBackend", "TOSABackend")
                    for m in p.methods.values() for d in m.delegates):
                 # inside the delegate's payload in the backend's layout or precision:
                 # tests/backends/test_xnnpack.py, tests/backends/test_coreml.py (float16 by
-                # default), test_openvino.py (a conv's bias as OpenVINO broadcasts it);
+                # default), test_openvino.py (a conv's bias as OpenVINO broadcasts it),
+                # test_tosa.py (convolution weights OHWI, int8 in the INT profile);
                 # Ethos-U's are Vela's encoding of the int8 weights
                 continue
             assert any(c.shape == want.shape and np.array_equal(c, want) for c in constants), name
