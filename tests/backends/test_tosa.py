@@ -307,3 +307,54 @@ def test_a_root_offset_past_the_payload() -> None:
             [d.graph for m in p.methods.values() for d in m.delegates]
     assert e.value.path.startswith(WHERE), e.value.path
     assert start <= e.value.offset < start + len(buf), e.value
+
+
+# ------------------------------------------------------------------ other DTypes, undefined extents
+
+TENSOR_SHAPE, TENSOR_TYPE = 1, 2
+#: DType numbers of ExecuTorch's tosa_1.0.fbs -> bytes n elements take, as tosa-tools'
+#: serializer packs them (convertDataToUint8Vec): INT4 two to a byte, BF16 two, FP8 one
+PACKED = {2: lambda n: (n + 1) // 2, 9: lambda n: 2 * n, 11: lambda n: n, 12: lambda n: n}
+
+
+@pytest.mark.parametrize("dtype", sorted(PACKED))
+def test_a_dtype_numpy_lacks_is_its_raw_bytes(dtype: int) -> None:
+    """tosa_mlp's first weight (FP32, 32 x 1 x 1 x 16) retyped INT4, BF16 or FP8: its
+    constant is the bytes that many elements take, from the data's start, as uint8."""
+    start, buf = _payload()
+    tensor = element(buf, _block(buf), BLOCK_TENSORS, 0)
+    at = field(buf, tensor, TENSOR_TYPE)
+    assert at and struct.unpack_from("<I", buf, at)[0] == 7   # FP32
+    data = deref(buf, field(buf, tensor, TENSOR_DATA))
+    n = PACKED[dtype](32 * 16)
+    with load_full(_set(start + at, "<I", dtype)) as p:
+        (g,) = _graphs(p)
+        c = g.constants()[0]
+        assert c.dtype == np.uint8 and c.shape == (n,) and not c.flags.writeable
+        assert c.tobytes() == buf[data + 4:data + 4 + n]
+
+
+def test_a_negative_dimension_leaves_the_constant_raw() -> None:
+    """A dimension of -1 leaves the extent undefined: no check, and the constant is all
+    the data, as bytes."""
+    start, buf = _payload()
+    tensor = element(buf, _block(buf), BLOCK_TENSORS, 0)
+    shape = deref(buf, field(buf, tensor, TENSOR_SHAPE))
+    data = deref(buf, field(buf, tensor, TENSOR_DATA))
+    (n,) = struct.unpack_from("<I", buf, data)
+    with load_full(_set(start + shape + 8, "<i", -1)) as p:
+        (g,) = _graphs(p)
+        assert g.values[0].dims == (32, -1, 1, 16)
+        c = g.constants()[0]
+        assert c.dtype == np.uint8 and c.tobytes() == buf[data + 4:data + 4 + n]
+
+
+def test_int48_takes_six_bytes_an_element() -> None:
+    """The same weight retyped INT48: 512 elements need 3,072 bytes, its data holds 2,048."""
+    start, buf = _payload()
+    tensor = element(buf, _block(buf), BLOCK_TENSORS, 0)
+    at = field(buf, tensor, TENSOR_TYPE)
+    data = deref(buf, field(buf, tensor, TENSOR_DATA))
+    assert struct.unpack_from("<I", buf, data)[0] == 2048
+    refused(_set(start + at, "<I", 6), "bad_constant", start + data,
+            WHERE + "regions[0].blocks[0].tensors[0].data")

@@ -132,6 +132,7 @@ static int tensor(walk *w, const fb_tbl *t, uint32_t index, uint32_t block) {
     v->nbytes = data.count;
     v->block = block;
     v->is_shape = 0;
+    v->shaped = 0;
     v->constant = data.count > 0;   /* the writer gives every other tensor an empty one */
     FB_TRY(enter(w, t, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_NAME], index));
     if (!v->constant) return FB_OK;
@@ -153,7 +154,10 @@ static int tensor(walk *w, const fb_tbl *t, uint32_t index, uint32_t block) {
                           FB_E_EXTENT_OVERFLOW, shape.data);
     if (defined && nbytes > data.count)
         return fb_fail_at(c, data_f, FB_NO_INDEX, TOSA_E_BAD_CONSTANT, data.data - 4);
-    if (defined) v->nbytes = nbytes;
+    if (defined) {
+        v->nbytes = nbytes;
+        v->shaped = 1;
+    }
     return FB_OK;
 }
 
@@ -172,11 +176,15 @@ static int shape(walk *w, const fb_tbl *t, uint32_t index, uint32_t block) {
     v->nbytes = data.count;
     v->block = block;
     v->is_shape = 1;
+    v->shaped = 0;
     v->constant = data.count > 0;
     FB_TRY(enter(w, t, &tosa_tosa_shape[TOSA_TOSA_SHAPE_NAME], index));
     if (v->constant && (uint64_t)rank * 8 > data.count)
         return fb_fail_at(c, data_f, FB_NO_INDEX, TOSA_E_BAD_CONSTANT, data.data - 4);
-    if (v->constant) v->nbytes = (uint64_t)rank * 8;
+    if (v->constant) {
+        v->nbytes = (uint64_t)rank * 8;
+        v->shaped = 1;
+    }
     return FB_OK;
 }
 
@@ -202,6 +210,20 @@ static int names(walk *w, const fb_tbl *t, const fb_field *f) {
     return FB_OK;
 }
 
+/* Each table of the vector field f of table t, visited in order. */
+static int each(walk *w, const fb_tbl *t, const fb_field *f,
+                int (*visit)(walk *, const fb_tbl *)) {
+    fb_vec v;
+    fb_tbl e;
+    uint32_t i;
+    FB_TRY(fb_fld_vec(&w->c, t, f, &v));
+    for (i = 0; i < v.count; i++) {
+        FB_TRY_IN_FIELD(&w->c, f, i, fb_vec_table(&w->c, &v, i, &e));
+        FB_TRY_IN_FIELD(&w->c, f, i, visit(w, &e));
+    }
+    return FB_OK;
+}
+
 static int operator(walk *w, const fb_tbl *op) {
     FB_TRY(names(w, op, &tosa_tosa_operator[TOSA_TOSA_OPERATOR_INPUTS]));
     return names(w, op, &tosa_tosa_operator[TOSA_TOSA_OPERATOR_OUTPUTS]);
@@ -212,8 +234,7 @@ static int block(walk *w, const fb_tbl *b) {
     fb_ctx *c = &w->c;
     const fb_field *tensors_f = &tosa_tosa_basic_block[TOSA_TOSA_BASIC_BLOCK_TENSORS];
     const fb_field *shapes_f = &tosa_tosa_basic_block[TOSA_TOSA_BASIC_BLOCK_SHAPES];
-    const fb_field *ops_f = &tosa_tosa_basic_block[TOSA_TOSA_BASIC_BLOCK_OPERATORS];
-    fb_vec tensors, shapes, ops;
+    fb_vec tensors, shapes;
     uint64_t count;
     uint32_t i, id = (uint32_t)w->n_blocks;
     fb_tbl t;
@@ -241,40 +262,18 @@ static int block(walk *w, const fb_tbl *b) {
     }
     FB_TRY(names(w, b, &tosa_tosa_basic_block[TOSA_TOSA_BASIC_BLOCK_INPUTS]));
     FB_TRY(names(w, b, &tosa_tosa_basic_block[TOSA_TOSA_BASIC_BLOCK_OUTPUTS]));
-    FB_TRY(fb_fld_vec(c, b, ops_f, &ops));
-    for (i = 0; i < ops.count; i++) {
-        FB_TRY_IN_FIELD(c, ops_f, i, fb_vec_table(c, &ops, i, &t));
-        FB_TRY_IN_FIELD(c, ops_f, i, operator(w, &t));
-    }
+    FB_TRY(each(w, b, &tosa_tosa_basic_block[TOSA_TOSA_BASIC_BLOCK_OPERATORS], operator));
     if (w->s) w->first += count;
     w->n_blocks++;
     return FB_OK;
 }
 
 static int region(walk *w, const fb_tbl *r) {
-    const fb_field *blocks_f = &tosa_tosa_region[TOSA_TOSA_REGION_BLOCKS];
-    fb_vec blocks;
-    fb_tbl b;
-    uint32_t i;
-    FB_TRY(fb_fld_vec(&w->c, r, blocks_f, &blocks));
-    for (i = 0; i < blocks.count; i++) {
-        FB_TRY_IN_FIELD(&w->c, blocks_f, i, fb_vec_table(&w->c, &blocks, i, &b));
-        FB_TRY_IN_FIELD(&w->c, blocks_f, i, block(w, &b));
-    }
-    return FB_OK;
+    return each(w, r, &tosa_tosa_region[TOSA_TOSA_REGION_BLOCKS], block);
 }
 
 static int graph(walk *w, const fb_tbl *root) {
-    const fb_field *regions_f = &tosa_tosa_graph[TOSA_TOSA_GRAPH_REGIONS];
-    fb_vec regions;
-    fb_tbl r;
-    uint32_t i;
-    FB_TRY(fb_fld_vec(&w->c, root, regions_f, &regions));
-    for (i = 0; i < regions.count; i++) {
-        FB_TRY_IN_FIELD(&w->c, regions_f, i, fb_vec_table(&w->c, &regions, i, &r));
-        FB_TRY_IN_FIELD(&w->c, regions_f, i, region(w, &r));
-    }
-    return FB_OK;
+    return each(w, root, &tosa_tosa_graph[TOSA_TOSA_GRAPH_REGIONS], region);
 }
 
 /* ---------------------------------------------------------------- entry points */

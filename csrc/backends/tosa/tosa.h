@@ -38,6 +38,8 @@ typedef struct tosa_value {
     uint32_t block;             /* its block, counted over the regions */
     uint8_t is_shape;           /* a TosaShape (else a TosaTensor) */
     uint8_t constant;           /* its data holds bytes */
+    uint8_t shaped;             /* a constant whose bytes are its shape times its element
+                                   size (a shape's, always); 0: extent undefined */
 } tosa_value;
 
 /* Verifies the payload buf[0, len) by the schema and counts its blocks, values and

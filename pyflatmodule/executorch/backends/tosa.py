@@ -201,8 +201,9 @@ class TosaGraph:
     def constant(self, i: int) -> Optional[np.ndarray]:
         """Value ``i``'s constant, None when it has none: a read-only zero-copy array of
         its shape and datatype (a shape's: its ``rank`` int64 values); for a DType numpy
-        has no dtype for (INT4, INT48, BF16, FP8E4M3, FP8E5M2), or an unranked tensor,
-        its raw bytes (uint8, one dimension)."""
+        has no dtype for (INT4, INT48, BF16, FP8E4M3, FP8E5M2), or a tensor whose extent
+        is undefined (unranked, a negative dimension, an UNKNOWN DType), its raw bytes
+        (uint8, one dimension: all its data for the latter)."""
         r = self._records[i]
         if not r.constant:
             return None
@@ -211,7 +212,7 @@ class TosaGraph:
         if r.is_shape:
             return raw.view("<i8")
         dtype = _DTYPES.get(self._datatype(t))
-        if dtype is None or t.scalar("is_unranked"):
+        if dtype is None or not r.shaped:
             return raw
         return raw.view(dtype).reshape(tuple(int(d) for d in t.vector("shape")))
 
