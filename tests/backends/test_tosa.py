@@ -358,3 +358,19 @@ def test_int48_takes_six_bytes_an_element() -> None:
     assert struct.unpack_from("<I", buf, data)[0] == 2048
     refused(_set(start + at, "<I", 6), "bad_constant", start + data,
             WHERE + "regions[0].blocks[0].tensors[0].data")
+
+
+@pytest.mark.parametrize("stem", ["tosa_mlp", "tosa_conv", "tosa_partial"])
+def test_the_float_weights_are_torchs_in_tosas_layout(stem: str) -> None:
+    """Each weight of the exported module (torch's state_dict, in the oracle) is a
+    constant of the program's state_dict: as torch holds it, or a convolution's OIHW
+    weight as OHWI (a linear's is a 1x1 convolution's: the same bytes)."""
+    oracle = _oracle(stem)
+    arrays = _arrays(stem)
+    with load_full(_path(stem)) as p:
+        stored = [a.tobytes() for a in p.state_dict().values()]
+        assert set(p.state_dict()) == set(p.delegate_constants())
+        for name, w in oracle["weights"].items():
+            want = np.frombuffer(arrays[w["data"]].tobytes(), "<f4").reshape(w["shape"])
+            ohwi = want.transpose(0, 2, 3, 1) if want.ndim == 4 else want
+            assert np.ascontiguousarray(ohwi).tobytes() in stored, name
