@@ -283,7 +283,6 @@ int tosa_open(const uint8_t *buf, size_t len, const fb_options *opt, tosa_summar
     walk w;
     fb_tbl root;
     uint64_t pos, slots = 1;
-    int rc;
     memset(s, 0, sizeof *s);
     memset(&w, 0, sizeof w);
     fb_ctx_init(&w.c, buf, len, opt, NULL, err);
@@ -296,17 +295,13 @@ int tosa_open(const uint8_t *buf, size_t len, const fb_options *opt, tosa_summar
     FB_TRY(fb_verify_table(&w.c, &tosa_schema_file, tosa_schema_file.root, pos));
     FB_TRY(fb_tbl_open(&w.c, pos, &root));
     s->root = pos;
-    s->tables_visited = w.c.tables;
-    s->elements_visited = w.c.elements;
     /* the counts, on budgets of their own */
     w.c.tables = w.c.elements = 0;
-    rc = graph(&w, &root);
-    if (rc != FB_OK) return rc;
+    FB_TRY(graph(&w, &root));
     /* each count is below the buffer's length over 4 (an offset or more apiece) */
     if (w.n_values > UINT32_MAX / 4 || w.n_names > UINT32_MAX || w.n_blocks > UINT32_MAX)
         return fb_fail(&w.c, FB_E_EXTENT_OVERFLOW, 0);
     while (slots < 2 * w.max_block) slots <<= 1;
-    s->n_blocks = (uint32_t)w.n_blocks;
     s->n_values = (uint32_t)w.n_values;
     s->n_names = (uint32_t)w.n_names;
     s->n_slots = (uint32_t)slots;

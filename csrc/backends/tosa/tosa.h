@@ -20,12 +20,10 @@
  * in order. */
 typedef struct tosa_summary {
     uint64_t root;              /* the TosaGraph table */
-    uint32_t n_blocks;          /* over all regions */
     uint32_t n_values;          /* tensors and shapes, over all blocks */
     uint32_t n_names;           /* names the blocks and their operators give */
     uint32_t n_slots;           /* the name table tosa_index needs: a power of two, at
                                    least twice the values of the largest block */
-    uint64_t tables_visited, elements_visited;
 } tosa_summary;
 
 /* One value (a TosaTensor or a TosaShape), by value id. */
@@ -42,8 +40,7 @@ typedef struct tosa_value {
                                    size (a shape's, always); 0: extent undefined */
 } tosa_value;
 
-/* Verifies the payload buf[0, len) by the schema and counts its blocks, values and
- * names. */
+/* Verifies the payload buf[0, len) by the schema and counts its values and names. */
 int tosa_open(const uint8_t *buf, size_t len, const fb_options *opt, tosa_summary *s,
               fb_error *err);
 /* For a payload tosa_open accepted, checks the graph's meaning (every name a block or an
