@@ -116,76 +116,72 @@ static int enter(walk *w, const fb_tbl *t, const fb_field *f, uint32_t index) {
     return FB_OK;
 }
 
+/* Value `index` of the block (table t, a tensor or a shape, its fields name_f and
+ * data_f): its record, its name in the name table, its data in *data. */
+static int value(walk *w, const fb_tbl *t, uint32_t index, uint32_t block, int is_shape,
+                 const fb_field *name_f, const fb_field *data_f, fb_vec *data) {
+    tosa_value *v = &w->values[w->first + index];
+    FB_TRY(fb_fld_vec(&w->c, t, data_f, data));
+    v->table = t->pos;
+    v->data = data->data;
+    v->nbytes = data->count;
+    v->block = block;
+    v->is_shape = (uint8_t)is_shape;
+    v->shaped = 0;
+    v->constant = data->count > 0;   /* the writer gives every other tensor an empty one */
+    return enter(w, t, name_f, index);
+}
+
+/* The constant of value `index` takes `nbytes` bytes of its data (field data_f). */
+static int extent(walk *w, uint32_t index, const fb_field *data_f, const fb_vec *data,
+                  uint64_t nbytes) {
+    tosa_value *v = &w->values[w->first + index];
+    if (nbytes > data->count)
+        return fb_fail_at(&w->c, data_f, FB_NO_INDEX, TOSA_E_BAD_CONSTANT, data->data - 4);
+    v->nbytes = nbytes;
+    v->shaped = 1;
+    return FB_OK;
+}
+
 /* Tensor `index` of the block: its record, its name, its data's extent. */
 static int tensor(walk *w, const fb_tbl *t, uint32_t index, uint32_t block) {
     fb_ctx *c = &w->c;
     const fb_field *data_f = &tosa_tosa_tensor[TOSA_TOSA_TENSOR_DATA];
-    tosa_value *v = &w->values[w->first + index];
+    const fb_field *shape_f = &tosa_tosa_tensor[TOSA_TOSA_TENSOR_SHAPE];
     fb_vec shape, data;
     uint32_t type, i;
     uint8_t unranked;
     uint64_t n = 1, nbytes;
     int defined;
-    FB_TRY(fb_fld_vec(c, t, data_f, &data));
-    v->table = t->pos;
-    v->data = data.data;
-    v->nbytes = data.count;
-    v->block = block;
-    v->is_shape = 0;
-    v->shaped = 0;
-    v->constant = data.count > 0;   /* the writer gives every other tensor an empty one */
-    FB_TRY(enter(w, t, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_NAME], index));
-    if (!v->constant) return FB_OK;
+    FB_TRY(value(w, t, index, block, 0, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_NAME], data_f,
+                 &data));
+    if (!data.count) return FB_OK;
     FB_TRY(fb_fld_u32(c, t, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_TYPE], &type));
     FB_TRY(fb_fld_u8(c, t, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_IS_UNRANKED], &unranked));
-    FB_TRY(fb_fld_vec(c, t, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_SHAPE], &shape));
+    FB_TRY(fb_fld_vec(c, t, shape_f, &shape));
     if (unranked) return FB_OK;
     for (i = 0; i < shape.count; i++) {
         int32_t d = fb_as_i32(fb_vec_u32(c, &shape, i));
         if (d < 0) return FB_OK;
         if (d && n > (UINT64_MAX >> 1) / (uint64_t)d)
-            return fb_fail_at(c, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_SHAPE], FB_NO_INDEX,
-                              FB_E_EXTENT_OVERFLOW, shape.data);
+            return fb_fail_at(c, shape_f, FB_NO_INDEX, FB_E_EXTENT_OVERFLOW, shape.data);
         n *= (uint64_t)d;
     }
     defined = data_size(type, n, &nbytes);
-    if (defined < 0)
-        return fb_fail_at(c, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_SHAPE], FB_NO_INDEX,
-                          FB_E_EXTENT_OVERFLOW, shape.data);
-    if (defined && nbytes > data.count)
-        return fb_fail_at(c, data_f, FB_NO_INDEX, TOSA_E_BAD_CONSTANT, data.data - 4);
-    if (defined) {
-        v->nbytes = nbytes;
-        v->shaped = 1;
-    }
-    return FB_OK;
+    if (defined < 0) return fb_fail_at(c, shape_f, FB_NO_INDEX, FB_E_EXTENT_OVERFLOW, shape.data);
+    return defined ? extent(w, index, data_f, &data, nbytes) : FB_OK;
 }
 
 /* Shape `index` of the block (after its tensors): its record, its name, its data's
- * extent. */
+ * extent (rank int64 values). */
 static int shape(walk *w, const fb_tbl *t, uint32_t index, uint32_t block) {
-    fb_ctx *c = &w->c;
     const fb_field *data_f = &tosa_tosa_shape[TOSA_TOSA_SHAPE_DATA];
-    tosa_value *v = &w->values[w->first + index];
     fb_vec data;
     uint32_t rank;
-    FB_TRY(fb_fld_vec(c, t, data_f, &data));
-    FB_TRY(fb_fld_u32(c, t, &tosa_tosa_shape[TOSA_TOSA_SHAPE_RANK], &rank));
-    v->table = t->pos;
-    v->data = data.data;
-    v->nbytes = data.count;
-    v->block = block;
-    v->is_shape = 1;
-    v->shaped = 0;
-    v->constant = data.count > 0;
-    FB_TRY(enter(w, t, &tosa_tosa_shape[TOSA_TOSA_SHAPE_NAME], index));
-    if (v->constant && (uint64_t)rank * 8 > data.count)
-        return fb_fail_at(c, data_f, FB_NO_INDEX, TOSA_E_BAD_CONSTANT, data.data - 4);
-    if (v->constant) {
-        v->nbytes = (uint64_t)rank * 8;
-        v->shaped = 1;
-    }
-    return FB_OK;
+    FB_TRY(fb_fld_u32(&w->c, t, &tosa_tosa_shape[TOSA_TOSA_SHAPE_RANK], &rank));
+    FB_TRY(value(w, t, index, block, 1, &tosa_tosa_shape[TOSA_TOSA_SHAPE_NAME], data_f,
+                 &data));
+    return data.count ? extent(w, index, data_f, &data, (uint64_t)rank * 8) : FB_OK;
 }
 
 /* Each name of the string vector field f of table t: counted, or resolved in the block
