@@ -110,7 +110,7 @@ class TosaGraph:
         self._tables = [Table(schema, payload.data, int(r.table),
                               "TosaShape" if r.is_shape else "TosaTensor")
                         for r in self._records]
-        self._blocks, self._nodes = self._walk([int(names[i]) for i in range(summary.n_names)])
+        self._blocks, self._nodes = self._walk(list(ffi.unpack(names, summary.n_names)))
         #: value id -> named data key no file given holds: none (TOSA names no data)
         self.missing: Dict[int, str] = {}
 
