@@ -847,12 +847,15 @@ class Program(_File):
                             "delegates": [d.id for d in m.delegates],
                             "non_const_buffer_sizes": m.non_const_buffer_sizes})
         constants = self._stored_as(lib.ET_STORED_CONSTANT)
+        buffers: Dict[int, int] = {}   # each constant buffer once, however many share it
+        for r in constants:
+            buffers[r.data] = max(buffers.get(r.data, 0), r.nbytes)
         return {"format": "pte", "size": self.size, "version": self.version,
                 "flatbuffer_size": int(s.flatbuffer_end),
                 "segment_data_size": int(s.segment_size),
                 "segments": len(self._root.tables("segments")),
                 "named_data": int(s.n_blobs), "constant_tensors": len(constants),
-                "constant_bytes": sum(r.nbytes for r in constants),
+                "constant_bytes": sum(buffers.values()),
                 "external_tensors": len(self._stored_as(lib.ET_STORED_EXTERNAL)),
                 "data_files": len(self.data_files), "missing_data": self.missing_data,
                 "native_code": [i._asdict() for i in self.native_code()],
