@@ -262,6 +262,7 @@ int et_tensor_layout(fb_ctx *c, const fb_tbl *t, const fb_field *type_f, const f
     uint64_t numel = 1, at;
     unsigned esize;
     uint32_t i;
+    int empty = 0;
     FB_TRY(fb_fld_u8(c, t, type_f, &type));
     r->scalar_type = (int8_t)type;
     esize = et_element_size((int8_t)type);
@@ -274,11 +275,18 @@ int et_tensor_layout(fb_ctx *c, const fb_tbl *t, const fb_field *type_f, const f
     for (i = 0; i < sizes.count; i++) {
         int32_t d = fb_as_i32(fb_vec_u32(c, &sizes, i));
         if (d < 0) return fb_fail(c, FB_E_NEGATIVE_DIMENSION, sizes.data + 4 * (uint64_t)i);
-        if (d != 0 && numel > UINT64_MAX / (uint64_t)d)
+        if (d == 0) {
+            empty = 1;
+            continue;
+        }
+        if (numel > UINT64_MAX / (uint64_t)d)
             return fb_fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
         numel *= (uint64_t)d;
     }
-    if (numel > UINT64_MAX / esize) return fb_fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
+    /* numpy counts an array's bytes in intptr_t, an empty one's other sizes' product too
+     * (it refuses such a shape), and the runtime in size_t. */
+    if (numel > (uint64_t)INT64_MAX / esize) return fb_fail(c, FB_E_EXTENT_OVERFLOW, sizes.data);
+    if (empty) numel = 0;
     {   /* the runtime reads as many entries as there are sizes */
         uint64_t seen[4] = {0, 0, 0, 0};   /* a bit per dimension */
         if (order.count != sizes.count || sizes.count > 256)

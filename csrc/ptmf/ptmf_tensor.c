@@ -39,24 +39,27 @@ static int tensor_extent(fb_ctx *c, const fb_tbl *t, int st, int64_t offset, con
     uint64_t numel = 1, expected = 1;
     uint32_t i;
     unsigned bits = scalar_type_bits[st];
-    int contiguous = 1;
+    int contiguous = 1, empty = 0;
     for (i = sizes->count; i-- > 0;) {
         int32_t size = fb_as_i32(fb_vec_u32(c, sizes, i));
         int32_t stride = fb_as_i32(fb_vec_u32(c, strides, i));
         /* Exact, size-1 dimensions included: a row-major view made from the sizes
-         * alone must carry the strides the file holds (torch's). */
-        if ((uint64_t)stride != expected) contiguous = 0;
+         * alone must carry the strides the file holds (torch's); past a size 0 the
+         * view holds nothing and its strides are kept as they are. */
+        if (!empty && (uint64_t)stride != expected) contiguous = 0;
         if (size == 0) {
-            numel = 0;
-            break;
+            empty = 1;
+            continue;
         }
         if (numel > UINT64_MAX / (uint64_t)size) return fb_fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
         numel *= (uint64_t)size;
         expected = numel;
     }
-    /* Torch counts bytes in int64 and numpy in intptr_t: the logical size must fit. */
+    /* Torch counts bytes in int64 and numpy in intptr_t: the logical size must fit, and
+     * so must an empty tensor's other sizes' product (numpy refuses such a shape). */
     if (numel > (uint64_t)INT64_MAX / (bits >= 8 ? bits / 8 : 1))
         return fb_fail(c, FB_E_EXTENT_OVERFLOW, t->pos);
+    if (empty) numel = 0;
     r->numel = numel;
     r->contiguous = (uint8_t)contiguous;
     r->extent = 0;

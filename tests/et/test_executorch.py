@@ -441,6 +441,19 @@ def test_errors_carry_schema_paths() -> None:
     assert e.value.offset == at
 
 
+def test_an_empty_constant_whose_other_sizes_overflow_is_refused() -> None:
+    """A constant of sizes [0, 2^31-1, 2^31-1, 2^31-1] holds no byte, but numpy cannot
+    make an array of that shape (it counts the other sizes' product in intptr_t): it is
+    refused where its sizes are, not a ValueError at its first read."""
+    raw = bytearray(open(os.path.join(ET, "sample.pte"), "rb").read())
+    at = raw.index(np.array([4, 8, 3, 3, 3], "<u4").tobytes()) + 4   # the conv weight
+    raw[at:at + 16] = np.array([0, 2**31 - 1, 2**31 - 1, 2**31 - 1], "<u4").tobytes()
+    with pytest.raises(pfm.FormatError) as e:
+        load_full(bytes(raw))
+    assert (e.value.code, e.value.offset) == ("extent_overflow", at)
+    assert e.value.path.startswith("execution_plan[0].values[")
+
+
 def _negative_size() -> Tuple[bytes, int]:
     """mlp.pte with its first tensor's first size made negative (a fault inside its
     execution plan only), and where."""

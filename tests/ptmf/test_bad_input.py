@@ -234,6 +234,10 @@ CASES = {
                                IV(N, "TensorMetadata"), None),
     "extent_overflow_5_dims": (lambda: extra(Tensor([I32_MAX] * 5, [I32_MAX] * 5)),
                                IV(N, "TensorMetadata"), None),
+    # No element, but numpy refuses the shape: 2^63 elements in the other sizes.
+    "empty_with_other_sizes_overflowing": (
+        lambda: extra(Tensor([0, 2, 2**16, 2**16, 2**30], [1] * 5)), IV(N, "TensorMetadata"),
+        "extent_overflow"),
     "extent_overflow_8_dims_float64": (
         lambda: extra(Tensor([I32_MAX] * 8, [I32_MAX] * 8, scalar_type=7)),
         IV(N, "TensorMetadata"), None),
