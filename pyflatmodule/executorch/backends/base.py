@@ -31,8 +31,9 @@ from ...core.native import format_error, lib
 from ...core.options import Options
 from ...core.source import Bytes, Span
 
-__all__ = ["Backend", "Deferred", "DelegateGraph", "DescribedGraph", "Payload", "Resolver",
-           "described", "described_as", "header_fields", "named_bytes", "payload_bytes"]
+__all__ = ["AsStoredConstants", "Backend", "Deferred", "DelegateGraph", "DescribedGraph",
+           "Payload", "Resolver", "described", "described_as", "header_fields", "named_bytes",
+           "payload_bytes"]
 
 #: Bytes a named data key resolves to (a memoryview, or a span read when sliced), or
 #: None when no file given holds it.
@@ -150,6 +151,37 @@ class DescribedGraph(abc.ABC):
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
         """Empty: no constant is read from named data."""
         return {}
+
+
+class AsStoredConstants(abc.ABC):
+    """What a graph whose backend stores its constants as torch holds them (contiguous,
+    the tensor's dims) gives of them, from its :meth:`constant`: the bytes of each, by
+    value id, in ``_bytes`` (the subclass's reader fills it)."""
+
+    _bytes: Dict[int, Deferred]
+
+    @abc.abstractmethod
+    def constant(self, i: int) -> Optional[np.ndarray]:
+        """Value ``i``'s constant, None when it has none (or its bytes are missing): a
+        read-only zero-copy array of its dims and datatype."""
+
+    def constants(self) -> Dict[int, np.ndarray]:
+        """Every constant by value id (see :meth:`constant`), the missing ones left out."""
+        out: Dict[int, np.ndarray] = {}
+        for i in self._bytes:
+            c = self.constant(i)
+            if c is not None:
+                out[i] = c
+        return out
+
+    def torch_constants(self) -> Dict[int, np.ndarray]:
+        """:meth:`constants`: they are stored in torch's layout."""
+        return self.constants()
+
+    def constant_layouts(self) -> Dict[int, Dict[str, Any]]:
+        """How each constant of :meth:`constants` is stored: as torch holds it."""
+        return {i: {"layout": "as stored", "shape": list(c.shape)}
+                for i, c in self.constants().items()}
 
 
 def described_as(graph: DelegateGraph) -> str:
