@@ -18,7 +18,8 @@ __all__ = ["BACKENDS", "Backend", "DelegateGraph", "MODULES", "Payload", "Resolv
 #: program's delegates give.
 MODULES: Dict[str, str] = {"XnnpackBackend": "xnnpack", "VulkanBackend": "vulkan",
                            "CoreMLBackend": "coreml", "QnnBackend": "qnn",
-                           "EthosUBackend": "ethosu", "OpenvinoBackend": "openvino"}
+                           "EthosUBackend": "ethosu", "OpenvinoBackend": "openvino",
+                           "NativeBackend": "native"}
 
 
 class _Registry(Mapping[str, Backend]):
