@@ -414,15 +414,18 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
         offsets = got["constant_segment"]["offsets"] + [len(seg)]
         assert [seg[a:b] for a, b in zip(offsets, offsets[1:])] == \
             [arrays[k] for k in restored["constant_buffer"]]
-    delegated = any(d["id"] in ("XnnpackBackend", "VulkanBackend")
-                    for e in got["execution_plan"] for d in e["delegates"])
+    ids = {d["id"] for e in got["execution_plan"] for d in e["delegates"]}
+    hashed = bool(ids & {"XnnpackBackend", "VulkanBackend"})
     for key, segment_index in got["named_data"]:
         assert segments[segment_index] == arrays[restored["named_data"][key]]
-        if delegated:   # XNNPACK and Vulkan key the data they store by its SHA-256
+        if hashed:   # XNNPACK and Vulkan key the data they store by its SHA-256
             # (XNNPACK puts "scale_" before it for per-channel scales)
             assert hashlib.sha256(segments[segment_index]).hexdigest() == \
                 (key[len("scale_"):] if key.startswith("scale_") else key)
-    assert bool(got["named_data"]) == delegated   # no other file here has named data
+        elif "NativeBackend" in ids:   # the native backend by the weight's name
+            assert key in oracle["weights"]
+    # no other file here has named data
+    assert bool(got["named_data"]) == (hashed or "NativeBackend" in ids)
     # every constant tensor's bytes are one of the module's own weights, of its shape, or
     # a number of the graph's code (0-d: the 1.0 of `y - 1.0`); a memory-planned tensor's
     # data_buffer_idx picks its initial values among the mutable data instead
