@@ -210,8 +210,9 @@ static int constant(walk *w, const fb_tbl *t, uint32_t id) {
     v->key = key.data;
     v->key_len = key.count;
     v->meta = meta.pos;
-    return fb_at_field(c, &native_named_tensor_ref[NATIVE_NAMED_TENSOR_REF_META], FB_NO_INDEX,
-                       tensor_meta(w, &meta, 1, &v->nbytes));
+    FB_TRY_IN_FIELD(c, &native_named_tensor_ref[NATIVE_NAMED_TENSOR_REF_META], FB_NO_INDEX,
+                    tensor_meta(w, &meta, 1, &v->nbytes));
+    return FB_OK;
 }
 
 /* Defines the name field `name_f` of each table of vector field f of t. */
@@ -301,13 +302,31 @@ static int argument_refs(walk *w, const fb_tbl *a, uint8_t type, int32_t node) {
     }
 }
 
+/* The references of NamedArgument na of node `node`. */
+static int named_argument_refs(walk *w, const fb_tbl *na, int32_t node) {
+    fb_ctx *c = &w->c;
+    const fb_field *arg_f = &native_named_argument[NATIVE_NAMED_ARGUMENT_ARG];
+    const fb_field *value_f = &native_argument[NATIVE_ARGUMENT_VALUE];
+    fb_tbl arg;
+    fb_union_value u;
+    int present;
+    FB_TRY(fb_fld_table_at(c, na, arg_f, &arg, &present));
+    FB_TRY_IN_FIELD(c, arg_f, FB_NO_INDEX, fb_at_field(
+        c, value_f, FB_NO_INDEX,
+        fb_union_open(c, &arg, value_f, &native_schema_file.decls[value_f->ref], &u)));
+    if (!u.pos) return FB_OK;   /* NONE */
+    fb_push(c, fb_field_segment(c, arg_f), FB_NO_INDEX);
+    FB_TRY_IN_MEMBER(c, value_f, u.member, argument_refs(w, &u.table, u.type, node));
+    fb_pop(c);
+    return FB_OK;
+}
+
 /* The references of node i (table t): its arguments, its outputs' aliases, and for a
  * placeholder the input, constant or buffer it restates. */
 static int node_refs(walk *w, const fb_tbl *t, int32_t node) {
     fb_ctx *c = &w->c;
     const fb_field *inputs_f = &native_node[NATIVE_NODE_INPUTS];
     const fb_field *outputs_f = &native_node[NATIVE_NODE_OUTPUTS];
-    const fb_field *value_f = &native_argument[NATIVE_ARGUMENT_VALUE];
     fb_vec args, outs;
     uint8_t op;
     uint32_t i;
@@ -321,26 +340,27 @@ static int node_refs(walk *w, const fb_tbl *t, int32_t node) {
     }
     FB_TRY(fb_fld_vec_at(c, t, inputs_f, &args));
     for (i = 0; i < args.count; i++) {
-        fb_tbl na, arg;
-        fb_union_value u;
-        int present;
-        FB_TRY_IN_FIELD(c, inputs_f, i, fb_vec_table(c, &args, i, &na));
-        FB_TRY_IN_FIELD(c, inputs_f, i, fb_fld_table_at(
-            c, &na, &native_named_argument[NATIVE_NAMED_ARGUMENT_ARG], &arg, &present));
-        FB_TRY_IN_FIELD(c, inputs_f, i, fb_at_field(
-            c, &native_named_argument[NATIVE_NAMED_ARGUMENT_ARG], FB_NO_INDEX,
-            fb_union_open(c, &arg, value_f, &native_schema_file.decls[value_f->ref], &u)));
-        FB_TRY_IN_FIELD(c, inputs_f, i, fb_at_field(
-            c, &native_named_argument[NATIVE_NAMED_ARGUMENT_ARG], FB_NO_INDEX,
-            fb_at_member(c, value_f, u.member, argument_refs(w, &u.table, u.type, node))));
+        fb_tbl na;
+        FB_TRY(fb_at_field(c, inputs_f, i, fb_vec_table(c, &args, i, &na)));
+        FB_TRY_IN_FIELD(c, inputs_f, i, named_argument_refs(w, &na, node));
     }
     FB_TRY(fb_fld_vec_at(c, t, outputs_f, &outs));
     for (i = 0; i < outs.count; i++) {
         fb_tbl o;
-        FB_TRY_IN_FIELD(c, outputs_f, i, fb_vec_table(c, &outs, i, &o));
+        FB_TRY(fb_at_field(c, outputs_f, i, fb_vec_table(c, &outs, i, &o)));
         FB_TRY_IN_FIELD(c, outputs_f, i,
                         resolve_field(w, &o, &native_output[NATIVE_OUTPUT_ALIAS_OF], node));
     }
+    return FB_OK;
+}
+
+/* The TensorMeta field meta_f of table e: its dtype known; `id`'s unless it has one. */
+static int value_meta(walk *w, const fb_tbl *e, const fb_field *meta_f, uint32_t id) {
+    fb_tbl meta;
+    int present;
+    FB_TRY(fb_fld_table_at(&w->c, e, meta_f, &meta, &present));
+    FB_TRY_IN_FIELD(&w->c, meta_f, FB_NO_INDEX, tensor_meta(w, &meta, 0, NULL));
+    if (!w->values[id].meta) w->values[id].meta = meta.pos;
     return FB_OK;
 }
 
@@ -353,17 +373,12 @@ static int resolve_tables(walk *w, const fb_tbl *t, const fb_field *f, const fb_
     uint32_t i, id;
     FB_TRY(fb_fld_vec_at(c, t, f, &v));
     for (i = 0; i < v.count; i++) {
-        fb_tbl e, meta;
-        int present;
+        fb_tbl e;
         FB_TRY_IN_FIELD(c, f, i, fb_vec_table(c, &v, i, &e));
         FB_TRY_IN_FIELD(c, f, i, fb_fld_str_at(c, &e, name_f, &s));
         FB_TRY_IN_FIELD(c, f, i, fb_at_field(c, name_f, FB_NO_INDEX,
                                              resolve(w, &s, INT32_MAX, &id)));
-        if (!meta_f) continue;
-        FB_TRY_IN_FIELD(c, f, i, fb_fld_table_at(c, &e, meta_f, &meta, &present));
-        FB_TRY_IN_FIELD(c, f, i, fb_at_field(c, meta_f, FB_NO_INDEX,
-                                             tensor_meta(w, &meta, 0, NULL)));
-        if (!w->values[id].meta) w->values[id].meta = meta.pos;
+        if (meta_f) FB_TRY_IN_FIELD(c, f, i, value_meta(w, &e, meta_f, id));
     }
     return FB_OK;
 }
