@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .backends import BACKENDS, Backend, DelegateGraph, backend_of, described_as
     from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
     from .backends.ethosu import VelaBlock, VelaIO, VelaStream
+    from .backends.native import NativeGraph, NativeNode, NativeValue
     from .backends.openvino import OpenvinoGraph, OvNode, OvValue
     from .backends.qnn import QnnContext
     from .backends.vulkan import VkNode, VkValue, VulkanGraph
