@@ -79,19 +79,21 @@ def _value_names(method: Dict[str, Any]) -> List[str]:
 
 
 def _references(arg: Dict[str, Any]) -> List[str]:
-    """The value names a NamedArgument's ArgumentValue references."""
+    """The value names a NamedArgument's ArgumentValue references (validate_graph's
+    check_ref: an empty name references nothing)."""
     kind, v = arg["value_type"], arg["value"]
+    names: List[str] = []
     if kind == "TensorArg":
-        return [v["name"]]
-    if kind == "TensorListArg":
-        return list(v["names"])
-    if kind == "OptionalTensorListArg":
-        return [n for n, p in zip(v["names"], v["has_value"]) if p]
-    if kind in ("IntArg", "FloatArg", "BoolArg"):
-        return [v["ref"]] if v.get("ref") else []
-    if kind == "IntListArg":
-        return [r for r in v.get("refs") or [] if r]
-    return []
+        names = [v["name"]]
+    elif kind == "TensorListArg":
+        names = list(v["names"])
+    elif kind == "OptionalTensorListArg":
+        names = [n for n, p in zip(v["names"], v["has_value"]) if p]
+    elif kind in ("IntArg", "FloatArg", "BoolArg"):
+        names = [v.get("ref") or ""]
+    elif kind == "IntListArg":
+        names = list(v.get("refs") or [])
+    return [n for n in names if n]
 
 
 def test_the_files_hold_native_delegates() -> None:

@@ -12,7 +12,8 @@
  * defined once, and every reference (a TensorArg, a tensor list's names, an optional
  * tensor list's present names, an int, float or bool argument's or an int list's refs,
  * an output's alias_of, the graph's outputs, tensor_values, output_specs) names a value
- * defined before the node that uses it. A constant's bytes are the named data its
+ * defined before the node that uses it; an argument's empty name references nothing (as
+ * validate_graph takes it), a graph output's must resolve. A constant's bytes are the named data its
  * data_key names, its TensorMeta's dims (static: min == max) times its dtype's size, or,
  * quantized, what the named data holds. Subgraphs (GraphArg, a torch.cond's branches)
  * have names of their own: the schema's verifier checks them, their names are not
@@ -281,12 +282,12 @@ static int argument_refs(walk *w, const fb_tbl *a, uint8_t type, int32_t node) {
         return resolve_field(w, a, &native_bool_arg[NATIVE_BOOL_ARG_REF], node);
     case NATIVE_ARGUMENT_VALUE_TENSOR_LIST_ARG:
         return resolve_names(w, a, &native_tensor_list_arg[NATIVE_TENSOR_LIST_ARG_NAMES], node,
-                             0, NULL);
+                             1, NULL);
     case NATIVE_ARGUMENT_VALUE_OPTIONAL_TENSOR_LIST_ARG:
         FB_TRY(fb_fld_vec_at(&w->c, a, &native_optional_tensor_list_arg[
                                  NATIVE_OPTIONAL_TENSOR_LIST_ARG_HAS_VALUE], &present));
         return resolve_names(w, a, &native_optional_tensor_list_arg[
-                                 NATIVE_OPTIONAL_TENSOR_LIST_ARG_NAMES], node, 0, &present);
+                                 NATIVE_OPTIONAL_TENSOR_LIST_ARG_NAMES], node, 1, &present);
     case NATIVE_ARGUMENT_VALUE_INT_LIST_ARG: {
         fb_vec values, refs;
         FB_TRY(fb_fld_vec_at(&w->c, a, &native_int_list_arg[NATIVE_INT_LIST_ARG_VALUES], &values));

@@ -67,21 +67,22 @@ class NativeValue(NamedTuple):
 
 
 def _argument_names(member: str, t: Optional[Table]) -> List[str]:
-    """The value names an argument (ArgumentValue ``member``, table ``t``) references."""
+    """The value names an argument (ArgumentValue ``member``, table ``t``) references (an
+    empty name references nothing)."""
+    names: List[str] = []
     if t is None:
-        return []
+        return names
     if member == "TensorArg":
-        return [t.string("name") or ""]
-    if member == "TensorListArg":
-        return t.strings("names")
-    if member == "OptionalTensorListArg":
-        present = t.vector("has_value")
-        return [n for n, p in zip(t.strings("names"), present) if p]
-    if member in ("IntArg", "FloatArg", "BoolArg"):
-        return [ref] if (ref := t.string("ref")) else []
-    if member == "IntListArg":
-        return [ref for ref in t.strings("refs") if ref]
-    return []
+        names = [t.string("name") or ""]
+    elif member == "TensorListArg":
+        names = t.strings("names")
+    elif member == "OptionalTensorListArg":
+        names = [n for n, p in zip(t.strings("names"), t.vector("has_value")) if p]
+    elif member in ("IntArg", "FloatArg", "BoolArg"):
+        names = [t.string("ref") or ""]
+    elif member == "IntListArg":
+        names = t.strings("refs")
+    return [n for n in names if n]
 
 
 class NativeGraph(AsStoredConstants):
