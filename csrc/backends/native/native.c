@@ -408,8 +408,8 @@ static int graph_defs(walk *w, const fb_tbl *g) {
     return FB_OK;
 }
 
-/* Defines the outputs of every node of graph g. */
-static int node_defs(walk *w, const fb_tbl *g) {
+/* fn(w, node, i) of each node i of graph g, located at the node. */
+static int each_node(walk *w, const fb_tbl *g, int (*fn)(walk *, const fb_tbl *, int32_t)) {
     fb_ctx *c = &w->c;
     const fb_field *nodes_f = &native_graph[NATIVE_GRAPH_NODES];
     fb_vec nodes;
@@ -420,7 +420,7 @@ static int node_defs(walk *w, const fb_tbl *g) {
     for (i = 0; i < nodes.count; i++) {
         fb_tbl node;
         FB_TRY(fb_at_field(c, nodes_f, i, fb_vec_table(c, &nodes, i, &node)));
-        FB_TRY_IN_FIELD(c, nodes_f, i, define_outputs(w, &node, (int32_t)i));
+        FB_TRY_IN_FIELD(c, nodes_f, i, fn(w, &node, (int32_t)i));
     }
     return FB_OK;
 }
@@ -436,26 +436,17 @@ static int define_all(walk *w, const fb_tbl *m, const fb_tbl *g) {
     FB_TRY(define_tables(w, m, &native_method[NATIVE_METHOD_MUTABLE_BUFFERS],
                          &native_mutable_buffer_spec[NATIVE_MUTABLE_BUFFER_SPEC_NAME],
                          NAT_SOURCE_BUFFER));
-    FB_TRY_IN_FIELD(&w->c, graph_f, FB_NO_INDEX, node_defs(w, g));
+    FB_TRY_IN_FIELD(&w->c, graph_f, FB_NO_INDEX, each_node(w, g, define_outputs));
     return FB_OK;
 }
 
 /* Every reference of graph g resolves: its tensor metadata's names, its nodes', its
  * outputs. */
 static int graph_refs(walk *w, const fb_tbl *g) {
-    fb_ctx *c = &w->c;
-    const fb_field *nodes_f = &native_graph[NATIVE_GRAPH_NODES];
-    fb_vec nodes;
-    uint32_t i;
     FB_TRY(resolve_tables(w, g, &native_graph[NATIVE_GRAPH_TENSOR_VALUES],
                           &native_tensor_value[NATIVE_TENSOR_VALUE_NAME],
                           &native_tensor_value[NATIVE_TENSOR_VALUE_META]));
-    FB_TRY(fb_fld_vec_at(c, g, nodes_f, &nodes));
-    for (i = 0; i < nodes.count; i++) {
-        fb_tbl node;
-        FB_TRY(fb_at_field(c, nodes_f, i, fb_vec_table(c, &nodes, i, &node)));
-        FB_TRY_IN_FIELD(c, nodes_f, i, node_refs(w, &node, (int32_t)i));
-    }
+    FB_TRY(each_node(w, g, node_refs));
     return resolve_names(w, g, &native_graph[NATIVE_GRAPH_OUTPUTS], INT32_MAX, 0, NULL);
 }
 

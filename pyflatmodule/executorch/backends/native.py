@@ -21,8 +21,8 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from ...core.dtypes import numpy_dtype, scalar_type_name
 from ...core.fbread import Table, decode_text, enum_names, schema_of
 from ...core.lazy import np
-from ...core.native import c_buffer, check, ffi, lib, new_error
-from .base import AsStoredConstants, Backend, Deferred, Payload, named_bytes
+from ...core.native import lib
+from .base import AsStoredConstants, Backend, Deferred, Payload, index_payload, named_bytes
 
 __all__ = ["BACKEND", "NativeGraph", "NativeNode", "NativeValue"]
 
@@ -94,19 +94,9 @@ class NativeGraph(AsStoredConstants):
     constants whose named data the program lacks are listed in :attr:`missing`."""
 
     def __init__(self, payload: Payload) -> None:
-        buf = c_buffer(payload.data)
-        err = new_error()
-        summary = ffi.new("nat_summary *")
-        status = lib.nat_open(buf, len(payload.data), payload.options.to_c(), summary, err)
-        if status == lib.FB_OK:
-            n = max(1, summary.n_values)
-            records = ffi.new("nat_value[]", n)
-            order = ffi.new("uint32_t[]", n)
-            status = lib.nat_index(buf, len(payload.data), summary, records, order, err)
         self._where = payload.where + ".processed<Program>."
-        if status != lib.FB_OK:
-            err.offset += payload.offset
-            check(status, err, self._where)
+        summary, (records, _) = index_payload(payload, self._where, "nat_summary", lib.nat_open,
+                                              lib.nat_index, ["nat_value", "uint32_t"])
         self._payload = payload.data
         self._array = records   # owns the records below (its items do not keep it alive)
         self._records = [records[i] for i in range(summary.n_values)]

@@ -18,8 +18,16 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ...core.fbread import Table, decode_text, enum_names, schema_of
 from ...core.lazy import np
-from ...core.native import c_buffer, check, ffi, lib, new_error
-from .base import AsStoredConstants, Backend, Deferred, Payload, header_fields, named_bytes
+from ...core.native import lib
+from .base import (
+    AsStoredConstants,
+    Backend,
+    Deferred,
+    Payload,
+    header_fields,
+    index_payload,
+    named_bytes,
+)
 
 __all__ = ["BACKEND", "VkNode", "VkValue", "VulkanGraph"]
 
@@ -75,17 +83,9 @@ class VulkanGraph(AsStoredConstants):
     constants whose named data the program lacks are listed in :attr:`missing`."""
 
     def __init__(self, payload: Payload) -> None:
-        buf = c_buffer(payload.data)
-        err = new_error()
-        summary = ffi.new("vk_summary *")
-        status = lib.vk_open(buf, len(payload.data), payload.options.to_c(), summary, err)
-        if status == lib.FB_OK:
-            records = ffi.new("vk_constant[]", max(1, summary.n_values))
-            status = lib.vk_index(buf, len(payload.data), summary, records, err)
         self._where = payload.where + ".processed<VkGraph>."
-        if status != lib.FB_OK:
-            err.offset += payload.offset
-            check(status, err, self._where)
+        summary, (records,) = index_payload(payload, self._where, "vk_summary", lib.vk_open,
+                                            lib.vk_index, ["vk_constant"])
         self._payload = payload.data
         self._summary = summary
         self._array = records   # owns the records below (its items do not keep it alive)
