@@ -125,7 +125,7 @@ static int resolve_names(walk *w, const fb_tbl *t, const fb_field *f, int32_t be
                          int skip_empty, const fb_vec *present) {
     fb_vec names, s;
     uint32_t i, id;
-    FB_TRY(fb_fld_vec(&w->c, t, f, &names));
+    FB_TRY(fb_fld_vec_at(&w->c, t, f, &names));
     if (present && present->count != names.count)
         return fb_fail_at(&w->c, f, FB_NO_INDEX, NAT_E_BAD_REFERENCE, t->pos);
     for (i = 0; i < names.count; i++) {
@@ -181,7 +181,7 @@ static int tensor_meta(walk *w, const fb_tbl *t, int constant, uint64_t *nbytes)
         *nbytes = 0;
         return FB_OK;
     }
-    FB_TRY(fb_fld_vec(c, t, sizes_f, &sizes));
+    FB_TRY(fb_fld_vec_at(c, t, sizes_f, &sizes));
     n = esize;
     for (i = 0; i < sizes.count; i++) {
         fb_tbl dim;
