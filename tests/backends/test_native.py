@@ -28,7 +28,8 @@ from support.delegates import graphs, refused
 from support.fbwalk import deref, element, field, root
 from support.paths import ET
 
-NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16", "native_partial"]
+NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16", "native_partial",
+         "native_cache"]
 #: ScalarType numbers as ExecuTorch's native_graph.fbs declares them -> torch's names
 DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
           6: "float32", 7: "float64", 11: "bool", 15: "bfloat16"}
@@ -153,6 +154,10 @@ def test_each_graph_is_what_executorch_reads(name: str, k: int) -> None:
         kinds = {o["name"]: KINDS[o["kind"]] for n in calls for o in n["outputs"] or []
                  if o["kind"] != 1}
         assert all(v.kind == kinds.get(v.name, "tensor") for v in values)
+        sources = dict.fromkeys(g["inputs"], "input")
+        sources.update(dict.fromkeys(constants, "constant"))
+        sources.update({b["name"]: "buffer" for b in method["mutable_buffers"] or []})
+        assert [v.source for v in values] == [sources.get(n, "node") for n in names]
 
 
 @pytest.mark.parametrize("name,k", CASES)
@@ -177,8 +182,29 @@ def test_each_constant_is_the_bytes_executorch_names(name: str, k: int) -> None:
             assert array.shape == tuple(s["max"] for s in c["meta"]["sizes"])
             assert not array.flags.writeable
             assert array.tobytes() == arrays[named[c["data_key"]]].tobytes()
+            if c["data_key"] not in oracle["weights"]:   # a number of the code, lifted
+                assert c["data_key"].startswith("_lifted_tensor_constant")   # (the 1.0 of
+                continue                                                   # native_cache)
             weight = oracle["weights"][c["data_key"]]
             assert array.tobytes() == arrays[weight["data"]].tobytes()
+
+
+def test_a_mutable_buffer_is_a_value_without_bytes() -> None:
+    """native_cache's buffer (not saved: a MutableBufferSpec, zero at load) is a value of
+    the graph, written by the add whose result the method's output specs name as its
+    BUFFER_MUTATION, with no constant bytes."""
+    method = _method("native_cache", 0)
+    (buffer,) = method["mutable_buffers"]
+    (mutation,) = [o for o in method["output_specs"] if o["kind"] == 1]
+    assert mutation["target"] == buffer["fqn"] == "cache"
+    with load_full(_path("native_cache")) as p:
+        (g,) = _graphs(p)
+        values = {v.name: v for v in g.values}
+        v = values[buffer["name"]]
+        assert (v.source, v.constant) == ("buffer", False) and v.id not in g.constants()
+        writer = next(n for n in g.nodes if values[mutation["name"]].id in n.outputs)
+        assert v.id in writer.inputs
+        assert values[mutation["name"]].id in g.output_ids
 
 
 def test_the_program_names_the_delegates_constants() -> None:

@@ -33,7 +33,8 @@ reading of the package (``MLModel(skip_model_load=True).get_spec()``: version, i
 outputs, the main block's operations; each const operation's value, by coremltools'
 ``BlobReader`` or the spec's protobuf, in the npz). The ``native_*`` programs (an MLP, a
 conv net, an attention block, an fp16 MLP, a network whose bucketize stays a portable
-kernel between two delegates) are lowered to ExecuTorch's native backend
+kernel between two delegates, a linear layer adding into a buffer it does not save) are
+lowered to ExecuTorch's native backend
 (``NativePartitioner(external_constants_tag=None)``: the constants in the program's named
 data); their oracle adds ``native``: per native delegate, ExecuTorch's reading of the payload
 (``deserialize_program``, into its schema's dataclasses), as JSON; the constants' bytes
@@ -623,7 +624,7 @@ def _xnn_write(name: str) -> Dict[str, Any]:
 #: Programs lowered to ExecuTorch's native backend (``NativePartitioner``) whose payloads
 #: tests/backends/test_native.py reads.
 NATIVE_NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16",
-                "native_partial"]
+                "native_partial", "native_cache"]
 
 
 def _native_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
@@ -643,6 +644,19 @@ def _native_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.second(torch.bucketize(self.first(x), self.edges).float())
 
+    class Cache(nn.Module):
+        """A linear layer and a buffer it does not save (persistent=False), updated in
+        place: the method's mutable buffer, zero at load."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+            self.register_buffer("cache", torch.zeros(2, 4), persistent=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache.add_(self.proj(x))
+            return self.cache + 1.0
+
     if name == "native_attention":
         return _xnn_module("xnn_attention")
     if name == "native_conv":
@@ -650,6 +664,8 @@ def _native_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
     torch.manual_seed(0)
     if name == "native_partial":
         return Bucketed().eval(), (torch.randn(2, 4),)
+    if name == "native_cache":
+        return Cache().eval(), (torch.randn(2, 4),)
     module, exported = _models()["mlp"]()
     args = tuple(exported.example_inputs[0])
     if name == "native_fp16":
