@@ -29,7 +29,7 @@ from support.fbwalk import deref, element, field, root
 from support.paths import ET
 
 NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16", "native_partial",
-         "native_cache"]
+         "native_cache", "native_external"]
 #: ScalarType numbers as ExecuTorch's native_graph.fbs declares them -> torch's names
 DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
           6: "float32", 7: "float64", 11: "bool", 15: "bfloat16"}
@@ -53,6 +53,12 @@ CASES = [(name, k) for name in NAMES
 
 def _path(name: str) -> str:
     return os.path.join(ET, name + ".pte")
+
+
+def _data(name: str) -> List[str]:
+    """The data files program ``name`` is loaded with: its ``.ptd``, where it has one."""
+    ptd = os.path.join(ET, name + ".ptd")
+    return [ptd] if os.path.exists(ptd) else []
 
 
 def _graphs(p: pfm.Program) -> List[NativeGraph]:
@@ -163,13 +169,13 @@ def test_each_graph_is_what_executorch_reads(name: str, k: int) -> None:
 @pytest.mark.parametrize("name,k", CASES)
 def test_each_constant_is_the_bytes_executorch_names(name: str, k: int) -> None:
     """A constant: the named data its data_key names (the bytes deserialize_pte_binary cut
-    out for that key), as its TensorMeta's dims and dtype, and the module's weight of that
-    name."""
+    out for that key; native_external's are in its data file), as its TensorMeta's dims
+    and dtype, and the module's weight of that name."""
     oracle, arrays = ORACLES[name]
     method = _method(name, k)
     ids = {n: i for i, n in enumerate(_value_names(method))}
     named = oracle["restored"]["named_data"]
-    with load_full(_path(name)) as p:
+    with load_full(_path(name), data=_data(name)) as p:
         got = _graphs(p)[k]
         constants = got.constants()
         assert sorted(constants) == sorted(ids[c["name"]] for c in method["constants"])
@@ -181,12 +187,31 @@ def test_each_constant_is_the_bytes_executorch_names(name: str, k: int) -> None:
             assert array.dtype == np.dtype(NUMPY[c["meta"]["dtype"]])
             assert array.shape == tuple(s["max"] for s in c["meta"]["sizes"])
             assert not array.flags.writeable
-            assert array.tobytes() == arrays[named[c["data_key"]]].tobytes()
+            if "data_file" in oracle:   # the data file's, by ExecuTorch's flat tensor reader
+                assert c["data_key"] in [e["key"] for e in oracle["data_file"]["named_data"]]
+            else:
+                assert array.tobytes() == arrays[named[c["data_key"]]].tobytes()
             if c["data_key"] not in oracle["weights"]:   # a number of the code, lifted
                 assert c["data_key"].startswith("_lifted_tensor_constant")   # (the 1.0 of
                 continue                                                   # native_cache)
             weight = oracle["weights"][c["data_key"]]
             assert array.tobytes() == arrays[weight["data"]].tobytes()
+
+
+def test_constants_in_a_data_file_not_given_are_missing() -> None:
+    """native_external's constants are in its data file (NativePartitioner's default
+    tag): loaded without it, each is listed missing by its key; with it, none is."""
+    method = _method("native_external", 0)
+    ids = {n: i for i, n in enumerate(_value_names(method))}
+    want = {ids[c["name"]]: c["data_key"] for c in method["constants"]}
+    assert ORACLES["native_external"][0]["program"]["named_data"] == []
+    with load_full(_path("native_external")) as p:
+        (g,) = _graphs(p)
+        assert g.missing == want and g.constants() == {}
+        assert {v.id for v in g.values if v.constant} == set(want)
+    with load_full(_path("native_external"), data=_data("native_external")) as p:
+        (g,) = _graphs(p)
+        assert g.missing == {} and sorted(g.constants()) == sorted(want)
 
 
 def test_a_mutable_buffer_is_a_value_without_bytes() -> None:

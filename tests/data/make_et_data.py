@@ -34,11 +34,12 @@ outputs, the main block's operations; each const operation's value, by coremltoo
 ``BlobReader`` or the spec's protobuf, in the npz). The ``native_*`` programs (an MLP, a
 conv net, an attention block, an fp16 MLP, a network whose bucketize stays a portable
 kernel between two delegates, a linear layer adding into a buffer it does not save) are
-lowered to ExecuTorch's native backend
-(``NativePartitioner(external_constants_tag=None)``: the constants in the program's named
-data); their oracle adds ``native``: per native delegate, ExecuTorch's reading of the payload
+lowered to ExecuTorch's native backend (``NativePartitioner(external_constants_tag=None)``:
+the constants in the program's named data; ``native_external``, the MLP, with the
+partitioner's default tag: its constants in the data file ``native_external.ptd``); their
+oracle adds ``native``: per native delegate, ExecuTorch's reading of the payload
 (``deserialize_program``, into its schema's dataclasses), as JSON; the constants' bytes
-are ``restored``'s named data.
+are ``restored``'s named data (``data_file``'s for ``native_external``).
 """
 import json
 import linecache
@@ -287,17 +288,23 @@ def _write(name: str) -> Dict[str, Any]:
     if name == "sample":
         shutil.copyfile(os.path.join(OUT, name + ".pte"), SAMPLE)
     if name == "external":
-        with tempfile.TemporaryDirectory() as d:
-            prog.write_tensor_data_to_file(d)
-            written = os.listdir(d)
-            assert len(written) == 1, written
-            with open(os.path.join(d, written[0]), "rb") as src, \
-                    open(os.path.join(OUT, name + ".ptd"), "wb") as dst:
-                dst.write(src.read())
-        how += " + write_tensor_data_to_file (wrote " + written[0] + ")"
+        how += " + write_tensor_data_to_file (wrote " + _write_data_file(prog, name) + ")"
     state = module.state_dict() if name != "mutable" else dict(module.named_buffers(),
                                                                 **dict(module.named_parameters()))
     return {"writer": how, "weights": {k: v for k, v in state.items()}}
+
+
+def _write_data_file(prog: Any, name: str) -> str:
+    """Writes the program's one data file as ``NAME.ptd``; returns the name ExecuTorch
+    gave it."""
+    with tempfile.TemporaryDirectory() as d:
+        prog.write_tensor_data_to_file(d)
+        written = os.listdir(d)
+        assert len(written) == 1, written
+        with open(os.path.join(d, written[0]), "rb") as src, \
+                open(os.path.join(OUT, name + ".ptd"), "wb") as dst:
+            dst.write(src.read())
+    return str(written[0])
 
 
 # ------------------------------------------------------------------ oracle (child only)
@@ -624,7 +631,7 @@ def _xnn_write(name: str) -> Dict[str, Any]:
 #: Programs lowered to ExecuTorch's native backend (``NativePartitioner``) whose payloads
 #: tests/backends/test_native.py reads.
 NATIVE_NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16",
-                "native_partial", "native_cache"]
+                "native_partial", "native_cache", "native_external"]
 
 
 def _native_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
@@ -679,16 +686,22 @@ def _native_write(name: str) -> Dict[str, Any]:
     from executorch.backends.native.partitioner import NativePartitioner
     from executorch.exir import to_edge_transform_and_lower
     module, args = _native_module(name)
+    # native_external: the partitioner's default tag, its constants in a data file
+    said = "" if name == "native_external" else "external_constants_tag=None"
+    partitioner = NativePartitioner() if name == "native_external" else \
+        NativePartitioner(external_constants_tag=None)
     edge = to_edge_transform_and_lower(
         torch.export.export(module, args), transform_passes=get_default_passes(),
-        partitioner=[NativePartitioner(external_constants_tag=None)],
-        compile_config=get_default_compile_config())
+        partitioner=[partitioner], compile_config=get_default_compile_config())
+    prog = edge.to_executorch()
     with open(os.path.join(OUT, name + ".pte"), "wb") as f:
-        edge.to_executorch().write_to_file(f)
-    return {"writer": "to_edge_transform_and_lower(transform_passes=get_default_passes(), "
-                      "partitioner=[NativePartitioner(external_constants_tag=None)], "
-                      "compile_config=get_default_compile_config()).to_executorch()",
-            "weights": dict(module.state_dict())}
+        prog.write_to_file(f)
+    how = (f"to_edge_transform_and_lower(transform_passes=get_default_passes(), "
+           f"partitioner=[NativePartitioner({said})], "
+           f"compile_config=get_default_compile_config()).to_executorch()")
+    if name == "native_external":
+        how += " + write_tensor_data_to_file (wrote " + _write_data_file(prog, name) + ")"
+    return {"writer": how, "weights": dict(module.state_dict())}
 
 
 def _payloads(path: str, backend: str) -> List[Tuple[str, bytes]]:
@@ -894,7 +907,8 @@ def make(name: str) -> None:
     if "error" in written:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
     oracle: Dict[str, Any] = {"writer": written.pop("writer")}
-    for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()) + (
+    for step in ("pte", "runtime") + (("ptd",) if name in ("external", "native_external")
+                                      else ()) + (
             ("xnnpack",) if name in XNN_NAMES else ()) + (("vulkan",) if name == "vulkan" else ()) \
             + (("coreml",) if name.startswith("coreml") else ()) \
             + (("native",) if name in NATIVE_NAMES else ()):

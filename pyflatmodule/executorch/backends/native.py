@@ -50,7 +50,8 @@ class NativeValue(NamedTuple):
     ``bool``, ``float``: a node output's kind, a tensor list's elements each a tensor);
     where it comes from (``input``, ``constant``, ``buffer``: a mutable buffer, ``node``);
     a tensor's datatype (torch's name) and dims (each dim's upper bound, -1 when it has
-    none), another value's datatype its kind; and whether it has constant bytes."""
+    none), another value's datatype its kind; and whether it is a constant (its bytes
+    named data, which may be :attr:`NativeGraph.missing`)."""
 
     id: int
     name: str
@@ -212,7 +213,7 @@ class NativeGraph(AsStoredConstants):
             dims = tuple(int(d.scalar("max")) for d in meta.tables("sizes"))
             out.append(NativeValue(i, self._names[i], kind, _SOURCES[int(r.source)],
                                    scalar_type_name(int(meta.scalar("dtype"))), dims,
-                                   i in self._bytes))
+                                   r.source == lib.NAT_SOURCE_CONSTANT))
         return out
 
     def constant(self, i: int) -> Optional[np.ndarray]:
