@@ -12,9 +12,15 @@ beside it recording the writer, the counts and whether the runtime loads it. Kin
 - ``external``: the same as ``constants`` with ``external_constants=True``: the weights
   go to a data file written beside the program as ``<file>.ptd``;
 - ``xnnpack``: the same chain lowered to XNNPACK (``to_edge_transform_and_lower`` with
-  ``XnnpackPartitioner``): one delegate, its weights in the program's named data.
+  ``XnnpackPartitioner``): one delegate, its weights in the program's named data;
+- ``plans``: the ``graph`` program's method ``plans`` times (``forward``, ``forward_1``,
+  ...), written by ExecuTorch's own serializer (``deserialize_pte_binary`` of the
+  exported program, its execution plan repeated, ``serialize_pte_binary``): the values of
+  ten times the layers where exporting a chain that long takes hours (``to_edge``'s
+  passes grow faster than the graph).
 """
 
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -22,7 +28,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch import nn
@@ -81,22 +87,45 @@ def write(spec: Dict[str, Any], path: str) -> Dict[str, Any]:
     del edge, exported
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
-        prog.write_to_file(f)
+        if kind == "plans":
+            repeated, buffer = _repeat_plans(prog.buffer, params["plans"])
+            f.write(buffer)
+            writer += (f", its execution plan written {params['plans']} times by "
+                       "exir's serialize_pte_binary")
+        else:
+            prog.write_to_file(f)
     if kind == "external":
         with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as d:
             prog.write_tensor_data_to_file(d)
             written = os.listdir(d)
             assert len(written) == 1, written
             os.replace(os.path.join(d, written[0]), path[:-4] + ".ptd")
-    plan = prog.executorch_program.execution_plan[0]
+    written = (repeated if kind == "plans" else prog.executorch_program).execution_plan
     state = module.state_dict()
-    facts = {"writer": writer, "values": len(plan.values), "layers": params["layers"],
-             "instructions": sum(len(c.instructions) for c in plan.chains),
+    facts = {"writer": writer, "values": sum(len(p.values) for p in written),
+             "layers": params["layers"],
+             "instructions": sum(len(c.instructions) for p in written for c in p.chains),
              "tensors": len(state),
              "tensor_bytes": sum(t.numel() * t.element_size() for t in state.values())}
     del prog, module, state
     os.replace(tmp, path)
     return facts
+
+
+def _repeat_plans(exported: bytes, times: int) -> Tuple[Any, bytes]:
+    """The exported program with its execution plan ``times`` times (the copies named
+    ``<name>_<k>``, sharing the constants): exir's Program and the file ExecuTorch's own
+    serializer writes of it."""
+    from executorch.exir._serialize._program import (
+        deserialize_pte_binary,
+        serialize_pte_binary,
+    )
+    pte = deserialize_pte_binary(exported)
+    plan = pte.program.execution_plan[0]
+    copies = [plan] + [dataclasses.replace(plan, name=f"{plan.name}_{k}")
+                       for k in range(1, times)]
+    program = dataclasses.replace(pte.program, execution_plan=copies)
+    return program, bytes(serialize_pte_binary(dataclasses.replace(pte, program=program)))
 
 
 def _runtime(path: str) -> Dict[str, Any]:

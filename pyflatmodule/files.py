@@ -6,7 +6,6 @@ The one place the load options are spelled as keywords: each becomes an
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import importlib
 import mmap
@@ -250,7 +249,7 @@ def _check_data(data: Any) -> Sequence[Any]:
 
 #: load()'s options when none is given (most loads), made once, and as keywords.
 _DEFAULT = Options()
-_DEFAULT_GIVEN = {f.name: getattr(_DEFAULT, f.name) for f in dataclasses.fields(Options)}
+_DEFAULT_GIVEN = _DEFAULT.keywords()
 
 
 def load(source: SourceLike, *, data: Sequence[Any] = (),

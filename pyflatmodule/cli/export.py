@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import time
 from typing import Any, Dict, TextIO, Tuple
 
@@ -81,6 +80,7 @@ class Progress:
         now = time.monotonic()
         if self.enabled and (now - self.last >= 0.1 or self.done >= self.total):
             self.last = now
+            import shutil  # drawn on a terminal alone: not loaded with the command line
             width = shutil.get_terminal_size((80, 24)).columns
             frac = min(1.0, self.done / self.total)
             bar_w = 24

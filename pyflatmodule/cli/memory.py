@@ -19,7 +19,6 @@ from .common import (
     write_error,
 )
 from .formats import open_file
-from .plan_svg import plan_svg
 
 HELP = "where an ExecuTorch program's planned tensors live, and for how long"
 
@@ -80,6 +79,7 @@ def run(ctx: Context) -> int:
                        "not_found", file=args.path)
     docs: List[Json] = [d for d in plans if args.method in (None, d["method"])]
     if args.svg is not None:
+        from .plan_svg import plan_svg  # it imports html: loaded for --svg alone
         try:
             with open(args.svg, "w", encoding="utf-8") as out:
                 out.write(plan_svg(docs))

@@ -4,10 +4,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..files import file_format
-from . import treemap
 from .common import (
     EXIT_OK,
     CliError,
@@ -21,6 +20,9 @@ from .common import (
     write_error,
 )
 from .formats import Region, open_file
+
+if TYPE_CHECKING:
+    from . import treemap
 
 #: What reads each named data key (FileFormat.named_data_readers).
 Readers = Dict[str, List[str]]
@@ -263,6 +265,8 @@ def run(ctx: Context) -> int:
     for doc in docs:
         table.update(doc["sections"])
     labels = names(shown, readers or {}, constants)
+    if args.svg is not None or args.html is not None:
+        from . import treemap  # it imports html: loaded for a picture alone
     if args.svg is not None:
         _write(args.path, args.svg, treemap.svg(title, shown, labels))
     if args.html is not None:

@@ -7,7 +7,8 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 from .lazy import np
 from .native import lib
 
-__all__ = ["DTYPE_NAMES", "QuantizedTensor", "dtype_name", "numpy_dtype", "scalar_type_name"]
+__all__ = ["DTYPE_NAMES", "QuantizedTensor", "dtype_name", "itemsize", "numpy_dtype", "same_dtype",
+           "scalar_type_name"]
 
 #: torch's name of every scalar type a tensor can hold, by c10::ScalarType number.
 DTYPE_NAMES: Tuple[str, ...] = (
@@ -69,6 +70,23 @@ def numpy_dtype(scalar_type: int) -> np.dtype:
             spelling = getattr(ml_dtypes, _ML_DTYPES[scalar_type])
         dtype = _DTYPES[scalar_type] = np.dtype(spelling)
     return dtype
+
+
+def itemsize(scalar_type: int) -> int:
+    """Bytes per element of :func:`numpy_dtype`'s dtype for a scalar type, told without
+    importing numpy (or ml_dtypes)."""
+    spelling = _SPELLINGS[scalar_type]
+    if spelling is None:   # ml_dtypes': bfloat16 is two bytes, its float8s one
+        return 2 if _ML_DTYPES[scalar_type] == "bfloat16" else 1
+    if isinstance(spelling, list):   # complex32's pair
+        return 4
+    return 1 if spelling == "?" else int(spelling.lstrip("<uifc"))
+
+
+def same_dtype(a: int, b: int) -> bool:
+    """Whether two scalar types read as one :func:`numpy_dtype` (e.g. quint8 and uint8),
+    told without importing numpy."""
+    return (_SPELLINGS[a] or _ML_DTYPES[a]) == (_SPELLINGS[b] or _ML_DTYPES[b])
 
 
 def complex32() -> np.dtype:

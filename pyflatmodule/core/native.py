@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any, List, NoReturn, Optional
 
 from ..errors import FormatError
-from .lazy import np
 
 try:
     from ._c import ffi, lib
@@ -28,13 +27,18 @@ __all__ = ["ffi", "lib", "c_buffer", "check", "format_error", "raise_error", "ne
 
 def c_buffer(obj: Any, ctype: str = "char[]") -> Any:
     """``ffi.from_buffer(ctype, obj)``, safe in a garbage cycle: a memoryview is exported
-    through a numpy array over it. CPython's collector clears a memoryview in a cycle even
+    from the object under it (a mapping, bytes), and the cdata returned points into that
+    export, which it keeps alive. CPython's collector clears a memoryview in a cycle even
     while a cdata still holds its buffer, and the process crashes when the cdata lets go:
     a cycle that an exception kept with its frames makes (``except FormatError as e`` with
     ``e`` kept), whose frame held the cdata and its memoryview."""
-    if isinstance(obj, memoryview):
-        obj = np.frombuffer(obj, np.uint8)
-    return ffi.from_buffer(ctype, obj)
+    if not isinstance(obj, memoryview):
+        return ffi.from_buffer(ctype, obj)
+    whole = ffi.from_buffer(obj.obj)
+    with ffi.from_buffer(obj) as view:   # released at once: only its address is taken
+        offset = int(ffi.cast("uintptr_t", view)) - int(ffi.cast("uintptr_t", whole))
+    return ffi.gc(ffi.cast(ctype[:-2] + " *", ffi.cast("char *", whole) + offset),
+                  lambda _p, _keep=whole: None)
 
 
 def status_codes() -> List[int]:

@@ -3,8 +3,7 @@
 and every nested check (a payload one file holds inside it) take that one."""
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from .native import ffi, lib
 
@@ -19,9 +18,23 @@ _BUDGET_LIMITS = (("max_depth", 2**32 - 1), ("max_tables", 2**64 - 1),
                   ("max_elements", 2**64 - 1))
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """Switches and budgets for one load, checked when made (ValueError).
+class _Values(NamedTuple):
+    """The options' values and defaults (:class:`Options` documents and checks them)."""
+
+    verify: Union[bool, str] = True
+    copy: bool = False
+    strict: bool = False
+    advise: Optional[str] = None
+    populate: bool = False
+    max_depth: int = 200
+    max_tables: int = 0
+    max_elements: int = 0
+    storage_options: Optional[Mapping[str, Any]] = None
+
+
+class Options(_Values):
+    """Switches and budgets for one load, checked when made (ValueError); frozen (a new
+    one from :meth:`replace`), equal and hashed by value.
 
     Attributes:
         verify: run the full verifier (alignment, string terminators, every function,
@@ -50,17 +63,7 @@ class Options:
             options for its filesystem (credentials, endpoints...).
     """
 
-    verify: Union[bool, str] = True
-    copy: bool = False
-    strict: bool = False
-    advise: Optional[str] = None
-    populate: bool = False
-    max_depth: int = 200
-    max_tables: int = 0
-    max_elements: int = 0
-    storage_options: Optional[Mapping[str, Any]] = dataclasses.field(default=None, hash=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:   # the tuple holds them now
         if self.verify not in (True, False, "full"):
             raise ValueError(f"verify must be True, False or 'full', not {self.verify!r}")
         if self.advise is not None and self.advise not in ADVICE:
@@ -71,6 +74,16 @@ class Options:
             if not 0 <= value <= top:
                 raise ValueError(f"{name} must be between 0 and {top}, not {value}")
 
+    def __hash__(self) -> int:   # storage_options (a dict) is left out
+        return hash(self[:-1])
+
+    def __reduce__(self) -> Tuple[Any, ...]:   # the values, not the C options made
+        return Options, tuple(self)
+
+    def replace(self, **changes: Any) -> "Options":
+        """These options with ``changes`` (keyword: value), checked as new ones are."""
+        return Options(**{**self._asdict(), **changes})
+
     @property
     def full(self) -> bool:
         """Whether everything is checked at open (``verify="full"``), nothing left to the
@@ -79,7 +92,7 @@ class Options:
 
     def keywords(self) -> Dict[str, Any]:
         """The options as ``pyflatmodule.load``'s keyword arguments."""
-        return dataclasses.asdict(self)
+        return self._asdict()
 
     def to_c(self) -> Any:
         """The C core's ``fb_options`` (one cffi struct per Options, made on first use:
@@ -94,5 +107,5 @@ class Options:
         opt.max_depth = self.max_depth
         opt.max_tables = self.max_tables
         opt.max_elements = self.max_elements
-        self.__dict__["_c"] = opt   # not a field: equality, hashing and asdict ignore it
+        self.__dict__["_c"] = opt   # not a value: equality and hashing ignore it
         return opt

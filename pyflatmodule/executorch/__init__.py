@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .backends.native import NativeGraph, NativeNode, NativeValue
     from .backends.openvino import OpenvinoGraph, OvNode, OvValue
     from .backends.qnn import QnnContext
+    from .backends.tosa import TosaBlock, TosaGraph, TosaNode, TosaValue
     from .backends.vulkan import VkNode, VkValue, VulkanGraph
     from .backends.xnnpack import Quantization, XnnGraph, XnnNode, XnnValue
     from .bundled import BundledProgram, TestCase, TestSuite, TestSuites, open_bundled
@@ -96,6 +97,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".backends.native": ("NativeGraph", "NativeNode", "NativeValue"),
     ".backends.openvino": ("OpenvinoGraph", "OvNode", "OvValue"),
     ".backends.qnn": ("QnnContext",),
+    ".backends.tosa": ("TosaBlock", "TosaGraph", "TosaNode", "TosaValue"),
     ".backends.vulkan": ("VkNode", "VkValue", "VulkanGraph"),
     ".backends.xnnpack": ("Quantization", "XnnGraph", "XnnNode", "XnnValue"),
     ".bundled": ("BundledProgram", "TestCase", "TestSuite", "TestSuites", "open_bundled"),
@@ -128,8 +130,8 @@ __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledPro
            "OutputSpec", "OvNode", "OvValue", "PlannedTensor", "ProfileEvent", "Program",
            "QnnContext", "Quantization", "ROWS_BY", "Region", "Row", "RunData", "Signature",
            "StoredTensor", "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing",
-           "ValueMeta", "VelaBlock", "VelaIO", "VelaStream", "VkNode", "VkValue", "VulkanGraph",
-           "XnnGraph", "XnnNode", "XnnValue", "backend_of", "describe_native_code", "described_as",
-           "module_rows", "open_bundled", "open_etdump", "open_etrecord", "open_executorch",
-           "operands", "record_method", "record_nodes", "refuse_native_code", "rows", "run_total",
-           "timings"]
+           "TosaBlock", "TosaGraph", "TosaNode", "TosaValue", "ValueMeta", "VelaBlock", "VelaIO",
+           "VelaStream", "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue",
+           "backend_of", "describe_native_code", "described_as", "module_rows", "open_bundled",
+           "open_etdump", "open_etrecord", "open_executorch", "operands", "record_method",
+           "record_nodes", "refuse_native_code", "rows", "run_total", "timings"]

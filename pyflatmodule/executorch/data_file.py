@@ -62,7 +62,7 @@ class DataFile(_File):
         records, blobs = self._index()
         unnamed = self.layout == "0.6.0"   # its tensors are not named data
         return data_file_regions(self._root, self._summary, blobs, self.size,
-                                 {self._name(r): (int(r["data"]), int(r["nbytes"]))
+                                 {self._name(r): (r.data, r.nbytes)
                                   for r in records if unnamed})
 
     def info(self) -> Dict[str, Any]:

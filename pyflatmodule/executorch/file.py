@@ -3,19 +3,18 @@ records and named data, the tensors' layouts, the file's lifetime."""
 from __future__ import annotations
 
 import abc
+import math
+import struct
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..core.dtypes import numpy_dtype, scalar_type_name
+from ..core.dtypes import itemsize, numpy_dtype, scalar_type_name
 from ..core.fbread import Schema, Table, decode_text, schema_at
 from ..core.lazy import np
 from ..core.native import c_buffer, check, ffi, lib, new_error
 from ..core.options import Options
-from ..core.records import struct_dtype
 from ..core.remote import RemoteStats
 from ..core.source import Bytes, Holder, Source, Span, file_identity
 from .native_code import IMAGE_HEAD, NativeImage, find_native_code
-
-#: The C index's records: one per tensor, one per named data entry.
 
 
 def dim_order_strides(itemsize: int, sizes: Sequence[int], order: Sequence[int]
@@ -70,7 +69,7 @@ class StoredTensor(NamedTuple):
     @property
     def nbytes(self) -> int:
         """Its bytes."""
-        return int(np.prod(self.sizes, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.sizes) * itemsize(self.scalar_type)
 
     @property
     def address(self) -> int:
@@ -122,8 +121,9 @@ class _File(Holder, abc.ABC):
         self._summary = summary
         self._options = options
         self._schema: Schema = schema_at(lib.et_schema(summary))
-        self._records: Optional[np.ndarray] = None
-        self._blobs: Optional[np.ndarray] = None
+        self._records: Optional[List[Any]] = None   # et_record of each tensor
+        self._blobs: Optional[List[Any]] = None     # et_blob of each named data entry
+        self._c_index: Tuple[Any, ...] = ()         # owns them (items do not keep it alive)
         self._by_value: Optional[Dict[Tuple[int, int], int]] = None
         #: the path and identity of the file opened from a path, None otherwise (kept
         #: after close: a program pickles its data files by them)
@@ -141,12 +141,13 @@ class _File(Holder, abc.ABC):
     def _root(self) -> Table:
         return Table(self._schema, self._buf, int(self._summary.root), self._schema.root)
 
-    def _index(self) -> Tuple[np.ndarray, np.ndarray]:
-        """The C index (tensor records, named data records), read once; a program checks
-        its plans first (:meth:`Program._index`)."""
+    def _index(self) -> Tuple[List[Any], List[Any]]:
+        """The C index (tensor records, named data records: cffi structs, whose fields read
+        as ints without numpy), read once; a program checks its plans first
+        (:meth:`Program._index`)."""
         return self._read_index()
 
-    def _read_index(self) -> Tuple[np.ndarray, np.ndarray]:
+    def _read_index(self) -> Tuple[List[Any], List[Any]]:
         """The C index, without the plan check a program's :meth:`_index` adds: the path
         of that check itself (its plans' C checks passed first)."""
         if self._records is None or self._blobs is None:
@@ -157,11 +158,15 @@ class _File(Holder, abc.ABC):
             buf = self._buf
             check(lib.et_index(c_buffer(buf), self._source.held if self._source else 0, s,
                                tensors, blobs, err), err)
-            records = np.frombuffer(ffi.buffer(tensors), struct_dtype("et_record"))
-            self._records = records[:s.n_tensors].copy()
-            named = np.frombuffer(ffi.buffer(blobs), struct_dtype("et_blob"))
-            self._blobs = named[:s.n_blobs].copy()
+            self._c_index = (tensors, blobs)
+            self._records = ffi.unpack(tensors, s.n_tensors)
+            self._blobs = ffi.unpack(blobs, s.n_blobs)
         return self._records, self._blobs
+
+    def _stored_as(self, stored: int) -> List[Any]:
+        """The tensor records whose bytes are where ``stored`` (an ``ET_STORED_*``) says,
+        in file order."""
+        return [r for r in self._index()[0] if r.stored == stored]
 
     def _bytes(self, start: int, size: int) -> memoryview:
         """Read-only bytes of the file: a view of the mapping (a copy for a remote file)."""
@@ -171,23 +176,23 @@ class _File(Holder, abc.ABC):
 
     def _name(self, r: Any) -> str:
         """A tensor record's name (fully qualified name, or data file key)."""
-        return decode_text(self._buf, int(r["name"]), int(r["name_len"]))
+        return decode_text(self._buf, r.name, r.name_len)
 
     def _layout(self, r: Any) -> Tuple[str, Tuple[int, ...], Tuple[int, ...]]:
         """A record's dtype name, sizes and dim_order (the default order when absent)."""
         buf = self._buf
-        n = int(r["ndim"])
-        sizes = tuple(np.frombuffer(buf, "<i4", n, int(r["sizes"])).tolist()) if n else ()
-        order = (tuple(np.frombuffer(buf, "u1", n, int(r["dim_order"])).tolist())
-                 if r["dim_order"] else tuple(range(n)))
-        return scalar_type_name(int(r["scalar_type"])), sizes, order
+        n = r.ndim
+        sizes = struct.unpack_from(f"<{n}i", buf, r.sizes) if n else ()
+        order = (tuple(bytes(memoryview(buf)[r.dim_order:r.dim_order + n]))
+                 if r.dim_order else tuple(range(n)))
+        return scalar_type_name(r.scalar_type), sizes, order
 
     def _stored(self, r: Any) -> "StoredTensor":
         """Where a record's bytes are, with its layout (nothing read)."""
         if self._source is None:
             raise ValueError(f"operation on a closed pyflatmodule.{type(self).__name__}")
         _, sizes, order = self._layout(r)
-        return StoredTensor(self._source, int(r["scalar_type"]), sizes, order, int(r["data"]))
+        return StoredTensor(self._source, r.scalar_type, sizes, order, r.data)
 
     def _array(self, r: Any) -> np.ndarray:
         """The read-only view of a record's bytes (of a copy, for a remote file)."""
@@ -203,8 +208,8 @@ class _File(Holder, abc.ABC):
     def _named_spans(self) -> Dict[str, Span]:
         """Named data by key, as spans of the file (read when sliced)."""
         _, blobs = self._read_index()
-        return {decode_text(self._buf, int(b["key"]), int(b["key_len"])):
-                self._span(int(b["data"]), int(b["size"])) for b in blobs}
+        return {decode_text(self._buf, b.key, b.key_len): self._span(b.data, b.size)
+                for b in blobs}
 
     def native_code(self) -> List[NativeImage]:
         """Every executable image (ELF, Mach-O, PE) that starts a named data entry or, in a
@@ -220,8 +225,8 @@ class _File(Holder, abc.ABC):
     def _native_blobs(self) -> List[Tuple[str, int, Bytes]]:
         """(where, file offset, bytes) of everything that may hold native code."""
         _, blobs = self._index()
-        return [(f"named_data[{decode_text(self._buf, int(b['key']), int(b['key_len']))!r}]",
-                 int(b["data"]), self._span(int(b["data"]), int(b["size"]))) for b in blobs]
+        return [(f"named_data[{decode_text(self._buf, b.key, b.key_len)!r}]", b.data,
+                 self._span(b.data, b.size)) for b in blobs]
 
     def _span(self, start: int, size: int) -> Span:
         """Bytes of the file read only as far as they are sliced."""

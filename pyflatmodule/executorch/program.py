@@ -18,7 +18,7 @@ from typing import (
     Union,
 )
 
-from ..core.dtypes import QuantizedTensor, dtype_name, numpy_dtype
+from ..core.dtypes import QuantizedTensor, dtype_name, same_dtype, scalar_type_name
 from ..core.fbread import Table, Tables, enum_names
 from ..core.lazy import np
 from ..core.names import NamedDict, plural
@@ -529,7 +529,7 @@ class Program(_File):
                     self._check_delegate_calls(i, plan)
             self._plans_ok = True
 
-    def _index(self) -> Tuple[np.ndarray, np.ndarray]:
+    def _index(self) -> Tuple[List[Any], List[Any]]:
         self._check_plans()
         return self._read_index()
 
@@ -564,21 +564,20 @@ class Program(_File):
                         f"{graph.arguments} (one per external id)")
 
     def _resolve_external(self) -> None:
-        records, _ = self._index()
-        for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]:
+        for r in self._stored_as(lib.ET_STORED_EXTERNAL):
             name = self._name(r)
             array = self._external.get(name)
-            where = f"execution_plan[{int(r['plan'])}].values[{int(r['value'])}]"
+            where = f"execution_plan[{r.plan}].values[{r.value}]"
             if array is None:
-                raise format_error(lib.ET_E_MISSING_DATA, int(r["table"]), where,
+                raise format_error(lib.ET_E_MISSING_DATA, r.table, where,
                                    f"external tensor {name!r} is in none of the data files "
                                    f"given ({len(self.data_files)})")
             dtype, shape, _ = self._layout(r)
-            if (array.dtype != numpy_dtype(int(r["scalar_type"]))
-                    or array.nbytes != int(r["nbytes"])):
-                raise format_error(lib.ET_E_DATA_MISMATCH, int(r["table"]), where,
+            if not same_dtype(array.scalar_type, r.scalar_type) or array.nbytes != r.nbytes:
+                held = scalar_type_name(array.scalar_type)
+                raise format_error(lib.ET_E_DATA_MISMATCH, r.table, where,
                                    f"external tensor {name!r}: the program wants {dtype} "
-                                   f"{list(shape)}, the data file holds {array.dtype} "
+                                   f"{list(shape)}, the data file holds {held} "
                                    f"{list(array.sizes)}")
 
     def kernel_keys(self) -> Dict[str, List[str]]:
@@ -606,10 +605,8 @@ class Program(_File):
 
     def _planned(self, plan: int) -> List[Tuple[int, int, int, int]]:
         """(value, mem_id, offset, nbytes) of each memory-planned tensor of a plan."""
-        records, _ = self._index()
-        mine = records[(records["plan"] == plan) & (records["stored"] == lib.ET_STORED_PLANNED)]
-        return list(zip(mine["value"].tolist(), mine["memory_id"].tolist(),
-                        mine["memory_offset"].tolist(), mine["nbytes"].tolist()))
+        return [(r.value, r.memory_id, r.memory_offset, r.nbytes)
+                for r in self._stored_as(lib.ET_STORED_PLANNED) if r.plan == plan]
 
     def _tensor(self, plan: int, value: int) -> Union[np.ndarray, TensorSpec]:
         found = self._tensor_layout(plan, value)
@@ -620,20 +617,19 @@ class Program(_File):
         given holds), nothing read, or the TensorSpec of one without."""
         records, _ = self._index()
         if self._by_value is None:
-            self._by_value = {(p, v): i for i, (p, v) in enumerate(
-                zip(records["plan"].tolist(), records["value"].tolist()))}
+            self._by_value = {(r.plan, r.value): i for i, r in enumerate(records)}
         r = records[self._by_value[plan, value]]
-        stored = int(r["stored"])
-        name = self._name(r) if r["name"] else None
+        stored = r.stored
+        name = self._name(r) if r.name else None
         if stored == lib.ET_STORED_CONSTANT:
             return self._stored(r)
         dtype, shape, order = self._layout(r)
         if stored == lib.ET_STORED_EXTERNAL and name in self._external:
             found = self._external[name]
             return found._replace(sizes=shape, order=order) if not found.sizes else found
-        allocation = ((int(r["memory_id"]), int(r["memory_offset"]))
+        allocation = ((r.memory_id, r.memory_offset)
                       if stored == lib.ET_STORED_PLANNED else None)
-        initial = self._array(r) if r["initial"] else None
+        initial = self._array(r) if r.initial else None
         return TensorSpec(dtype, shape, order, STORED[stored], allocation, name, initial)
 
     def _delegate_span(self, delegate: Table) -> Tuple[int, int]:
@@ -697,9 +693,8 @@ class Program(_File):
 
     def constants(self) -> List[Tuple[int, int, np.ndarray]]:
         """Every constant tensor as (plan index, value index, array), in file order."""
-        records, _ = self._index()
-        return [(int(r["plan"]), int(r["value"]), self._array(r))
-                for r in records if r["stored"] == lib.ET_STORED_CONSTANT]
+        return [(r.plan, r.value, self._array(r))
+                for r in self._stored_as(lib.ET_STORED_CONSTANT)]
 
     def state_dict(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
         """Every tensor whose name the files hold, by that name: the data files' tensors
@@ -742,10 +737,10 @@ class Program(_File):
         out: Dict[str, StoredTensor] = {}
         records, _ = self._index()
         for r in records:
-            if not r["name"]:
+            if not r.name:
                 continue
             name = self._name(r)
-            if r["stored"] == lib.ET_STORED_CONSTANT or r["initial"]:
+            if r.stored == lib.ET_STORED_CONSTANT or r.initial:
                 out.setdefault(name, self._stored(r))
             elif name in self._external:
                 out.setdefault(name, self._external[name])
@@ -756,9 +751,8 @@ class Program(_File):
     def _unnamed_constants(self) -> Dict[str, StoredTensor]:
         """Every constant as ``<method>.values[<index>]``, nothing read."""
         names = [m.name for m in self._plans()]
-        records, _ = self._index()
-        return {f"{names[int(r['plan'])]}.values[{int(r['value'])}]": self._stored(r)
-                for r in records[records["stored"] == lib.ET_STORED_CONSTANT]}
+        return {f"{names[r.plan]}.values[{r.value}]": self._stored(r)
+                for r in self._stored_as(lib.ET_STORED_CONSTANT)}
 
     def _delegate_descriptions(self) -> Dict[str, DelegateConstant]:
         """:meth:`delegate_constants`, described from stand-ins (nothing read: see
@@ -783,8 +777,7 @@ class Program(_File):
         sorted: the fully qualified names of external tensors and the keys of named data
         its delegates read (weights written to a ``.ptd``). Empty when everything
         resolved; pass the data files that hold the rest with ``load(..., data=[...])``."""
-        records, _ = self._index()
-        keys = {self._name(r) for r in records[records["stored"] == lib.ET_STORED_EXTERNAL]}
+        keys = {self._name(r) for r in self._stored_as(lib.ET_STORED_EXTERNAL)}
         keys -= set(self._external)
         for m in self.methods.values():
             for d in m.delegates:
@@ -814,8 +807,7 @@ class Program(_File):
         if self._minimum is not None:
             return self._minimum
         features = program_features(self._root, self.extended_header is not None)
-        records, _ = self._index()
-        if np.any(records["stored"] == lib.ET_STORED_EXTERNAL):
+        if self._stored_as(lib.ET_STORED_EXTERNAL):
             features["external tensors"] = releases.FLAT_TENSOR_FIRST
         for m in self.methods.values():
             for d in m.delegates:
@@ -854,16 +846,17 @@ class Program(_File):
                             "operators": [str(o) for o in m.operators],
                             "delegates": [d.id for d in m.delegates],
                             "non_const_buffer_sizes": m.non_const_buffer_sizes})
-        records, _ = self._index()
-        constants = records[records["stored"] == lib.ET_STORED_CONSTANT]
+        constants = self._stored_as(lib.ET_STORED_CONSTANT)
+        buffers: Dict[int, int] = {}   # each constant buffer once, however many share it
+        for r in constants:
+            buffers[r.data] = max(buffers.get(r.data, 0), r.nbytes)
         return {"format": "pte", "size": self.size, "version": self.version,
                 "flatbuffer_size": int(s.flatbuffer_end),
                 "segment_data_size": int(s.segment_size),
                 "segments": len(self._root.tables("segments")),
                 "named_data": int(s.n_blobs), "constant_tensors": len(constants),
-                "constant_bytes": int(constants["nbytes"].sum()),
-                "external_tensors": int(np.count_nonzero(
-                    records["stored"] == lib.ET_STORED_EXTERNAL)),
+                "constant_bytes": sum(buffers.values()),
+                "external_tensors": len(self._stored_as(lib.ET_STORED_EXTERNAL)),
                 "data_files": len(self.data_files), "missing_data": self.missing_data,
                 "native_code": [i._asdict() for i in self.native_code()],
                 "methods": methods}

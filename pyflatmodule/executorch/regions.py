@@ -220,7 +220,7 @@ def _top(size: int, flatbuffer: Region, segments: List[Tuple[str, Span, List[Reg
     return _fill(0, size, parts, "padding")
 
 
-def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.ndarray,
+def program_regions(root: Table, summary: Any, records: Sequence[Any], blobs: Sequence[Any],
                     size: int, constant: int, planned: int) -> List[Region]:
     """The regions of a verified program: ``root`` its Program table, ``records`` and
     ``blobs`` its C index, ``constant`` and ``planned`` the index's codes of where a
@@ -264,8 +264,8 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
     inside: Dict[int, List[Region]] = {k: [] for k in range(len(segs))}
     used: Dict[int, int] = {}
     for r in records:
-        if r["stored"] == constant or (r["stored"] == planned and r["initial"]):
-            used[int(r["data"])] = max(used.get(int(r["data"]), 0), int(r["nbytes"]))
+        if r.stored == constant or (r.stored == planned and r.initial):
+            used[r.data] = max(used.get(r.data, 0), r.nbytes)
     subsegments = [("constant", root.table("constant_segment"))] + [
         ("mutable_data", m) for m in root.tables("mutable_data_segments")]
     for kind, sub in subsegments:
@@ -287,7 +287,7 @@ def program_regions(root: Table, summary: Any, records: np.ndarray, blobs: np.nd
                                         for k, (s, n) in enumerate(segs)])
 
 
-def data_file_regions(root: Table, summary: Any, blobs: np.ndarray, size: int,
+def data_file_regions(root: Table, summary: Any, blobs: Sequence[Any], size: int,
                       tensors: Mapping[str, Span]) -> List[Region]:
     """The regions of a verified data file (``.ptd``): the flatbuffer (its ``FH01``
     header, the index of segments, tensors and named data, the rest), each segment with
@@ -356,13 +356,13 @@ def _delegate_label(j: int, d: Table) -> str:
     return f"delegates[{j}]:{d.string('id') or ''}"
 
 
-def _named(buf: Any, blobs: np.ndarray, inside: Dict[int, List[Region]]) -> None:
+def _named(buf: Any, blobs: Sequence[Any], inside: Dict[int, List[Region]]) -> None:
     """Each named data entry into its segment's list (entries of one extent share one
     region, their keys joined by commas)."""
     at: Dict[Tuple[int, int, int], List[str]] = {}
     for b in blobs:
-        key = decode_text(buf, int(b["key"]), int(b["key_len"]))
-        at.setdefault((int(b["segment"]), int(b["data"]), int(b["size"])), []).append(key)
+        key = decode_text(buf, b.key, b.key_len)
+        at.setdefault((b.segment, b.data, b.size), []).append(key)
     for (k, s, n), keys in at.items():
         if k in inside and n:
             inside[k].append(_region("named_data", ",".join(keys), [(s, s + n)]))

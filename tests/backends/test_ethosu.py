@@ -107,10 +107,13 @@ def test_the_io_shapes_are_the_delegate_calls_tensors() -> None:
 def test_the_command_line_reads_it(command: Tuple[str, ...]) -> None:
     run = run_cli(*command, _path("ethosu_partial"))
     assert run.returncode == 0, run.stderr
-    if command[0] in ("tree", "dis"):
+    if command[0] == "dis":
         assert run.stdout.count("Ethos-U graph: its contents are the backend's own "
                                 "format, not read") == 2, run.stdout
-    if command[0] == "dis":   # each stream in a line, as ExecuTorch packed it
+    if command[0] == "tree":   # the graph's line is its description
+        assert run.stdout.count("Ethos-U graph: command stream ") == 2, run.stdout
+        assert "not read" not in run.stdout
+    if command[0] in ("tree", "dis"):   # each stream in a line, as ExecuTorch packed it
         for want in _oracle("ethosu_partial")["ethosu"]["delegates"]:
             io = want["inputs"][0]
             assert (f"command stream {want['cmd_data_size']:,} bytes, weights "

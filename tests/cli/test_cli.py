@@ -1044,6 +1044,26 @@ def test_the_command_line_loads_only_what_a_program_needs():
     assert not loaded & unused
 
 
+@pytest.mark.parametrize("args", [["info", "mlp.pte"], ["verify", "mlp.pte"],
+                                  ["info", "xnn_conv.pte"], ["verify", "--strict", "xnn_conv.pte"],
+                                  ["info", "vulkan.pte"], ["verify", "vulkan.pte"],
+                                  ["info", "external.pte", "--data", "external.ptd"],
+                                  ["verify", "external.ptd"]])
+def test_info_and_verify_answer_without_numpy(args):
+    """``info`` and ``verify`` hold no array in their answers, so they never pay numpy's
+    import (more than the interpreter's own start-up): the index is read through cffi,
+    payloads reach the C core without a numpy view."""
+    script = ("import sys\n"
+              "from pyflatmodule.cli import main\n"
+              "code = main(sys.argv[1:])\n"
+              "print(code, 'numpy' in sys.modules)\n")
+    argv = [a if not a.endswith((".pte", ".ptd")) else os.path.join(ET, a) for a in args]
+    r = subprocess.run([sys.executable, "-c", script, *argv],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "0 False", r.stdout
+
+
 # ================================================================== source tree
 
 def test_uncompiled_source_tree_says_what_to_do(tmp_path):

@@ -26,7 +26,7 @@ from flatbuffers import number_types as N
 from flatbuffers.table import Table
 
 import pyflatmodule
-from pyflatmodule.core.dtypes import DTYPE_NAMES
+from pyflatmodule.core.dtypes import DTYPE_NAMES, itemsize, numpy_dtype, same_dtype
 from pyflatmodule.core.fbread import schema_of
 from pyflatmodule.core.native import ffi, lib, status_codes
 from pyflatmodule.ptmf.index import UNION_NAMES
@@ -653,6 +653,15 @@ def test_union_names_are_the_schemas() -> None:
 
 def test_scalar_type_count_is_the_cores() -> None:
     assert len(DTYPE_NAMES) == lib.FB_SCALAR_TYPE_COUNT
+
+
+def test_dtypes_told_without_numpy_are_numpys() -> None:
+    """``itemsize`` and ``same_dtype`` answer without importing numpy what the dtypes
+    numpy (and ml_dtypes) make say: each one's bytes, and which scalar types share one."""
+    for a in range(len(DTYPE_NAMES)):
+        assert itemsize(a) == numpy_dtype(a).itemsize, DTYPE_NAMES[a]
+        for b in range(len(DTYPE_NAMES)):
+            assert same_dtype(a, b) == (numpy_dtype(a) == numpy_dtype(b)), (a, b)
 
 
 def test_every_error_code_is_in_the_status_table() -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Write the programs lowered to Arm Ethos-U and OpenVINO in tests/data/et/, with
-ExecuTorch's and OpenVINO's answers beside them.
+"""Write the programs lowered to Arm Ethos-U, Arm TOSA and OpenVINO in tests/data/et/,
+with ExecuTorch's, TOSA's and OpenVINO's answers beside them.
 
     python tests/data/make_et_backends.py [--only NAME,NAME]
 
@@ -32,6 +32,14 @@ with ExecuTorch's readings of the program (``header``, ``program``, ``restored``
   ``VelaExternalBlockPlacements``) is written with its data file ``ethosu.ptd`` in
   et/ethosu_external/, its record adding the external blocks ExecuTorch made (key,
   placement, size, SHA-256).
+- ``tosa_*`` (lowered with ``TOSAPartitioner``; ``tosa_int_conv`` quantized to int8
+  with ExecuTorch's ``TOSAQuantizer`` for the ``TOSA-1.0+INT`` profile, the others in
+  ``TOSA-1.0+FP``): ``tosa``, per TOSA payload, what TOSA's own reader (tosa-tools'
+  flatbuffer classes, ``tosa.TosaGraph``) reads in it: the version, each region's name
+  and its blocks: name, inputs, outputs, each operator in order (``Op`` name, attribute
+  type, input and output names) and each tensor (name, shape, ``DType`` name, variable,
+  whether it holds data: its bytes in the npz) and shape (name, rank, its data's bytes in
+  the npz).
 - ``openvino_*`` (lowered with ``OpenvinoPartitioner``, device CPU): ``openvino``, per
   OpenVINO payload, OpenVINO's own readings: ``Core.import_model`` of the payload (the
   compiled model's inputs and outputs: names, element types, shapes) and
@@ -59,8 +67,9 @@ OUT = base.OUT
 EXTERNAL = os.path.join(OUT, "ethosu_external")
 
 #: The programs, in the order they are written.
-NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "openvino_conv",
-         "openvino_mlp", "openvino_partial"]
+NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "tosa_mlp",
+         "tosa_conv", "tosa_partial", "tosa_int_conv", "openvino_conv", "openvino_mlp",
+         "openvino_partial"]
 #: The CPU plugin's key for the IR it exports (OpenVINO, src/plugins/intel_cpu/src/utils/
 #: codec_xor.cpp): the XML is XORed with it, byte by byte.
 OV_KEY = bytes([0x30, 0x60, 0x70, 0x02, 0x04, 0x08, 0x3F, 0x6F, 0x72, 0x74, 0x78, 0x7F])
@@ -97,7 +106,7 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
     def partial() -> Tuple[Any, Tuple[Any, ...]]:
         return Rounded().eval(), (torch.randn(2, 16),)
 
-    return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp}
+    return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp, "int_conv": conv}
 
 
 #: The Ethos-U accelerator each program is compiled for.
@@ -164,7 +173,6 @@ def _lower_ethosu(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, s
     from executorch.backends.arm.ethosu.compile_spec import VelaExternalBlockPlacements
     from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
     from executorch.exir import to_edge_transform_and_lower
-    from torch.fx.passes.operator_support import OperatorSupportBase
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     placements = VelaExternalBlockPlacements(cmd_data="ethosu", weight_data="ethosu") \
         if name == "ethosu_external" else None
@@ -180,17 +188,52 @@ def _lower_ethosu(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, s
     how = (f"EthosUQuantizer(EthosUCompileSpec({_TARGETS[name]!r}{said})), prepare_pt2e, "
            "convert_pt2e, to_edge_transform_and_lower(partitioner=[EthosUPartitioner(spec")
     if name == "ethosu_partial":
-        class NotRound(OperatorSupportBase):
-            """Leaves the rounding to the portable kernels."""
-
-            def is_node_supported(self, _: Any, node: Any) -> bool:
-                return "round" not in str(node.target)
-        checks.append(NotRound())
+        checks.append(_not_round())
         how += ", additional_checks=[a check refusing aten.round]"
     edge = to_edge_transform_and_lower(
         torch.export.export(converted, args),
         partitioner=[EthosUPartitioner(spec, additional_checks=checks or None)])
     return edge, how + ")])", converted
+
+
+def _not_round() -> Any:
+    """An operator-support check leaving the rounding to the portable kernels."""
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    class NotRound(OperatorSupportBase):
+        def is_node_supported(self, _: Any, node: Any) -> bool:
+            return "round" not in str(node.target)
+    return NotRound()
+
+
+def _lower_tosa(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, str]:
+    import torch
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    profile = "TOSA-1.0+INT" if name == "tosa_int_conv" else "TOSA-1.0+FP"
+    spec = TosaCompileSpec(profile)
+    how = ""
+    if name == "tosa_int_conv":
+        from executorch.backends.arm.quantizer import (
+            TOSAQuantizer,
+            get_symmetric_quantization_config,
+        )
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+        quantizer = TOSAQuantizer(spec)
+        quantizer.set_global(get_symmetric_quantization_config())
+        prepared = prepare_pt2e(torch.export.export(module, args).module(), quantizer)
+        prepared(*args)
+        module = convert_pt2e(prepared)
+        how = f"TOSAQuantizer(TosaCompileSpec({profile!r})), prepare_pt2e, convert_pt2e, "
+    checks = [_not_round()] if name == "tosa_partial" else None
+    edge = to_edge_transform_and_lower(
+        torch.export.export(module, args),
+        partitioner=[TOSAPartitioner(spec, additional_checks=checks)])
+    how += (f"to_edge_transform_and_lower(partitioner=[TOSAPartitioner(TosaCompileSpec("
+            f"{profile!r})" + (", additional_checks=[a check refusing aten.round]"
+                               if checks else "") + ")])")
+    return edge, how
 
 
 def _write(name: str) -> Dict[str, Any]:
@@ -201,6 +244,8 @@ def _write(name: str) -> Dict[str, Any]:
     if name.startswith("ethosu"):
         _record_vela(records)
         edge, how, _ = _lower_ethosu(name, module, args)
+    elif name.startswith("tosa"):
+        edge, how = _lower_tosa(name, module, args)
     else:
         from executorch.backends.openvino.partitioner import OpenvinoPartitioner
         from executorch.exir import to_edge_transform_and_lower
@@ -274,6 +319,64 @@ def _oracle_openvino(path: str, arrays: Any) -> Dict[str, Any]:
     return {"delegates": out}
 
 
+def _oracle_tosa(path: str, arrays: Any) -> Dict[str, Any]:
+    """Per TOSA delegate: TOSA's own reading of the payload (tosa-tools' flatbuffer
+    classes; see the module docstring); each constant tensor's bytes in ``arrays`` as
+    ``tosa<k>/<region>/<block>/<tensor name>``."""
+    from tosa import Attribute, DType, Op, TosaGraph
+
+    def names(enum: Any) -> Dict[int, str]:
+        return {v: k for k, v in vars(enum).items() if not k.startswith("_")}
+
+    def strings(n: int, get: Callable[[int], bytes]) -> List[str]:
+        return [get(i).decode() for i in range(n)]
+
+    ops, dtypes, attrs = names(Op.Op), names(DType.DType), names(Attribute.Attribute)
+    out = []
+    for k, (plan, data) in enumerate(base._payloads(path, "TOSABackend")):
+        assert TosaGraph.TosaGraph.TosaGraphBufferHasIdentifier(data, 0)
+        g = TosaGraph.TosaGraph.GetRootAs(data, 0)
+        v = g.Version()
+        regions = []
+        for r in (g.Regions(i) for i in range(g.RegionsLength())):
+            blocks = []
+            for b in (r.Blocks(i) for i in range(r.BlocksLength())):
+                where = f"tosa{k}/{r.Name().decode()}/{b.Name().decode()}/"
+                tensors = []
+                for t in (b.Tensors(i) for i in range(b.TensorsLength())):
+                    entry = {"name": t.Name().decode(),
+                             "shape": [int(d) for d in t.ShapeAsNumpy()]
+                             if t.ShapeLength() else [],
+                             "type": dtypes[t.Type()], "variable": bool(t.Variable()),
+                             "has_data": not t.DataIsNone()}
+                    if entry["has_data"]:
+                        entry["data"] = arrays.put(where + entry["name"],
+                                                   t.DataAsNumpy().tobytes()
+                                                   if t.DataLength() else b"")
+                    tensors.append(entry)
+                blocks.append({
+                    "name": b.Name().decode(),
+                    "inputs": strings(b.InputsLength(), b.Inputs),
+                    "outputs": strings(b.OutputsLength(), b.Outputs),
+                    "operators": [{"op": ops[o.Op()], "attribute": attrs[o.AttributeType()],
+                                   "inputs": strings(o.InputsLength(), o.Inputs),
+                                   "outputs": strings(o.OutputsLength(), o.Outputs)}
+                                  for o in (b.Operators(i) for i in range(b.OperatorsLength()))],
+                    "tensors": tensors,
+                    "shapes": [{"name": s.Name().decode(), "rank": s.Rank(),
+                                "data": arrays.put(where + s.Name().decode(),
+                                                   s.DataAsNumpy().tobytes()
+                                                   if s.DataLength() else b"")}
+                               for s in (b.Shapes(i) for i in range(b.ShapesLength()))]})
+            regions.append({"name": r.Name().decode(), "blocks": blocks})
+        out.append({"plan": plan, "payload_size": len(data),
+                    "payload_sha256": hashlib.sha256(data).hexdigest(),
+                    "version": {"major": v._Major(), "minor": v._Minor(),
+                                "patch": v._Patch(), "draft": bool(v._Draft())},
+                    "regions": regions})
+    return {"delegates": out}
+
+
 def _child(step: str, name: str, result: str) -> None:
     import numpy as np
     arrays = base._Arrays()
@@ -291,6 +394,8 @@ def _child(step: str, name: str, result: str) -> None:
         res = base._oracle_pte(path, arrays)
     elif step == "openvino":
         res = _oracle_openvino(path, arrays)
+    elif step == "tosa":
+        res = _oracle_tosa(path, arrays)
     else:
         res = base._runtime(path)
     with open(result + ".json", "w", encoding="utf-8") as f:
@@ -304,11 +409,12 @@ def make(name: str) -> None:
     if "error" in written:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
     oracle: Dict[str, Any] = {"writer": written["writer"]}
-    steps = ("pte", "runtime") + (("openvino",) if name.startswith("openvino") else ())
+    backend = name.split("_", 1)[0]
+    steps = ("pte", "runtime") + ((backend,) if backend in ("openvino", "tosa") else ())
     for step in steps:
         res, more = base.run_child(__file__, step, name)
-        if step == "openvino" and "error" in res:
-            raise SystemExit(f"{name}: reading its OpenVINO payloads failed: {res['error']}")
+        if step == backend and "error" in res:
+            raise SystemExit(f"{name}: reading its {backend} payloads failed: {res['error']}")
         oracle[step] = res
         arrays.update(more)
     base.save_oracle(name, oracle, {"weights": written["weights"], **(

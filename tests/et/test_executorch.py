@@ -11,6 +11,7 @@ torch installed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 from typing import Any, Dict, List, Tuple
@@ -208,6 +209,32 @@ def test_constants_are_the_bytes_executorch_cuts_out(stem: str) -> None:
                 assert _storage_bytes(got) == raw[:got.nbytes]
 
 
+#: Bytes per element of c10's scalar types the test programs hold, by number (c10's
+#: ScalarType: Byte, Char, Short, Int, Long, Half, Float, Double, Bool, BFloat16).
+ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}
+
+
+@pytest.mark.parametrize("stem", EXIR_READ)
+def test_info_counts_each_constant_buffer_once(stem: str) -> None:
+    """``constant_tensors`` counts the tensor values with constant data in every method;
+    ``constant_bytes`` their buffers' bytes, each buffer once however many values (of
+    one method or several) share it, from exir's reading of the program."""
+    doc, _ = _oracle(stem)
+    values, buffers = 0, {}
+    for plan in doc["program"]["execution_plan"]:
+        for want in plan["values"]:
+            if (want["kind"] != "Tensor" or want["allocation"] is not None
+                    or want["location"] == 1 or want["data_buffer_idx"] == 0):
+                continue
+            values += 1
+            buffers[want["data_buffer_idx"]] = (math.prod(want["sizes"])
+                                                * ELEMENT_BYTES[want["scalar_type"]])
+    with _open(stem) as p:
+        info = p.info()
+    assert (info["constant_tensors"], info["constant_bytes"]) == (values,
+                                                                  sum(buffers.values()))
+
+
 @pytest.mark.parametrize("stem", EXIR_READ)
 def test_initial_values_are_the_mutable_data_executorch_cuts_out(stem: str) -> None:
     """A planned tensor with data_buffer_idx > 0: its first values, from the mutable data
@@ -252,11 +279,12 @@ def test_every_weight_of_the_exported_module_is_a_constant(stem: str) -> None:
             if stem == "mutable" and name == "count":
                 continue   # a mutable buffer: memory-planned, its zeros are not stored
             if any(d.id in ("XnnpackBackend", "CoreMLBackend", "EthosUBackend",
-                            "OpenvinoBackend")
+                            "OpenvinoBackend", "TOSABackend")
                    for m in p.methods.values() for d in m.delegates):
                 # inside the delegate's payload in the backend's layout or precision:
                 # tests/backends/test_xnnpack.py, tests/backends/test_coreml.py (float16 by
-                # default), test_openvino.py (a conv's bias as OpenVINO broadcasts it);
+                # default), test_openvino.py (a conv's bias as OpenVINO broadcasts it),
+                # test_tosa.py (convolution weights OHWI, int8 in the INT profile);
                 # Ethos-U's are Vela's encoding of the int8 weights
                 continue
             assert any(c.shape == want.shape and np.array_equal(c, want) for c in constants), name

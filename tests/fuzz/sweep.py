@@ -203,7 +203,12 @@ def _index_arrays(f: Any) -> List[Tuple[str, Any]]:
 
 def _field_bytes(a: Any) -> bytes:
     """The bytes of an array's values, a record's fields packed (their padding holds
-    whatever the C passes left there), to compare bit for bit (a NaN equals itself)."""
+    whatever the C passes left there), to compare bit for bit (a NaN equals itself); of
+    a list of cffi structs (the ExecuTorch index), their scalar fields' values."""
+    if isinstance(a, list):
+        from pyflatmodule.core.native import ffi
+        return repr([[getattr(r, name) for name, f in ffi.typeof(r).fields
+                      if f.type.kind == "primitive"] for r in a]).encode()
     from numpy.lib import recfunctions
     return (recfunctions.repack_fields(a) if a.dtype.names else a).tobytes()
 
@@ -370,7 +375,7 @@ def run(jobs: Iterable[Tuple[str, bytes, List[Mutation]]], out_dir: str, workers
 
     def save(label: str, data: bytes, m: Mutation, kind: str) -> str:
         os.makedirs(out_dir, exist_ok=True)
-        name = f"{kind}-{label}-{m[0]}-{m[1]}-{m[2]:02x}.bin"
+        name = f"{kind}-{label.replace('/', '_')}-{m[0]}-{m[1]}-{m[2]:02x}.bin"
         path = os.path.join(out_dir, name)
         with open(path, "wb") as f:
             f.write(apply(data, m))

@@ -394,6 +394,9 @@ class _ExecuTorchFile(FileFormat):
                    "values": len(graph.values), "inputs": graph.input_ids,
                    "outputs": graph.output_ids, "constants": len(weights),
                    "constant_bytes": sum(w["bytes"] for w in weights)}
+        description = described_as(graph)
+        if description:
+            summary["description"] = description
         return [summary, *weights]
 
     def _plans(self) -> List[Tuple[str, Method]]:
@@ -460,7 +463,8 @@ def _tree_line(st: Style, node: Json) -> str:
     if kind == "named_data":
         return st(f"named data, {node['bytes']:,} bytes", "dim")
     if kind.endswith("_graph") and not node["nodes"] and not node["values"]:
-        return f"{st(node['backend'] + ' graph', 'cyan')}: {_NOT_READ}"
+        said = str(node.get("description", _NOT_READ))
+        return f"{st(node['backend'] + ' graph', 'cyan')}: {said}"
     if kind.endswith("_graph"):
         kinds = ", ".join(f"{n} {k}" for k, n in node["node_kinds"].items())
         return (f"{st(node['backend'] + ' graph', 'cyan')}: {plural(node['nodes'], 'node')} "

@@ -21,7 +21,6 @@ module's (:class:`TorchLayout`).
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
@@ -225,7 +224,7 @@ class XnnGraph:
         summary = ffi.new("xnn_summary *")
         buf = c_buffer(payload)
         prefix = where + ".processed<XNNGraph>."
-        checks = dataclasses.replace(options or Options(), verify=True)
+        checks = (options or Options()).replace(verify=True)
         status = lib.xnn_open(buf, len(payload), checks.to_c(), summary, err)
         if status == lib.FB_OK:
             records = ffi.new("xnn_value[]", max(1, summary.n_values))
