@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .backends import BACKENDS, Backend, DelegateGraph, backend_of, described_as
     from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
     from .backends.ethosu import VelaBlock, VelaIO, VelaStream
+    from .backends.native import NativeGraph, NativeNode, NativeValue
     from .backends.openvino import OpenvinoGraph, OvNode, OvValue
     from .backends.qnn import QnnContext
     from .backends.tosa import TosaBlock, TosaGraph, TosaNode, TosaValue
@@ -93,6 +94,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".backends": ("BACKENDS", "Backend", "DelegateGraph", "backend_of", "described_as"),
     ".backends.coreml": ("CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph"),
     ".backends.ethosu": ("VelaBlock", "VelaIO", "VelaStream"),
+    ".backends.native": ("NativeGraph", "NativeNode", "NativeValue"),
     ".backends.openvino": ("OpenvinoGraph", "OvNode", "OvValue"),
     ".backends.qnn": ("QnnContext",),
     ".backends.tosa": ("TosaBlock", "TosaGraph", "TosaNode", "TosaValue"),
@@ -120,16 +122,16 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 
 __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledProgram", "Chain",
            "CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph", "DataFile", "DebugEvent",
-           "DebugTensor", "Delegate", "DelegateCall", "DelegateConstant", "DelegateGraph",
-           "ETDump", "ETRecord", "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph",
+           "DebugTensor", "Delegate", "DelegateCall", "DelegateConstant", "DelegateGraph", "ETDump",
+           "ETRecord", "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph",
            "GraphNode", "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall",
            "KernelCall", "MemoryPlan", "Method", "MinimumRuntime", "MoveCall", "NamedData",
-           "NativeImage", "OpenvinoGraph", "Operator", "OutputSpec", "OvNode", "OvValue",
-           "PlannedTensor", "ProfileEvent", "Program", "QnnContext", "Quantization", "ROWS_BY",
-           "Region", "Row", "RunData", "Signature", "StoredTensor", "TensorSpec", "TestCase",
-           "TestSuite", "TestSuites", "Timing", "TosaBlock", "TosaGraph", "TosaNode",
-           "TosaValue", "ValueMeta", "VelaBlock", "VelaIO", "VelaStream",
-           "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue", "backend_of",
-           "describe_native_code", "described_as", "module_rows", "open_bundled", "open_etdump",
-           "open_etrecord", "open_executorch", "operands", "record_method", "record_nodes",
-           "refuse_native_code", "rows", "run_total", "timings"]
+           "NativeGraph", "NativeImage", "NativeNode", "NativeValue", "OpenvinoGraph", "Operator",
+           "OutputSpec", "OvNode", "OvValue", "PlannedTensor", "ProfileEvent", "Program",
+           "QnnContext", "Quantization", "ROWS_BY", "Region", "Row", "RunData", "Signature",
+           "StoredTensor", "TensorSpec", "TestCase", "TestSuite", "TestSuites", "Timing",
+           "TosaBlock", "TosaGraph", "TosaNode", "TosaValue", "ValueMeta", "VelaBlock", "VelaIO",
+           "VelaStream", "VkNode", "VkValue", "VulkanGraph", "XnnGraph", "XnnNode", "XnnValue",
+           "backend_of", "describe_native_code", "described_as", "module_rows", "open_bundled",
+           "open_etdump", "open_etrecord", "open_executorch", "operands", "record_method",
+           "record_nodes", "refuse_native_code", "rows", "run_total", "timings"]

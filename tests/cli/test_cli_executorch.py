@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Tuple
+from collections import Counter
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import pytest
@@ -345,3 +346,94 @@ def test_ops_lists_what_the_delegates_run() -> None:
     assert set(run_cli("ops", _pte("xnn_conv")).stdout.split()) == kernels
     r = run_cli("ops", _pte("xnnpack"))
     assert r.returncode == 0 and r.stdout == "" and "calls no kernel operator" in r.stderr
+
+
+def _native_calls(stem: str) -> List[Tuple[Dict[str, Any], List[Any]]]:
+    """Each native delegate's operator calls as ExecuTorch reads the payload
+    (``native``'s deserialize_program): target and the names of what it reads and writes."""
+    doc, _ = _oracle(stem)
+    out = []
+    for d in doc["native"]["delegates"]:
+        (method,) = d["program"]["methods"]
+        calls = []
+        for n in method["graph"]["nodes"]:
+            if n["op_kind"] == 0:   # CALL_FUNCTION
+                reads = [a["arg"]["value"]["name"] for a in n["inputs"]
+                         if a["arg"]["value_type"] == "TensorArg"]
+                calls.append((n["target"], reads, [o["name"] for o in n["outputs"]]))
+        out.append((method, calls))
+    return out
+
+
+def test_dis_shows_each_native_graph_as_exir_reads_it() -> None:
+    """Under each DelegateCall of native_partial (two native delegates around a portable
+    bucketize): the operator calls in order, the values they read and write (by name in
+    the payload, here by the id dis gives each), each value's datatype and dims."""
+    expected = _native_calls("native_partial")
+    (method,) = _one("dis", _pte("native_partial"))["methods"]
+    graphs = [ins["graph"] for c in method["chains"] for ins in c["instructions"]
+              if ins["op"] == "DelegateCall"]
+    assert len(graphs) == len(expected) == 2
+    for got, (m, calls) in zip(graphs, expected):
+        metas = {t["name"]: t["meta"] for t in m["graph"]["tensor_values"]}
+        metas.update({c["name"]: c["meta"] for c in m["constants"]})
+        assert [n["kind"] for n in got["nodes"]] == [t for t, _, _ in calls]
+        by_id = {v["id"]: v for v in got["values"]}
+        names: Dict[int, str] = {}
+        for n, (_, reads, writes) in zip(got["nodes"], calls):
+            for i, name in zip(n["inputs"] + n["outputs"], reads + writes):
+                assert names.setdefault(i, name) == name
+        for i, name in names.items():
+            assert by_id[i]["dims"] == [s["max"] for s in metas[name]["sizes"]]
+            assert by_id[i]["constant"] == (name in {c["name"] for c in m["constants"]})
+    text = run_cli("dis", _pte("native_partial")).stdout
+    assert "ExecuTorch native graph" in text
+    for _, calls in expected:
+        for target, _, _ in calls:
+            assert target in text
+
+
+def test_ops_size_and_tree_show_the_native_graphs() -> None:
+    """ops --delegates adds each native graph's operators (their targets, as ExecuTorch
+    reads the payloads) to the program's kernels; size lists each native payload at
+    ExecuTorch's size; tree --json gives each graph's node kinds and its weights' bytes
+    (the named data ExecuTorch restores for their keys)."""
+    doc, arrays = _oracle("native_partial")
+    calls = _native_calls("native_partial")
+    kinds = {f"NativeBackend::{t}" for _, c in calls for t, _, _ in c}
+    kernels = {f"{name}.{overload}" if overload else name
+               for name, overload in doc["program"]["execution_plan"][0]["operators"]}
+    r = run_cli("ops", "--delegates", _pte("native_partial"))
+    assert r.returncode == 0 and set(r.stdout.split()) == kinds | kernels
+    size = _one("size", _pte("native_partial"))
+    assert [(d["id"], d["size"]) for d in size["delegates"]] == \
+        [("NativeBackend", d["payload_size"]) for d in doc["native"]["delegates"]]
+    tree = _one("tree", _pte("native_partial"))
+    found = []
+
+    def walk(node: Dict[str, Any]) -> None:
+        if node.get("kind") == "native_graph":
+            found.append(node)
+        for child in node.get("children", []):
+            walk(child)
+    walk(tree["root"])
+    named = doc["restored"]["named_data"]
+    assert len(found) == len(calls)
+    for node, (m, c) in zip(found, calls):
+        assert node["node_kinds"] == dict(Counter(t for t, _, _ in c))
+        assert node["constant_bytes"] == sum(arrays[named[k["data_key"]]].size
+                                             for k in m["constants"])
+
+
+def test_export_writes_the_native_graphs_weights(tmp_path: Any) -> None:
+    """export gives each native graph's constant its bytes, those ExecuTorch restores for
+    its named data key."""
+    doc, arrays = _oracle("native_mlp")
+    out = tmp_path / "w.npz"
+    assert run_cli("export", _pte("native_mlp"), str(out)).returncode == 0
+    (method,) = doc["native"]["delegates"][0]["program"]["methods"]
+    got = np.load(out)
+    named = doc["restored"]["named_data"]
+    exported = {k: got[k].tobytes() for k in got.files if k.startswith("forward.delegates")}
+    assert sorted(exported.values()) == sorted(arrays[named[c["data_key"]]].tobytes()
+                                               for c in method["constants"])

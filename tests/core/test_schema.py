@@ -414,15 +414,20 @@ def test_executorch_program_reads_as_executorch_reports(stem: str) -> None:
         offsets = got["constant_segment"]["offsets"] + [len(seg)]
         assert [seg[a:b] for a, b in zip(offsets, offsets[1:])] == \
             [arrays[k] for k in restored["constant_buffer"]]
-    delegated = any(d["id"] in ("XnnpackBackend", "VulkanBackend")
-                    for e in got["execution_plan"] for d in e["delegates"])
+    ids = {d["id"] for e in got["execution_plan"] for d in e["delegates"]}
+    hashed = bool(ids & {"XnnpackBackend", "VulkanBackend"})
     for key, segment_index in got["named_data"]:
         assert segments[segment_index] == arrays[restored["named_data"][key]]
-        if delegated:   # XNNPACK and Vulkan key the data they store by its SHA-256
+        if hashed:   # XNNPACK and Vulkan key the data they store by its SHA-256
             # (XNNPACK puts "scale_" before it for per-channel scales)
             assert hashlib.sha256(segments[segment_index]).hexdigest() == \
                 (key[len("scale_"):] if key.startswith("scale_") else key)
-    assert bool(got["named_data"]) == delegated   # no other file here has named data
+        elif "NativeBackend" in ids:   # the native backend by the weight's name, or the
+            # lifted constant's (a number of the code)
+            assert key in oracle["weights"] or key.startswith("_lifted_tensor_constant")
+    # no other file here has named data (native_external's is in its data file)
+    assert bool(got["named_data"]) == (hashed or ("NativeBackend" in ids
+                                                  and "data_file" not in oracle))
     # every constant tensor's bytes are one of the module's own weights, of its shape, or
     # a number of the graph's code (0-d: the 1.0 of `y - 1.0`); a memory-planned tensor's
     # data_buffer_idx picks its initial values among the mutable data instead
@@ -503,14 +508,17 @@ def test_executorch_data_file_reads_as_executorch_reports(stem: str) -> None:
         o, size = segments[n["segment_index"]]
         assert n["sizes"] == w["shape"] and n["scalar_type"] == lib.FT_SCALAR_TYPE_FLOAT
         assert data[base + o:base + o + size][:4 * _count(w["shape"])] == arrays[w["data"]]
-    # the program names these tensors EXTERNAL by the same keys, with the same layouts
+    # the program names these tensors EXTERNAL by the same keys, with the same layouts;
+    # a native backend delegate's payload names them instead (tests/backends/test_native.py)
+    delegated = any(d["id"] == "NativeBackend" for plan in oracle["program"]["execution_plan"]
+                    for d in plan["delegates"])
     program = _root(os.path.join(ET_DATA, stem + ".pte"), "executorch_program")
     external = {t["fqn"]: [t["scalar_type"], t["sizes"], t["dim_order"]]
                 for plan in program.tables("execution_plan") for t in
                 (v for v in _plan_of(plan)["values"] if v["kind"] == "Tensor")
                 if t["location"] == lib.ET_TENSOR_DATA_LOCATION_EXTERNAL}
-    assert external == {n["key"]: [n["scalar_type"], n["sizes"], n["dim_order"]]
-                        for n in named}
+    assert external == ({} if delegated else {
+        n["key"]: [n["scalar_type"], n["sizes"], n["dim_order"]] for n in named})
 
 
 def test_both_executorch_schemas_number_scalar_types_alike() -> None:

@@ -31,7 +31,15 @@ the files ExecuTorch's own inmemoryfs unflattens the payload into
 (``executorchcoreml.unflatten_directory_contents``, their SHA-256) and coremltools'
 reading of the package (``MLModel(skip_model_load=True).get_spec()``: version, inputs,
 outputs, the main block's operations; each const operation's value, by coremltools'
-``BlobReader`` or the spec's protobuf, in the npz).
+``BlobReader`` or the spec's protobuf, in the npz). The ``native_*`` programs (an MLP, a
+conv net, an attention block, an fp16 MLP, a network whose bucketize stays a portable
+kernel between two delegates, a linear layer adding into a buffer it does not save) are
+lowered to ExecuTorch's native backend (``NativePartitioner(external_constants_tag=None)``:
+the constants in the program's named data; ``native_external``, the MLP, with the
+partitioner's default tag: its constants in the data file ``native_external.ptd``); their
+oracle adds ``native``: per native delegate, ExecuTorch's reading of the payload
+(``deserialize_program``, into its schema's dataclasses), as JSON; the constants' bytes
+are ``restored``'s named data (``data_file``'s for ``native_external``).
 """
 import json
 import linecache
@@ -237,6 +245,8 @@ def _write(name: str) -> Dict[str, Any]:
     from executorch.exir import to_edge, to_edge_transform_and_lower
     if name in XNN_NAMES:
         return _xnn_write(name)
+    if name in NATIVE_NAMES:
+        return _native_write(name)
     module, exported = _models()[name]()
     if name.startswith("xnnpack"):
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -278,17 +288,23 @@ def _write(name: str) -> Dict[str, Any]:
     if name == "sample":
         shutil.copyfile(os.path.join(OUT, name + ".pte"), SAMPLE)
     if name == "external":
-        with tempfile.TemporaryDirectory() as d:
-            prog.write_tensor_data_to_file(d)
-            written = os.listdir(d)
-            assert len(written) == 1, written
-            with open(os.path.join(d, written[0]), "rb") as src, \
-                    open(os.path.join(OUT, name + ".ptd"), "wb") as dst:
-                dst.write(src.read())
-        how += " + write_tensor_data_to_file (wrote " + written[0] + ")"
+        how += " + write_tensor_data_to_file (wrote " + _write_data_file(prog, name) + ")"
     state = module.state_dict() if name != "mutable" else dict(module.named_buffers(),
                                                                 **dict(module.named_parameters()))
     return {"writer": how, "weights": {k: v for k, v in state.items()}}
+
+
+def _write_data_file(prog: Any, name: str) -> str:
+    """Writes the program's one data file as ``NAME.ptd``; returns the name ExecuTorch
+    gave it."""
+    with tempfile.TemporaryDirectory() as d:
+        prog.write_tensor_data_to_file(d)
+        written = os.listdir(d)
+        assert len(written) == 1, written
+        with open(os.path.join(d, written[0]), "rb") as src, \
+                open(os.path.join(OUT, name + ".ptd"), "wb") as dst:
+            dst.write(src.read())
+    return str(written[0])
 
 
 # ------------------------------------------------------------------ oracle (child only)
@@ -610,6 +626,84 @@ def _xnn_write(name: str) -> Dict[str, Any]:
     return {"writer": how, "weights": state, "dequantize": dequantize, "folded": folded}
 
 
+# ------------------------------------------------ natively lowered programs (child only)
+
+#: Programs lowered to ExecuTorch's native backend (``NativePartitioner``) whose payloads
+#: tests/backends/test_native.py reads.
+NATIVE_NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16",
+                "native_partial", "native_cache", "native_external"]
+
+
+def _native_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
+    import torch
+    from torch import nn
+
+    class Bucketed(nn.Module):
+        """Two linears with a bucketize between them, an op the native backend does not
+        take (not core ATen): two delegates and a portable kernel."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = nn.Linear(4, 8)
+            self.second = nn.Linear(8, 3)
+            self.register_buffer("edges", torch.tensor([-1.0, 0.0, 1.0]))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.second(torch.bucketize(self.first(x), self.edges).float())
+
+    class Cache(nn.Module):
+        """A linear layer and a buffer it does not save (persistent=False), updated in
+        place: the method's mutable buffer, zero at load."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+            self.register_buffer("cache", torch.zeros(2, 4), persistent=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache.add_(self.proj(x))
+            return self.cache + 1.0
+
+    if name == "native_attention":
+        return _xnn_module("xnn_attention")
+    if name == "native_conv":
+        return _xnn_module("xnn_conv")
+    torch.manual_seed(0)
+    if name == "native_partial":
+        return Bucketed().eval(), (torch.randn(2, 4),)
+    if name == "native_cache":
+        return Cache().eval(), (torch.randn(2, 4),)
+    module, exported = _models()["mlp"]()
+    args = tuple(exported.example_inputs[0])
+    if name == "native_fp16":
+        return module.half(), tuple(a.half() for a in args)
+    return module, args
+
+
+def _native_write(name: str) -> Dict[str, Any]:
+    import torch
+    from executorch.backends.native import get_default_compile_config, get_default_passes
+    from executorch.backends.native.partitioner import NativePartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    module, args = _native_module(name)
+    # native_external: the partitioner's default tag, its constants in a data file
+    said = "" if name == "native_external" else "external_constants_tag=None"
+    partitioner = NativePartitioner() if name == "native_external" else \
+        NativePartitioner(external_constants_tag=None)
+    edge = to_edge_transform_and_lower(
+        torch.export.export(module, args), transform_passes=get_default_passes(),
+        partitioner=[partitioner], compile_config=get_default_compile_config())
+    prog = edge.to_executorch()
+    with open(os.path.join(OUT, name + ".pte"), "wb") as f:
+        prog.write_to_file(f)
+    how = (f"to_edge_transform_and_lower(transform_passes=get_default_passes(), "
+           f"partitioner=[NativePartitioner({said})], "
+           f"compile_config=get_default_compile_config()).to_executorch()")
+    if name == "native_external":
+        how += " + write_tensor_data_to_file (wrote " + _write_data_file(prog, name) + ")"
+    return {"writer": how, "weights": dict(module.state_dict())}
+
+
 def _payloads(path: str, backend: str) -> List[Tuple[str, bytes]]:
     """(method, payload) of each delegate of ``backend`` in the program, as
     ``deserialize_pte_binary`` restores them."""
@@ -734,6 +828,20 @@ def _oracle_vulkan(path: str) -> Dict[str, Any]:
     return {"delegates": out}
 
 
+def _oracle_native(path: str) -> Dict[str, Any]:
+    """Per native delegate: ExecuTorch's reading of the payload (``deserialize_program``,
+    its flatc with its native_graph.fbs, into its schema's dataclasses), as JSON."""
+    from executorch.backends.native.serialization import deserialize_program
+    from executorch.exir._serialize._dataclass import _DataclassEncoder
+    out = []
+    for plan, data in _payloads(path, "NativeBackend"):
+        program = deserialize_program(data)
+        out.append({"plan": plan, "payload_size": len(data),
+                    "identifier": data[4:8].decode(),
+                    "program": json.loads(json.dumps(program, cls=_DataclassEncoder))})
+    return {"delegates": out}
+
+
 # --------------------------------------------------------------------------- driver
 
 def _child(step: str, name: str, result: str) -> None:
@@ -760,6 +868,8 @@ def _child(step: str, name: str, result: str) -> None:
         res = _oracle_vulkan(os.path.join(OUT, name + ".pte"))
     elif step == "coreml":
         res = _oracle_coreml(os.path.join(OUT, name + ".pte"), arrays)
+    elif step == "native":
+        res = _oracle_native(os.path.join(OUT, name + ".pte"))
     else:
         res = _runtime(os.path.join(OUT, name + ".pte"))
     with open(result + ".json", "w", encoding="utf-8") as f:
@@ -797,11 +907,13 @@ def make(name: str) -> None:
     if "error" in written:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
     oracle: Dict[str, Any] = {"writer": written.pop("writer")}
-    for step in ("pte", "runtime") + (("ptd",) if name == "external" else ()) + (
+    for step in ("pte", "runtime") + (("ptd",) if name in ("external", "native_external")
+                                      else ()) + (
             ("xnnpack",) if name in XNN_NAMES else ()) + (("vulkan",) if name == "vulkan" else ()) \
-            + (("coreml",) if name.startswith("coreml") else ()):
+            + (("coreml",) if name.startswith("coreml") else ()) \
+            + (("native",) if name in NATIVE_NAMES else ()):
         res, more = _run(step, name)
-        if step in ("xnnpack", "vulkan", "coreml") and "error" in res:
+        if step in ("xnnpack", "vulkan", "coreml", "native") and "error" in res:
             raise SystemExit(f"{name}: reading its {step} payloads failed: {res['error']}")
         oracle["data_file" if step == "ptd" else step] = res
         arrays.update(more)
@@ -832,7 +944,8 @@ def main(argv: List[str]) -> int:
                       "channels_last", "xnnpack", "external", "xnnpack_q8",
                       "xnnpack_q8_channel", "xnnpack_fp16", "xnnpack_inline",
                       "inline_constants", "cond_stacktrace", "mutable_init", "xnnpack_changed",
-                      "xnnpack_specs", "vulkan", "coreml", "coreml_mlp"] + XNN_NAMES,
+                      "xnnpack_specs", "vulkan", "coreml", "coreml_mlp"] + XNN_NAMES
+               + NATIVE_NAMES,
                _child, make)
 
 

@@ -19,7 +19,7 @@ __all__ = ["BACKENDS", "Backend", "DelegateGraph", "MODULES", "Payload", "Resolv
 MODULES: Dict[str, str] = {"XnnpackBackend": "xnnpack", "VulkanBackend": "vulkan",
                            "CoreMLBackend": "coreml", "QnnBackend": "qnn",
                            "EthosUBackend": "ethosu", "OpenvinoBackend": "openvino",
-                           "TOSABackend": "tosa"}
+                           "NativeBackend": "native", "TOSABackend": "tosa"}
 
 
 class _Registry(Mapping[str, Backend]):

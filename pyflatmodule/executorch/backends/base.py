@@ -27,12 +27,13 @@ from typing import (
 
 from ...core.dtypes import QuantizedTensor
 from ...core.lazy import np
-from ...core.native import format_error, lib
+from ...core.native import c_buffer, check, ffi, format_error, lib, new_error
 from ...core.options import Options
 from ...core.source import Bytes, Span
 
-__all__ = ["Backend", "Deferred", "DelegateGraph", "DescribedGraph", "Payload", "Resolver",
-           "described", "described_as", "header_fields", "named_bytes", "payload_bytes"]
+__all__ = ["AsStoredConstants", "Backend", "Deferred", "DelegateGraph", "DescribedGraph",
+           "Payload", "Resolver", "described", "described_as", "header_fields", "index_payload",
+           "named_bytes", "payload_bytes"]
 
 #: Bytes a named data key resolves to (a memoryview, or a span read when sliced), or
 #: None when no file given holds it.
@@ -152,6 +153,37 @@ class DescribedGraph(abc.ABC):
         return {}
 
 
+class AsStoredConstants(abc.ABC):
+    """What a graph whose backend stores its constants as torch holds them (contiguous,
+    the tensor's dims) gives of them, from its :meth:`constant`: the bytes of each, by
+    value id, in ``_bytes`` (the subclass's reader fills it)."""
+
+    _bytes: Dict[int, Deferred]
+
+    @abc.abstractmethod
+    def constant(self, i: int) -> Optional[np.ndarray]:
+        """Value ``i``'s constant, None when it has none (or its bytes are missing): a
+        read-only zero-copy array of its dims and datatype."""
+
+    def constants(self) -> Dict[int, np.ndarray]:
+        """Every constant by value id (see :meth:`constant`), the missing ones left out."""
+        out: Dict[int, np.ndarray] = {}
+        for i in self._bytes:
+            c = self.constant(i)
+            if c is not None:
+                out[i] = c
+        return out
+
+    def torch_constants(self) -> Dict[int, np.ndarray]:
+        """:meth:`constants`: they are stored in torch's layout."""
+        return self.constants()
+
+    def constant_layouts(self) -> Dict[int, Dict[str, Any]]:
+        """How each constant of :meth:`constants` is stored: as torch holds it."""
+        return {i: {"layout": "as stored", "shape": list(c.shape)}
+                for i, c in self.constants().items()}
+
+
 def described_as(graph: DelegateGraph) -> str:
     """A graph whose payload is described rather than read, in a line (its
     :attr:`DescribedGraph.description`); empty for a decoded graph."""
@@ -244,6 +276,26 @@ def named_bytes(resolve: Resolver, key: str, nbytes: int, require_all: bool, at:
                            f"{what} needs {nbytes} bytes, named data {key!r} holds "
                            f"{len(data)}")
     return Deferred(data, 0, nbytes)
+
+
+def index_payload(payload: Payload, where: str, summary_type: str, open_c: Any, index_c: Any,
+                  arrays: Sequence[str]) -> Tuple[Any, List[Any]]:
+    """A backend's C checks of a payload: ``open_c`` (buffer, size, options, a new
+    ``summary_type``, error) and, when it passes, ``index_c`` (buffer, size, the summary,
+    one new array per type of ``arrays``, each of the summary's ``n_values`` items, error);
+    the summary and the arrays, or FormatError located in the file at ``where``."""
+    buf = c_buffer(payload.data)
+    err = new_error()
+    summary = ffi.new(summary_type + " *")
+    status = open_c(buf, len(payload.data), payload.options.to_c(), summary, err)
+    made: List[Any] = []
+    if status == lib.FB_OK:
+        made = [ffi.new(t + "[]", max(1, summary.n_values)) for t in arrays]
+        status = index_c(buf, len(payload.data), summary, *made, err)
+    if status != lib.FB_OK:
+        err.offset += payload.offset
+        check(status, err, where)
+    return summary, made
 
 
 def payload_bytes(data: Any, offset: int, nbytes: int) -> np.ndarray:

@@ -14,12 +14,20 @@ torch's layout.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ...core.fbread import Table, decode_text, enum_names, schema_of
 from ...core.lazy import np
-from ...core.native import c_buffer, check, ffi, lib, new_error
-from .base import Backend, Deferred, Payload, header_fields, named_bytes
+from ...core.native import lib
+from .base import (
+    AsStoredConstants,
+    Backend,
+    Deferred,
+    Payload,
+    header_fields,
+    index_payload,
+    named_bytes,
+)
 
 __all__ = ["BACKEND", "VkNode", "VkValue", "VulkanGraph"]
 
@@ -67,7 +75,7 @@ class VkValue(NamedTuple):
         return None
 
 
-class VulkanGraph:
+class VulkanGraph(AsStoredConstants):
     """The Vulkan graph of one delegate payload (checked by the C core when made).
 
     Named data the payload names must be in the program or in the data files given to
@@ -75,17 +83,9 @@ class VulkanGraph:
     constants whose named data the program lacks are listed in :attr:`missing`."""
 
     def __init__(self, payload: Payload) -> None:
-        buf = c_buffer(payload.data)
-        err = new_error()
-        summary = ffi.new("vk_summary *")
-        status = lib.vk_open(buf, len(payload.data), payload.options.to_c(), summary, err)
-        if status == lib.FB_OK:
-            records = ffi.new("vk_constant[]", max(1, summary.n_values))
-            status = lib.vk_index(buf, len(payload.data), summary, records, err)
         self._where = payload.where + ".processed<VkGraph>."
-        if status != lib.FB_OK:
-            err.offset += payload.offset
-            check(status, err, self._where)
+        summary, (records,) = index_payload(payload, self._where, "vk_summary", lib.vk_open,
+                                            lib.vk_index, ["vk_constant"])
         self._payload = payload.data
         self._summary = summary
         self._array = records   # owns the records below (its items do not keep it alive)
@@ -173,24 +173,6 @@ class VulkanGraph:
         assert t is not None   # a value with constant bytes is a tensor (the core's index)
         dtype = _DTYPES[DATATYPES[int(t.scalar("datatype"))]]
         return raw.array().view(dtype).reshape(tuple(int(d) for d in t.vector("dims")))
-
-    def constants(self) -> Dict[int, np.ndarray]:
-        """Every constant by value id (see :meth:`constant`), the missing ones left out."""
-        out: Dict[int, np.ndarray] = {}
-        for i in self._bytes:
-            c = self.constant(i)
-            if c is not None:
-                out[i] = c
-        return out
-
-    def torch_constants(self) -> Dict[int, np.ndarray]:
-        """:meth:`constants`: Vulkan stores them in torch's layout."""
-        return self.constants()
-
-    def constant_layouts(self) -> Dict[int, Dict[str, Any]]:
-        """How each constant of :meth:`constants` is stored: as torch holds it."""
-        return {i: {"layout": "as stored", "shape": list(c.shape)}
-                for i, c in self.constants().items()}
 
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
         """The named data key of each constant kept in named data, by (value id,
