@@ -1047,12 +1047,14 @@ def test_the_command_line_loads_only_what_a_program_needs():
 @pytest.mark.parametrize("args", [["info", "mlp.pte"], ["verify", "mlp.pte"],
                                   ["info", "xnn_conv.pte"], ["verify", "--strict", "xnn_conv.pte"],
                                   ["info", "vulkan.pte"], ["verify", "vulkan.pte"],
+                                  ["info", "tosa_mlp.pte"], ["verify", "native_mlp.pte"],
                                   ["info", "external.pte", "--data", "external.ptd"],
                                   ["verify", "external.ptd"]])
 def test_info_and_verify_answer_without_numpy(args):
     """``info`` and ``verify`` hold no array in their answers, so they never pay numpy's
     import (more than the interpreter's own start-up): the index is read through cffi,
-    payloads reach the C core without a numpy view."""
+    payloads reach the C core without a numpy view (XNNPACK, Vulkan, TOSA and the native
+    backend's readers check theirs without numpy)."""
     script = ("import sys\n"
               "from pyflatmodule.cli import main\n"
               "code = main(sys.argv[1:])\n"
