@@ -279,18 +279,19 @@ def named_bytes(resolve: Resolver, key: str, nbytes: int, require_all: bool, at:
 
 
 def index_payload(payload: Payload, where: str, summary_type: str, open_c: Any, index_c: Any,
-                  arrays: Sequence[str]) -> Tuple[Any, List[Any]]:
+                  arrays: Sequence[Tuple[str, str]]) -> Tuple[Any, List[Any]]:
     """A backend's C checks of a payload: ``open_c`` (buffer, size, options, a new
     ``summary_type``, error) and, when it passes, ``index_c`` (buffer, size, the summary,
-    one new array per type of ``arrays``, each of the summary's ``n_values`` items, error);
-    the summary and the arrays, or FormatError located in the file at ``where``."""
+    one new array per (item type, count) of ``arrays``, as many items as the summary's
+    field ``count`` says, error); the summary and the arrays, or FormatError located in
+    the file at ``where``."""
     buf = c_buffer(payload.data)
     err = new_error()
     summary = ffi.new(summary_type + " *")
     status = open_c(buf, len(payload.data), payload.options.to_c(), summary, err)
     made: List[Any] = []
     if status == lib.FB_OK:
-        made = [ffi.new(t + "[]", max(1, summary.n_values)) for t in arrays]
+        made = [ffi.new(t + "[]", max(1, getattr(summary, n))) for t, n in arrays]
         status = index_c(buf, len(payload.data), summary, *made, err)
     if status != lib.FB_OK:
         err.offset += payload.offset

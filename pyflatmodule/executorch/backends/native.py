@@ -96,8 +96,9 @@ class NativeGraph(AsStoredConstants):
 
     def __init__(self, payload: Payload) -> None:
         self._where = payload.where + ".processed<Program>."
-        summary, (records, _) = index_payload(payload, self._where, "nat_summary", lib.nat_open,
-                                              lib.nat_index, ["nat_value", "uint32_t"])
+        summary, (records, _) = index_payload(
+            payload, self._where, "nat_summary", lib.nat_open, lib.nat_index,
+            [("nat_value", "n_values"), ("uint32_t", "n_values")])
         self._payload = payload.data
         self._array = records   # owns the records below (its items do not keep it alive)
         self._records = [records[i] for i in range(summary.n_values)]

@@ -25,8 +25,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ...core.fbread import Table, enum_names, schema_of
 from ...core.lazy import np
-from ...core.native import c_buffer, check, ffi, lib, new_error
-from .base import Backend, Deferred, Payload
+from ...core.native import ffi, lib
+from .base import Backend, Deferred, Payload, index_payload
 
 __all__ = ["BACKEND", "TosaBlock", "TosaGraph", "TosaNode", "TosaValue"]
 
@@ -88,20 +88,10 @@ class TosaGraph:
     """The TOSA graph of one delegate payload (checked by the C core when made)."""
 
     def __init__(self, payload: Payload) -> None:
-        buf = c_buffer(payload.data)
-        err = new_error()
-        summary = ffi.new("tosa_summary *")
-        status = lib.tosa_open(buf, len(payload.data), payload.options.to_c(), summary, err)
-        if status == lib.FB_OK:
-            records = ffi.new("tosa_value[]", max(1, summary.n_values))
-            names = ffi.new("uint32_t[]", max(1, summary.n_names))
-            slots = ffi.new("uint32_t[]", max(1, summary.n_slots))
-            status = lib.tosa_index(buf, len(payload.data), summary, records, names, slots,
-                                    err)
         self._where = payload.where + ".processed<TosaGraph>."
-        if status != lib.FB_OK:
-            err.offset += payload.offset
-            check(status, err, self._where)
+        summary, (records, names, _) = index_payload(
+            payload, self._where, "tosa_summary", lib.tosa_open, lib.tosa_index,
+            [("tosa_value", "n_values"), ("uint32_t", "n_names"), ("uint32_t", "n_slots")])
         self._payload = payload.data
         schema = schema_of(lib.TOSA_FILE_IDENTIFIER)
         self._root = Table(schema, payload.data, int(summary.root), "TosaGraph")

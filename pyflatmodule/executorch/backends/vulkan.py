@@ -85,7 +85,7 @@ class VulkanGraph(AsStoredConstants):
     def __init__(self, payload: Payload) -> None:
         self._where = payload.where + ".processed<VkGraph>."
         summary, (records,) = index_payload(payload, self._where, "vk_summary", lib.vk_open,
-                                            lib.vk_index, ["vk_constant"])
+                                            lib.vk_index, [("vk_constant", "n_values")])
         self._payload = payload.data
         self._summary = summary
         self._array = records   # owns the records below (its items do not keep it alive)
