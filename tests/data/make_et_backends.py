@@ -46,7 +46,8 @@ with ExecuTorch's readings of the program (``header``, ``program``, ``restored``
   ``Core.read_model`` of the IR the payload holds (XML deobfuscated with the CPU plugin's
   ``codec_xor`` key, the constants beside it): each operation in order (friendly name,
   type, opset, the shapes and element types of its outputs, the operations its inputs
-  come from) and each ``Constant``'s data in the npz.
+  come from) and each ``Constant``'s data in the npz (none for an element type
+  ``dynamic``, which ``openvino_zero_bias`` holds).
 """
 import hashlib
 import io
@@ -69,7 +70,7 @@ EXTERNAL = os.path.join(OUT, "ethosu_external")
 #: The programs, in the order they are written.
 NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "tosa_mlp",
          "tosa_conv", "tosa_partial", "tosa_int_conv", "openvino_conv", "openvino_mlp",
-         "openvino_partial"]
+         "openvino_partial", "openvino_zero_bias"]
 #: The CPU plugin's key for the IR it exports (OpenVINO, src/plugins/intel_cpu/src/utils/
 #: codec_xor.cpp): the XML is XORed with it, byte by byte.
 OV_KEY = bytes([0x30, 0x60, 0x70, 0x02, 0x04, 0x08, 0x3F, 0x6F, 0x72, 0x74, 0x78, 0x7F])
@@ -106,7 +107,15 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
     def partial() -> Tuple[Any, Tuple[Any, ...]]:
         return Rounded().eval(), (torch.randn(2, 16),)
 
-    return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp, "int_conv": conv}
+    def zero_bias() -> Tuple[Any, Tuple[Any, ...]]:
+        """A linear whose bias is zeros, as torchvision's classifiers start: OpenVINO drops
+        it for an empty placeholder of element type dynamic."""
+        module = nn.Sequential(nn.Linear(16, 8)).eval()
+        nn.init.zeros_(module[0].bias)
+        return module, (torch.randn(2, 16),)
+
+    return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp, "int_conv": conv,
+            "zero_bias": zero_bias}
 
 
 #: The Ethos-U accelerator each program is compiled for.
@@ -308,8 +317,11 @@ def _oracle_openvino(path: str, arrays: Any) -> Dict[str, Any]:
                      "inputs": [i.get_source_output().get_node().get_friendly_name()
                                 for i in op.inputs()]}
             if op.get_type_name() == "Constant":
-                entry["data"] = arrays.put(f"openvino{k}/{op.get_friendly_name()}",
-                                           op.get_data().tobytes())
+                # none for an element type OpenVINO leaves dynamic (the CPU plugin's
+                # empty input of a FullyConnected without decompression): get_data
+                # refuses it
+                entry["data"] = None if op.get_element_type().is_dynamic() else arrays.put(
+                    f"openvino{k}/{op.get_friendly_name()}", op.get_data().tobytes())
             ops.append(entry)
         out.append({"plan": plan, "payload_size": len(data),
                     "payload_sha256": hashlib.sha256(data).hexdigest(),

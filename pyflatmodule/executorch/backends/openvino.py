@@ -43,11 +43,12 @@ KEY = bytes([0x30, 0x60, 0x70, 0x02, 0x04, 0x08, 0x3F, 0x6F, 0x72, 0x74, 0x78, 0
 _DTYPES = {"f64": "<f8", "f32": "<f4", "f16": "<f2", "i64": "<i8", "i32": "<i4",
            "i16": "<i2", "i8": "i1", "u64": "<u8", "u32": "<u4", "u16": "<u2", "u8": "u1",
            "boolean": "?"}
-#: The IR's port precisions by element type name (``FP32`` -> ``f32``); others lower-cased.
+#: The IR's port precisions by element type name (``FP32`` -> ``f32``; ``UNSPECIFIED``
+#: is OpenVINO's ``dynamic``); others lower-cased.
 _PRECISIONS = {"FP64": "f64", "FP32": "f32", "FP16": "f16", "BF16": "bf16", "I64": "i64",
                "I32": "i32", "I16": "i16", "I8": "i8", "U64": "u64", "U32": "u32",
                "U16": "u16", "U8": "u8", "BOOL": "boolean", "U1": "u1", "I4": "i4",
-               "U4": "u4"}
+               "U4": "u4", "UNSPECIFIED": "dynamic"}
 
 
 class OvNode(NamedTuple):
@@ -273,11 +274,15 @@ class OpenvinoGraph:
 
     def constants(self) -> Dict[int, np.ndarray]:
         """Every ``Const`` layer's value, by value id: a read-only zero-copy array of its
-        shape and element type (raw bytes for an element type numpy does not hold)."""
+        shape and element type (raw bytes for an element type numpy does not hold; none
+        for ``dynamic``, the CPU plugin's empty placeholder, whose one byte in the
+        constants OpenVINO does not read)."""
         out = {}
         for vid, c in self._consts.items():
             raw = Deferred(self._payload, self._consts_at + c.offset, c.size).array()
-            if c.element_type in _DTYPES:
+            if c.element_type == "dynamic":
+                out[vid] = raw[:0]
+            elif c.element_type in _DTYPES:
                 dtype = np.dtype(_DTYPES[c.element_type])
                 count = int(np.prod(c.shape, dtype=object))
                 out[vid] = raw[:count * dtype.itemsize].view(dtype).reshape(c.shape)
