@@ -27,6 +27,7 @@ import pytest
 import pyflatmodule as pfm
 from pyflatmodule.executorch import VelaStream
 
+from support import backends_zoo
 from support.checked import load_full
 from support.cli import run_cli
 from support.delegates import graphs, refused
@@ -36,12 +37,13 @@ STEMS = ["ethosu_conv", "ethosu_mlp", "ethosu_partial"]
 
 
 def _oracle(stem: str) -> Dict[str, Any]:
-    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+    with open(os.path.join(backends_zoo.folder(stem), stem + ".oracle.json"),
+              encoding="utf-8") as f:
         return json.load(f)  # type: ignore[no-any-return]
 
 
 def _path(stem: str) -> str:
-    return os.path.join(ET, stem + ".pte")
+    return os.path.join(backends_zoo.folder(stem), stem + ".pte")
 
 
 def _streams(p: pfm.Program) -> List[Tuple[bytes, VelaStream]]:
@@ -54,7 +56,7 @@ def _sha(b: Any) -> str:
     return hashlib.sha256(bytes(b)).hexdigest()
 
 
-@pytest.mark.parametrize("stem", STEMS)
+@pytest.mark.parametrize("stem", STEMS + backends_zoo.stems("ethosu"))
 def test_each_stream_is_what_executorch_packed(stem: str) -> None:
     packed = {r["payload_sha256"]: r for r in _oracle(stem)["ethosu"]["delegates"]}
     with load_full(_path(stem)) as p:

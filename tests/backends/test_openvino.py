@@ -26,10 +26,11 @@ import pytest
 import pyflatmodule as pfm
 from pyflatmodule.executorch import OpenvinoGraph
 
+from support import backends_zoo
 from support.checked import load_full
 from support.cli import run_cli
 from support.delegates import graphs, refused
-from support.paths import ET, WILD
+from support.paths import WILD
 
 STEMS = ["openvino_conv", "openvino_mlp", "openvino_partial", "openvino_zero_bias"]
 #: The IR's names of the layer types whose OpenVINO operation is named otherwise
@@ -38,14 +39,15 @@ IR_NAMES = {"Constant": "Const", "Relu": "ReLU"}
 
 
 def _oracle(stem: str) -> Tuple[Dict[str, Any], Any]:
-    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+    folder = backends_zoo.folder(stem)
+    with open(os.path.join(folder, stem + ".oracle.json"), encoding="utf-8") as f:
         doc = json.load(f)
-    with np.load(os.path.join(ET, stem + ".oracle.npz")) as z:
+    with np.load(os.path.join(folder, stem + ".oracle.npz")) as z:
         return doc, {k: z[k] for k in z.files}
 
 
 def _path(stem: str) -> str:
-    return os.path.join(ET, stem + ".pte")
+    return os.path.join(backends_zoo.folder(stem), stem + ".pte")
 
 
 def _graphs(p: pfm.Program) -> List[Tuple[bytes, OpenvinoGraph]]:
@@ -53,7 +55,7 @@ def _graphs(p: pfm.Program) -> List[Tuple[bytes, OpenvinoGraph]]:
     return list(zip((bytes(d.data) for d in ds), graphs(p, "OpenvinoBackend", OpenvinoGraph)))
 
 
-@pytest.mark.parametrize("stem", STEMS)
+@pytest.mark.parametrize("stem", STEMS + backends_zoo.stems("openvino"))
 def test_each_model_is_what_openvino_reads(stem: str) -> None:
     doc, arrays = _oracle(stem)
     delegates = doc["openvino"]["delegates"]

@@ -2,7 +2,7 @@
 """Write the programs lowered to Arm Ethos-U, Arm TOSA and OpenVINO in tests/data/et/,
 with ExecuTorch's, TOSA's and OpenVINO's answers beside them.
 
-    python tests/data/make_et_backends.py [--only NAME,NAME]
+    python tests/data/make_et_backends.py [--zoo] [--only NAME,NAME]
 
 It needs ExecuTorch 1.5.1 with its Ethos-U and OpenVINO extras, which the project's own
 environment does not carry; a separate one is made with
@@ -48,6 +48,10 @@ with ExecuTorch's readings of the program (``header``, ``program``, ``restored``
   type, opset, the shapes and element types of its outputs, the operations its inputs
   come from) and each ``Constant``'s data in the npz (none for an element type
   ``dynamic``, which ``openvino_zero_bias`` holds).
+
+With ``--zoo`` it writes instead, the same way, the real architectures of
+benchmarks/zoo.py's ``ET_BACKEND_MODELS`` lowered to each backend (``<backend>_<model>``)
+into ``et_backends`` of the benchmark cache (tests/support/backends_zoo.py).
 """
 import hashlib
 import io
@@ -57,9 +61,13 @@ import sys
 from typing import Any, Callable, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks")
+sys.path[:0] = [HERE, BENCHMARKS]
 
 import make_et_data as base  # noqa: E402  (tests/data is no package)
+
+from benchmodels import cache_dir  # noqa: E402
+from zoo import ET_BACKEND_MODELS  # noqa: E402
 
 OUT = base.OUT
 #: Where the program whose Vela blocks are named data is written, with its data file
@@ -71,6 +79,12 @@ EXTERNAL = os.path.join(OUT, "ethosu_external")
 NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "tosa_mlp",
          "tosa_conv", "tosa_partial", "tosa_int_conv", "openvino_conv", "openvino_mlp",
          "openvino_partial", "openvino_zero_bias"]
+#: With ``--zoo``: the real architectures of benchmarks/zoo.py's ET_BACKEND_MODELS
+#: (torchvision's, random weights, one 1x3x64x64 image), lowered like the programs above
+#: as ``<backend>_<model>`` and written with their oracles in :data:`ZOO`, outside git
+#: (tests/support/backends_zoo.py).
+ZOO_NAMES = [f"{b}_{m}" for b in ("ethosu", "tosa", "openvino") for m in ET_BACKEND_MODELS]
+ZOO = os.path.join(cache_dir(), "et_backends")
 #: The CPU plugin's key for the IR it exports (OpenVINO, src/plugins/intel_cpu/src/utils/
 #: codec_xor.cpp): the XML is XORed with it, byte by byte.
 OV_KEY = bytes([0x30, 0x60, 0x70, 0x02, 0x04, 0x08, 0x3F, 0x6F, 0x72, 0x74, 0x78, 0x7F])
@@ -114,13 +128,22 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
         nn.init.zeros_(module[0].bias)
         return module, (torch.randn(2, 16),)
 
+    def zoo(model: str) -> Callable[[], Tuple[Any, Tuple[Any, ...]]]:
+        def make() -> Tuple[Any, Tuple[Any, ...]]:
+            from zoo_build import BUILDERS
+            torch.manual_seed(0)
+            return BUILDERS[model]().eval(), (torch.randn(1, 3, 64, 64),)
+        return make
+
     return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp, "int_conv": conv,
-            "zero_bias": zero_bias}
+            "zero_bias": zero_bias,
+            **{m: zoo(m) for m in ET_BACKEND_MODELS}}
 
 
 #: The Ethos-U accelerator each program is compiled for.
 _TARGETS = {"ethosu_conv": "ethos-u55-128", "ethosu_mlp": "ethos-u85-256",
-            "ethosu_partial": "ethos-u55-128", "ethosu_external": "ethos-u55-128"}
+            "ethosu_partial": "ethos-u55-128", "ethosu_external": "ethos-u55-128",
+            "ethosu_mobilenet_v2": "ethos-u55-128", "ethosu_resnet18": "ethos-u85-256"}
 
 
 def _record_vela(records: List[Dict[str, Any]]) -> None:
@@ -176,21 +199,31 @@ def _record_vela(records: List[Dict[str, Any]]) -> None:
     backend.vela_compile = compiled
 
 
+def _quantized(module: Any, args: Tuple[Any, ...], quantizer: Any) -> Any:
+    """``module`` quantized by ``quantizer`` (prepare_pt2e, one calibration with ``args``,
+    convert_pt2e). Its exported graph is taken without the guards' submodule call
+    (``_guards_fn``) torch adds where the export has guards, as torchvision's networks do:
+    the Arm passes refuse a ``call_module``."""
+    import torch
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    prepared = prepare_pt2e(torch.export.export(module, args).module(check_guards=False),
+                            quantizer)
+    prepared(*args)
+    return convert_pt2e(prepared)
+
+
 def _lower_ethosu(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, str, Any]:
     import torch
     from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
     from executorch.backends.arm.ethosu.compile_spec import VelaExternalBlockPlacements
     from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
     from executorch.exir import to_edge_transform_and_lower
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     placements = VelaExternalBlockPlacements(cmd_data="ethosu", weight_data="ethosu") \
         if name == "ethosu_external" else None
     spec = EthosUCompileSpec(_TARGETS[name], external_block_placements=placements)
     quantizer = EthosUQuantizer(spec)
     quantizer.set_global(get_symmetric_quantization_config())
-    prepared = prepare_pt2e(torch.export.export(module, args).module(), quantizer)
-    prepared(*args)
-    converted = convert_pt2e(prepared)
+    converted = _quantized(module, args, quantizer)
     checks = []
     said = ", external_block_placements=VelaExternalBlockPlacements(cmd_data='ethosu', " \
         "weight_data='ethosu')" if placements else ""
@@ -228,12 +261,9 @@ def _lower_tosa(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, str
             TOSAQuantizer,
             get_symmetric_quantization_config,
         )
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
         quantizer = TOSAQuantizer(spec)
         quantizer.set_global(get_symmetric_quantization_config())
-        prepared = prepare_pt2e(torch.export.export(module, args).module(), quantizer)
-        prepared(*args)
-        module = convert_pt2e(prepared)
+        module = _quantized(module, args, quantizer)
         how = f"TOSAQuantizer(TosaCompileSpec({profile!r})), prepare_pt2e, convert_pt2e, "
     checks = [_not_round()] if name == "tosa_partial" else None
     edge = to_edge_transform_and_lower(
@@ -277,7 +307,8 @@ def _write(name: str) -> Dict[str, Any]:
 
 def _pte(name: str) -> str:
     """Where program ``name`` is written."""
-    return os.path.join(EXTERNAL if name == "ethosu_external" else OUT, name + ".pte")
+    return os.path.join(EXTERNAL if name == "ethosu_external" else
+                        ZOO if name in ZOO_NAMES else OUT, name + ".pte")
 
 
 # ------------------------------------------------------------------ oracle (child only)
@@ -436,6 +467,9 @@ def make(name: str) -> None:
 
 def main(argv: List[str]) -> int:
     """Command line (see the module docstring)."""
+    if argv[1:2] == ["--zoo"]:
+        os.makedirs(ZOO, exist_ok=True)
+        return base.run(argv[1:], ZOO_NAMES, _child, make)
     return base.run(argv, NAMES, _child, make)
 
 

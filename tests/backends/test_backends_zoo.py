@@ -1,0 +1,99 @@
+"""The command line on the real architectures lowered to Arm Ethos-U, Arm TOSA and OpenVINO
+(tests/support/backends_zoo.py; skipped when not written): every command reads each
+program, ``ops --delegates`` lists the operator kinds the backend's own reader found in
+its payloads (TOSA, OpenVINO), and ``tree --json`` sums each graph up as that reader
+counts it: operators, values, constants and their bytes (TOSA: a tensor's shape x its
+DType's size, a shape's rank x 8; OpenVINO: each Constant's data), or the command
+stream's, weights' and scratch sizes Vela wrote (Ethos-U).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Dict, List, Set, Tuple
+
+import numpy as np
+import pytest
+
+from support import backends_zoo
+from support.cli import run_cli
+
+STEMS = [s for backend in ("ethosu", "tosa", "openvino") for s in backends_zoo.stems(backend)]
+COMMANDS = [("info",), ("verify",), ("tree",), ("dis",), ("ops", "--delegates"), ("size",)]
+#: The IR's names of the OpenVINO operations named otherwise (tests/backends/test_openvino.py)
+IR_NAMES = {"Constant": "Const", "Relu": "ReLU"}
+#: Bytes per element of the TOSA DTypes these programs hold (TOSA's serializer).
+TOSA_SIZES = {"FP32": 4, "INT8": 1, "INT32": 4}
+
+
+def _oracle(stem: str) -> Dict[str, Any]:
+    with open(os.path.join(backends_zoo.folder(stem), stem + ".oracle.json"),
+              encoding="utf-8") as f:
+        return dict(json.load(f))
+
+
+def _kinds(stem: str) -> Set[str]:
+    """``Backend::kind`` of each operator the backend's reader found, from the oracle."""
+    doc = _oracle(stem)
+    if stem.startswith("tosa"):
+        return {f"TOSABackend::{o['op']}" for d in doc["tosa"]["delegates"]
+                for r in d["regions"] for b in r["blocks"] for o in b["operators"]}
+    return {f"OpenvinoBackend::{IR_NAMES.get(o['type'], o['type'])}"
+            for d in doc["openvino"]["delegates"] for o in d["operations"]}
+
+
+@pytest.mark.parametrize("stem", STEMS)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_command_line_reads_it(stem: str, command: Tuple[str, ...]) -> None:
+    path = os.path.join(backends_zoo.folder(stem), stem + ".pte")
+    run = run_cli(*command, path)
+    assert run.returncode == 0 and run.stdout, run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
+    if command == ("ops", "--delegates") and not stem.startswith("ethosu"):
+        delegated = {k for k in run.stdout.split() if "Backend::" in k}
+        assert delegated == _kinds(stem)
+
+
+def _summaries(stem: str) -> List[Dict[str, Any]]:
+    """What the oracle says ``tree --json`` sums each delegate's graph up as."""
+    doc = _oracle(stem)
+    folder = backends_zoo.folder(stem)
+    with np.load(os.path.join(folder, stem + ".oracle.npz")) as z:
+        sizes = {k: z[k].nbytes for k in z.files}
+    if stem.startswith("ethosu"):
+        return [{"description": f"command stream {d['cmd_data_size']:,} bytes, weights "
+                 f"{d['weight_data_size']:,} bytes, scratch {d['scratch_size']:,} bytes"}
+                for d in doc["ethosu"]["delegates"]]
+    if stem.startswith("openvino"):
+        return [{"nodes": len(d["operations"]),
+                 "constants": sum(o["type"] == "Constant" for o in d["operations"]),
+                 "constant_bytes": sum(sizes[o["data"]] for o in d["operations"]
+                                       if o["type"] == "Constant" and o["data"])}
+                for d in doc["openvino"]["delegates"]]
+    out = []
+    for d in doc["tosa"]["delegates"]:
+        blocks = [b for r in d["regions"] for b in r["blocks"]]
+        held = [t for b in blocks for t in b["tensors"] if sizes[t["data"]]]
+        shapes = [x for b in blocks for x in b["shapes"]]
+        out.append({"nodes": sum(len(b["operators"]) for b in blocks),
+                    "values": sum(len(b["tensors"]) + len(b["shapes"]) for b in blocks),
+                    "constants": len(held) + len(shapes),
+                    "constant_bytes": sum(TOSA_SIZES[t["type"]] * math.prod(t["shape"])
+                                          for t in held) + sum(8 * x["rank"] for x in shapes)})
+    return out
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_tree_sums_each_graph_up(stem: str) -> None:
+    want = _summaries(stem)
+    run = run_cli("tree", "--json", os.path.join(backends_zoo.folder(stem), stem + ".pte"))
+    assert run.returncode == 0, run.stderr
+    got = []
+    for method in json.loads(run.stdout)["files"][0]["root"]["children"]:
+        for d in method.get("children", []):
+            if d["kind"] == "delegate":
+                summary = d["children"][0]
+                got.append({k: (summary[k] if k != "description"
+                                else summary[k].split("; ")[0]) for k in want[0]})
+    assert got == want

@@ -1,0 +1,42 @@
+"""The real architectures lowered to Arm Ethos-U, Arm TOSA and OpenVINO, outside git.
+
+``tests/data/make_et_backends.py --zoo``, run in ExecuTorch's backends environment (its
+docstring says how to make one), writes ``<backend>_<model>.pte`` for each model of
+:data:`zoo.ET_BACKEND_MODELS`, with its oracle, into :data:`FOLDER` in the benchmark
+cache. tests/backends/test_ethosu.py, test_tosa.py and test_openvino.py compare them as
+they compare their small programs, and skip the ones not written.
+"""
+from __future__ import annotations
+
+import os
+from typing import List
+
+import pytest
+
+import zoo  # the zoo's listing: benchmarks/zoo.py (benchmarks/ is on the path)
+from benchmodels import cache_dir
+from support.paths import ET
+
+#: Where make_et_backends.py --zoo writes the programs and their oracles.
+FOLDER = os.path.join(cache_dir(), "et_backends")
+
+
+def stems(backend: str) -> List[str]:
+    """The zoo's programs lowered to ``backend`` (``ethosu``, ``tosa``, ``openvino``)."""
+    return [f"{backend}_{model}" for model in zoo.ET_BACKEND_MODELS]
+
+
+def written(stem: str) -> bool:
+    """Whether the zoo program ``stem`` and its oracle are in :data:`FOLDER`."""
+    return os.path.exists(os.path.join(FOLDER, stem + ".oracle.json"))
+
+
+def folder(stem: str) -> str:
+    """The folder of program ``stem``: tests/data/et, or the zoo's (the test skipped when
+    the zoo's program is not written)."""
+    if stem.split("_", 1)[1] not in zoo.ET_BACKEND_MODELS:
+        return ET
+    if not written(stem):
+        pytest.skip(f"{stem} is not written: run tests/data/make_et_backends.py --zoo with "
+                    "ExecuTorch's backends environment")
+    return FOLDER
