@@ -83,7 +83,8 @@ NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "tosa
 #: (torchvision's, random weights, one 1x3x64x64 image), lowered like the programs above
 #: as ``<backend>_<model>`` and written with their oracles in :data:`ZOO`, outside git
 #: (tests/support/backends_zoo.py).
-ZOO_NAMES = [f"{b}_{m}" for b in ("ethosu", "tosa", "openvino") for m in ET_BACKEND_MODELS]
+ZOO_NAMES = [f"{b}_{m}" for b in ("ethosu", "tosa", "tosa_int", "openvino")
+             for m in ET_BACKEND_MODELS]
 ZOO = os.path.join(cache_dir(), "et_backends")
 #: The CPU plugin's key for the IR it exports (OpenVINO, src/plugins/intel_cpu/src/utils/
 #: codec_xor.cpp): the XML is XORed with it, byte by byte.
@@ -135,7 +136,7 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
             return BUILDERS[model]().eval(), (torch.randn(1, 3, 64, 64),)
         return make
 
-    return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp, "int_conv": conv,
+    return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp,
             "zero_bias": zero_bias,
             **{m: zoo(m) for m in ET_BACKEND_MODELS}}
 
@@ -143,7 +144,8 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
 #: The Ethos-U accelerator each program is compiled for.
 _TARGETS = {"ethosu_conv": "ethos-u55-128", "ethosu_mlp": "ethos-u85-256",
             "ethosu_partial": "ethos-u55-128", "ethosu_external": "ethos-u55-128",
-            "ethosu_mobilenet_v2": "ethos-u55-128", "ethosu_resnet18": "ethos-u85-256"}
+            "ethosu_mobilenet_v2": "ethos-u55-128", "ethosu_resnet18": "ethos-u85-256",
+            "ethosu_efficientnet_b0": "ethos-u55-128"}
 
 
 def _record_vela(records: List[Dict[str, Any]]) -> None:
@@ -253,10 +255,11 @@ def _lower_tosa(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, str
     from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
     from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
     from executorch.exir import to_edge_transform_and_lower
-    profile = "TOSA-1.0+INT" if name == "tosa_int_conv" else "TOSA-1.0+FP"
+    quantized = name.startswith("tosa_int_")
+    profile = "TOSA-1.0+INT" if quantized else "TOSA-1.0+FP"
     spec = TosaCompileSpec(profile)
     how = ""
-    if name == "tosa_int_conv":
+    if quantized:
         from executorch.backends.arm.quantizer import (
             TOSAQuantizer,
             get_symmetric_quantization_config,
@@ -278,7 +281,8 @@ def _lower_tosa(name: str, module: Any, args: Tuple[Any, ...]) -> Tuple[Any, str
 def _write(name: str) -> Dict[str, Any]:
     """Exports, lowers and writes program ``name``; returns how, and what was recorded."""
     import torch
-    module, args = _models()[name.split("_", 1)[1]]()
+    # (tosa_int_NAME: NAME quantized)
+    module, args = _models()[name.split("_", 1)[1].removeprefix("int_")]()
     records: List[Dict[str, Any]] = []
     if name.startswith("ethosu"):
         _record_vela(records)

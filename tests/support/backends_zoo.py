@@ -2,9 +2,10 @@
 
 ``tests/data/make_et_backends.py --zoo``, run in ExecuTorch's backends environment (its
 docstring says how to make one), writes ``<backend>_<model>.pte`` for each model of
-:data:`zoo.ET_BACKEND_MODELS`, with its oracle, into :data:`FOLDER` in the benchmark
-cache. tests/backends/test_ethosu.py, test_tosa.py and test_openvino.py compare them as
-they compare their small programs, and skip the ones not written.
+:data:`zoo.ET_BACKEND_MODELS` (TOSA's in both profiles: ``tosa_`` FP, ``tosa_int_`` INT),
+with its oracle, into :data:`FOLDER` in the benchmark cache. tests/backends/test_ethosu.py,
+test_tosa.py and test_openvino.py compare them as they compare their small programs, and
+skip the ones not written.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ FOLDER = os.path.join(cache_dir(), "et_backends")
 
 def stems(backend: str) -> List[str]:
     """The zoo's programs lowered to ``backend`` (``ethosu``, ``tosa``, ``openvino``)."""
-    return [f"{backend}_{model}" for model in zoo.ET_BACKEND_MODELS]
+    prefixes = ["tosa", "tosa_int"] if backend == "tosa" else [backend]
+    return [f"{p}_{model}" for p in prefixes for model in zoo.ET_BACKEND_MODELS]
 
 
 def written(stem: str) -> bool:
@@ -34,7 +36,7 @@ def written(stem: str) -> bool:
 def folder(stem: str) -> str:
     """The folder of program ``stem``: tests/data/et, or the zoo's (the test skipped when
     the zoo's program is not written)."""
-    if stem.split("_", 1)[1] not in zoo.ET_BACKEND_MODELS:
+    if stem not in stems(stem.split("_", 1)[0]):
         return ET
     if not written(stem):
         pytest.skip(f"{stem} is not written: run tests/data/make_et_backends.py --zoo with "
