@@ -18,11 +18,10 @@ import pytest
 
 from support import backends_zoo
 from support.cli import run_cli
+from support.delegates import OV_IR_NAMES
 
 STEMS = [s for backend in ("ethosu", "tosa", "openvino") for s in backends_zoo.stems(backend)]
 COMMANDS = [("info",), ("verify",), ("tree",), ("dis",), ("ops", "--delegates"), ("size",)]
-#: The IR's names of the OpenVINO operations named otherwise (tests/backends/test_openvino.py)
-IR_NAMES = {"Constant": "Const", "Relu": "ReLU"}
 #: Bytes per element of the TOSA DTypes these programs hold (TOSA's serializer).
 TOSA_SIZES = {"FP32": 4, "INT8": 1, "INT32": 4}
 
@@ -39,7 +38,7 @@ def _kinds(stem: str) -> Set[str]:
     if stem.startswith("tosa"):
         return {f"TOSABackend::{o['op']}" for d in doc["tosa"]["delegates"]
                 for r in d["regions"] for b in r["blocks"] for o in b["operators"]}
-    return {f"OpenvinoBackend::{IR_NAMES.get(o['type'], o['type'])}"
+    return {f"OpenvinoBackend::{OV_IR_NAMES.get(o['type'], o['type'])}"
             for d in doc["openvino"]["delegates"] for o in d["operations"]}
 
 

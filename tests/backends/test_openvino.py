@@ -29,13 +29,10 @@ from pyflatmodule.executorch import OpenvinoGraph
 from support import backends_zoo
 from support.checked import load_full
 from support.cli import run_cli
-from support.delegates import graphs, refused
+from support.delegates import OV_IR_NAMES, graphs, refused
 from support.paths import WILD
 
 STEMS = ["openvino_conv", "openvino_mlp", "openvino_partial", "openvino_zero_bias"]
-#: The IR's names of the layer types whose OpenVINO operation is named otherwise
-#: (``Const`` is ``Constant``, ``ReLU`` is ``Relu``; OpenVINO's IR reader maps them).
-IR_NAMES = {"Constant": "Const", "Relu": "ReLU"}
 
 
 def _oracle(stem: str) -> Tuple[Dict[str, Any], Any]:
@@ -66,11 +63,15 @@ def test_each_model_is_what_openvino_reads(stem: str) -> None:
             assert hashlib.sha256(data).hexdigest() == want["payload_sha256"]
             fields = struct.unpack_from("<6Q", data)
             assert list(g.header.values()) == list(fields) and fields[0] == 48
-            ops = want["operations"]
-            assert [(n.name, n.kind, n.opset) for n in g.nodes] == \
-                [(o["name"], IR_NAMES.get(o["type"], o["type"]), o["opset"]) for o in ops]
+            # OpenVINO orders its operations topologically, not as the IR lists them
+            ops = {o["name"]: o for o in want["operations"]}
+            assert len(ops) == len(want["operations"])
+            assert sorted((n.name, n.kind, n.opset) for n in g.nodes) == \
+                sorted((o["name"], OV_IR_NAMES.get(o["type"], o["type"]), o["opset"])
+                       for o in ops.values())
             values = g.values
-            for n, o in zip(g.nodes, ops):
+            for n in g.nodes:
+                o = ops[n.name]
                 assert [g.nodes[values[v].node].name for v in n.inputs] == o["inputs"]
                 # a Result has no output port in the IR: OpenVINO gives it its input's
                 ids = n.inputs if n.kind == "Result" else n.outputs
@@ -78,7 +79,7 @@ def test_each_model_is_what_openvino_reads(stem: str) -> None:
                     [(x["element_type"], x["shape"]) for x in o["outputs"]]
             constants = g.constants()
             by_name = {g.nodes[values[v].node].name: c for v, c in constants.items()}
-            want_consts = {o["name"]: o for o in ops if o["type"] == "Constant"}
+            want_consts = {name: o for name, o in ops.items() if o["type"] == "Constant"}
             assert sorted(by_name) == sorted(want_consts)
             for name, o in want_consts.items():
                 c = by_name[name]
@@ -125,6 +126,21 @@ def test_a_dropped_bias_is_an_empty_constant_of_element_type_dynamic() -> None:
         (v,) = node.outputs
         assert (g.values[v].datatype, g.values[v].dims) == ("dynamic", (0,))
         assert g.constants()[v].size == 0
+
+
+def test_a_relaxed_layer_is_an_operation_of_its_opset() -> None:
+    """The IR writes the reduction of ``torch.any`` with relaxed element types, its
+    version ``type_relaxed_opset1``: OpenVINO reads an operation of opset1, the relaxed
+    types in its data."""
+    doc, _ = _oracle("openvino_softmax_any")
+    (want,) = [o for o in doc["openvino"]["delegates"][0]["operations"]
+               if o["type"] == "ReduceLogicalOr"]
+    with load_full(_path("openvino_softmax_any")) as p:
+        (_, g), = _graphs(p)
+        (node,) = [n for n in g.nodes if n.kind == "ReduceLogicalOr"]
+        assert (node.name, node.opset) == (want["name"], want["opset"]) == \
+            (node.name, "opset1")
+        assert node.attributes["type_relax"] == "true"
 
 
 def test_the_wild_program_decodes() -> None:

@@ -78,7 +78,7 @@ EXTERNAL = os.path.join(OUT, "ethosu_external")
 #: The programs, in the order they are written.
 NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "tosa_mlp",
          "tosa_conv", "tosa_partial", "tosa_int_conv", "openvino_conv", "openvino_mlp",
-         "openvino_partial", "openvino_zero_bias"]
+         "openvino_partial", "openvino_zero_bias", "openvino_softmax_any"]
 #: With ``--zoo``: the real architectures of benchmarks/zoo.py's ET_BACKEND_MODELS
 #: (torchvision's, random weights, one 1x3x64x64 image), lowered like the programs above
 #: as ``<backend>_<model>`` and written with their oracles in :data:`ZOO`, outside git
@@ -129,6 +129,17 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
         nn.init.zeros_(module[0].bias)
         return module, (torch.randn(2, 16),)
 
+    class SoftmaxAny(nn.Module):
+        """A softmax and a test of any element (as a transformer layer checks its mask):
+        the IR names the first ``SoftMax``, and writes the second's reduction with
+        relaxed element types (``type_relaxed_opset1``)."""
+
+        def forward(self, x: Any) -> Any:
+            return torch.softmax(x, -1), torch.any(x > 0, -1)
+
+    def softmax_any() -> Tuple[Any, Tuple[Any, ...]]:
+        return SoftmaxAny().eval(), (torch.randn(2, 16),)
+
     def zoo(model: str) -> Callable[[], Tuple[Any, Tuple[Any, ...]]]:
         def make() -> Tuple[Any, Tuple[Any, ...]]:
             from zoo_build import BUILDERS
@@ -137,7 +148,7 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
         return make
 
     return {"conv": conv, "mlp": mlp, "partial": partial, "external": mlp,
-            "zero_bias": zero_bias,
+            "zero_bias": zero_bias, "softmax_any": softmax_any,
             **{m: zoo(m) for m in ET_BACKEND_MODELS}}
 
 

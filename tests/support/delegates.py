@@ -11,6 +11,11 @@ from .checked import load_full
 
 G = TypeVar("G")
 
+#: The IR's names of the OpenVINO operations its serializer writes otherwise
+#: (``translate_type_name``: ``Constant`` is ``Const``, and so on; OpenVINO's IR reader
+#: maps them back), seen in what ``openvino.serialize`` writes.
+OV_IR_NAMES = {"Constant": "Const", "PRelu": "PReLU", "Relu": "ReLU", "Softmax": "SoftMax"}
+
 
 def graphs(p: Any, backend_id: str, cls: Type[G]) -> List[G]:
     """Every delegate's graph in method order, asserting that each delegate is

@@ -51,6 +51,17 @@ _PRECISIONS = {"FP64": "f64", "FP32": "f32", "FP16": "f16", "BF16": "bf16", "I64
                "U4": "u4", "UNSPECIFIED": "dynamic"}
 
 
+#: What the IR writes before the opset of a layer whose element types are relaxed (its
+#: ``<data>`` says which, ``type_relax``); OpenVINO reads it as an operation of the opset.
+_RELAXED = "type_relaxed_"
+
+
+def _opset(layer: Any) -> str:
+    """The opset of a layer, as OpenVINO reads its ``version``."""
+    version = str(layer.get("version", ""))
+    return version[len(_RELAXED):] if version.startswith(_RELAXED) else version
+
+
 class OvNode(NamedTuple):
     """One layer of the model, in the IR's order: its type (``kind``), name, opset, the
     attributes of its ``<data>``, and the value ids of its inputs (by input port) and of
@@ -188,7 +199,7 @@ class OpenvinoGraph:
             attributes = dict(data.attrib) if data is not None else {}
             if kind == "Const":
                 self._consts[outs[0] if outs else -1] = self._const(attributes, field)
-            self._nodes.append(OvNode(kind, layer.get("name", ""), layer.get("version", ""),
+            self._nodes.append(OvNode(kind, layer.get("name", ""), _opset(layer),
                                       attributes, (), tuple(outs)))
         feeds: Dict[Tuple[str, str], int] = {}
         for e, edge in enumerate(root.findall("./edges/edge")):
