@@ -43,11 +43,13 @@ ET_BACKENDS: Dict[str, str] = {"xnnpack": "XnnpackBackend", "vulkan": "VulkanBac
                                "coreml": "CoreMLBackend", "coreml_partial": "CoreMLBackend"}
 
 #: Models lowered to Arm Ethos-U, Arm TOSA (FP and INT profiles) and OpenVINO (CPU) by
-#: ``tests/data/make_et_backends.py --zoo`` as ``<backend>_<model>.pte``, one 1x3x64x64
-#: image each, with the backends' own readings (tests/support/backends_zoo.py). Apart from
+#: ``tests/data/make_et_backends.py --zoo`` as ``<backend>_<model>.pte`` (torchvision's on
+#: one 1x3x64x64 image; encoder_layer: torch's TransformerEncoderLayer(64, 4, 128) on 16
+#: tokens), with the backends' own readings (tests/support/backends_zoo.py). Apart from
 #: the ExecuTorch zoo: they need ExecuTorch's Arm and OpenVINO extras, which CI's
 #: environment does not carry.
-ET_BACKEND_MODELS: Tuple[str, ...] = ("mobilenet_v2", "resnet18", "efficientnet_b0")
+ET_BACKEND_MODELS: Tuple[str, ...] = ("mobilenet_v2", "resnet18", "efficientnet_b0",
+                                      "encoder_layer")
 
 #: Example inputs' shapes where they are not one 1x3x224x224 image: token ids there.
 ET_INPUTS: Dict[str, Tuple[Tuple[int, ...], ...]] = {

@@ -80,7 +80,7 @@ NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "tosa
          "tosa_conv", "tosa_partial", "tosa_int_conv", "openvino_conv", "openvino_mlp",
          "openvino_partial", "openvino_zero_bias", "openvino_softmax_any"]
 #: With ``--zoo``: the real architectures of benchmarks/zoo.py's ET_BACKEND_MODELS
-#: (torchvision's, random weights, one 1x3x64x64 image), lowered like the programs above
+#: (random weights; torchvision's on one 1x3x64x64 image), lowered like the programs above
 #: as ``<backend>_<model>`` and written with their oracles in :data:`ZOO`, outside git
 #: (tests/support/backends_zoo.py).
 ZOO_NAMES = [f"{b}_{m}" for b in ("ethosu", "tosa", "tosa_int", "openvino")
@@ -142,8 +142,12 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
 
     def zoo(model: str) -> Callable[[], Tuple[Any, Tuple[Any, ...]]]:
         def make() -> Tuple[Any, Tuple[Any, ...]]:
-            from zoo_build import BUILDERS
             torch.manual_seed(0)
+            if model == "encoder_layer":   # 16 tokens of 64 features
+                return (nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0,
+                                                   batch_first=True).eval(),
+                        (torch.randn(1, 16, 64),))
+            from zoo_build import BUILDERS
             return BUILDERS[model]().eval(), (torch.randn(1, 3, 64, 64),)
         return make
 
@@ -156,7 +160,7 @@ def _models() -> Dict[str, Callable[[], Tuple[Any, Tuple[Any, ...]]]]:
 _TARGETS = {"ethosu_conv": "ethos-u55-128", "ethosu_mlp": "ethos-u85-256",
             "ethosu_partial": "ethos-u55-128", "ethosu_external": "ethos-u55-128",
             "ethosu_mobilenet_v2": "ethos-u55-128", "ethosu_resnet18": "ethos-u85-256",
-            "ethosu_efficientnet_b0": "ethos-u55-128"}
+            "ethosu_efficientnet_b0": "ethos-u55-128", "ethosu_encoder_layer": "ethos-u85-256"}
 
 
 def _record_vela(records: List[Dict[str, Any]]) -> None:
