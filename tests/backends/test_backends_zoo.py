@@ -18,12 +18,10 @@ import pytest
 
 from support import backends_zoo
 from support.cli import run_cli
-from support.delegates import OV_IR_NAMES
+from support.delegates import OV_IR_NAMES, TOSA_ELEMENTS
 
 STEMS = [s for backend in ("ethosu", "tosa", "openvino") for s in backends_zoo.stems(backend)]
 COMMANDS = [("info",), ("verify",), ("tree",), ("dis",), ("ops", "--delegates"), ("size",)]
-#: Bytes per element of the TOSA DTypes these programs hold (TOSA's serializer).
-TOSA_SIZES = {"FP32": 4, "INT8": 1, "INT32": 4}
 
 
 def _oracle(stem: str) -> Dict[str, Any]:
@@ -78,7 +76,7 @@ def _summaries(stem: str) -> List[Dict[str, Any]]:
         out.append({"nodes": sum(len(b["operators"]) for b in blocks),
                     "values": sum(len(b["tensors"]) + len(b["shapes"]) for b in blocks),
                     "constants": len(held) + len(shapes),
-                    "constant_bytes": sum(TOSA_SIZES[t["type"]] * math.prod(t["shape"])
+                    "constant_bytes": sum(TOSA_ELEMENTS[t["type"]][0] * math.prod(t["shape"])
                                           for t in held) + sum(8 * x["rank"] for x in shapes)})
     return out
 

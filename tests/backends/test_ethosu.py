@@ -12,7 +12,8 @@ offset and region), tied to the delegate by the payload's SHA-256. Damaged paylo
 made from the file's bytes at the layout the runtime reads
 (backends/arm/runtime/VelaBinStream.h: a 32-byte block header, name[16], u32 size, u8
 external flag, 11 reserved bytes; data padded to 16 bytes) and must be refused at the
-block at fault.
+block at fault. The real architectures of tests/support/backends_zoo.py are compared the
+same way when written.
 """
 from __future__ import annotations
 

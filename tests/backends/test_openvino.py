@@ -10,7 +10,8 @@ opset, the operations its inputs come from, its outputs' element types and shape
 constant's bytes). The header's fields are read here from the file's bytes at OpenVINO's
 layout (``StreamSerialize::DataHeader``: six u64, the offset and size of the plugin's
 data, of the constants and of the model). Damaged payloads are made from the file's bytes
-and must be refused at the field at fault.
+and must be refused at the field at fault. The real architectures of
+tests/support/backends_zoo.py are compared the same way when written.
 """
 from __future__ import annotations
 

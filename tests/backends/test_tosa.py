@@ -7,7 +7,8 @@ their oracles hold, per TOSA delegate, what tosa-tools' flatbuffer classes read 
 payload: the version, each region's blocks with their inputs and outputs, operators
 (``Op`` name, attribute type, input and output names), tensors (name, shape, DType, data
 bytes in the npz) and shapes (name, rank, data bytes). Bad payloads are made from the
-files' bytes and must be refused at the field at fault, located in the file.
+files' bytes and must be refused at the field at fault, located in the file. The real
+architectures of tests/support/backends_zoo.py are compared the same way when written.
 """
 from __future__ import annotations
 
@@ -26,15 +27,12 @@ from pyflatmodule.executorch import TosaGraph
 from support import backends_zoo
 from support.checked import load_full
 from support.cli import run_cli
-from support.delegates import graphs, refused
+from support.delegates import TOSA_ELEMENTS, graphs, refused
 from support.fbwalk import deref, element, field, root
 
 STEMS = ["tosa_mlp", "tosa_conv", "tosa_partial", "tosa_int_conv"]
 #: The real architectures, when written (tests/support/backends_zoo.py).
 ZOO = backends_zoo.stems("tosa")
-#: Bytes per element of each TOSA DType in these files, and numpy's dtype for it (TOSA's
-#: serializer, convertDataToUint8Vec: little-endian, FP32 as IEEE single)
-ELEMENTS = {"FP32": (4, "<f4"), "INT8": (1, "i1"), "INT32": (4, "<i4")}
 
 
 def _path(stem: str) -> str:
@@ -123,7 +121,7 @@ def test_each_constant_is_the_data_tosa_reads(stem: str, k: int) -> None:
                 for t in b["tensors"]:
                     raw = arrays[t["data"]].tobytes()
                     if raw:
-                        size, dtype = ELEMENTS[t["type"]]
+                        size, dtype = TOSA_ELEMENTS[t["type"]]
                         n = size * int(np.prod(t["shape"], dtype=np.int64))
                         assert len(raw) >= n
                         expected[i] = (dtype, tuple(t["shape"]), raw[:n])

@@ -11,6 +11,9 @@ from .checked import load_full
 
 G = TypeVar("G")
 
+#: Bytes per element of each TOSA DType in the TOSA programs, and numpy's dtype for it
+#: (TOSA's serializer, convertDataToUint8Vec: little-endian, FP32 as IEEE single).
+TOSA_ELEMENTS = {"FP32": (4, "<f4"), "INT8": (1, "i1"), "INT32": (4, "<i4")}
 #: The IR's names of the OpenVINO operations its serializer writes otherwise
 #: (``translate_type_name``: ``Constant`` is ``Const``, and so on; OpenVINO's IR reader
 #: maps them back), seen in what ``openvino.serialize`` writes.
