@@ -28,6 +28,7 @@ from ..core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .backends import BACKENDS, Backend, DelegateGraph, backend_of, described_as
+    from .backends.coreai import CoreAIFile, CoreAIManifest
     from .backends.coreml import CmlFeature, CmlNode, CmlValue, CoreMLGraph
     from .backends.ethosu import VelaBlock, VelaIO, VelaStream
     from .backends.native import NativeGraph, NativeNode, NativeValue
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
 #: no profile, ETRecord or backend reader it does not use.
 __getattr__, __dir__ = lazy_exports(__name__, {
     ".backends": ("BACKENDS", "Backend", "DelegateGraph", "backend_of", "described_as"),
+    ".backends.coreai": ("CoreAIFile", "CoreAIManifest"),
     ".backends.coreml": ("CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph"),
     ".backends.ethosu": ("VelaBlock", "VelaIO", "VelaStream"),
     ".backends.native": ("NativeGraph", "NativeNode", "NativeValue"),
@@ -121,7 +123,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 __all__ = ["AllocationEvent", "BACKENDS", "Backend", "BlockProfile", "BundledProgram", "Chain",
-           "CmlFeature", "CmlNode", "CmlValue", "CoreMLGraph", "DataFile", "DebugEvent",
+           "CmlFeature", "CmlNode", "CmlValue", "CoreAIFile", "CoreAIManifest", "CoreMLGraph",
+           "DataFile", "DebugEvent",
            "DebugTensor", "Delegate", "DelegateCall", "DelegateConstant", "DelegateGraph", "ETDump",
            "ETRecord", "ETRecordMember", "ExtendedHeader", "Frame", "FreeCall", "Graph",
            "GraphNode", "InputSpec", "Instruction", "InstructionProfile", "JumpFalseCall",

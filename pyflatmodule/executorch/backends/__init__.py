@@ -19,7 +19,8 @@ __all__ = ["BACKENDS", "Backend", "DelegateGraph", "MODULES", "Payload", "Resolv
 MODULES: Dict[str, str] = {"XnnpackBackend": "xnnpack", "VulkanBackend": "vulkan",
                            "CoreMLBackend": "coreml", "QnnBackend": "qnn",
                            "EthosUBackend": "ethosu", "OpenvinoBackend": "openvino",
-                           "NativeBackend": "native", "TOSABackend": "tosa"}
+                           "NativeBackend": "native", "TOSABackend": "tosa",
+                           "CoreAIBackend": "coreai"}
 
 
 class _Registry(Mapping[str, Backend]):
