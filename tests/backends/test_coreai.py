@@ -1,0 +1,188 @@
+"""Apple Core AI delegate payloads (``Delegate.graph`` of a ``CoreAIBackend`` delegate, a
+``CoreAIManifest``) against what ExecuTorch wrote.
+
+tests/data/et/coreai_*.pte are an MLP lowered whole by ExecuTorch 1.5.1's
+``CoreAIPartitioner`` with coreai-torch 0.4.2 (tests/data/make_et_coreai.py): its asset
+inline (``coreai_mlp``: the files in the program's named data) and as a sidecar
+(``coreai_sidecar``: the files written beside the program, none in it). Their oracles
+hold what ExecuTorch's ``deserialize_pte_binary`` reads back: each payload as
+``json.loads`` reads it, the named data's keys and sizes and ``metadata.json`` as
+``json.loads`` reads it. Damaged payloads are the file's own with the manifest's text
+changed in place (same length, padded with JSON's spaces), and must be refused at the
+payload, at the field at fault.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+import pyflatmodule as pfm
+from pyflatmodule.executorch import CoreAIManifest
+
+from support.checked import load_full
+from support.cli import run_cli
+from support.delegates import graphs, refused
+from support.paths import ET
+
+STEMS = ["coreai_mlp", "coreai_sidecar"]
+WHERE = ".processed<CoreAI manifest>"
+
+
+def _oracle(stem: str) -> Dict[str, Any]:
+    with open(os.path.join(ET, stem + ".oracle.json"), encoding="utf-8") as f:
+        return json.load(f)["coreai"]  # type: ignore[no-any-return]
+
+
+def _path(stem: str) -> str:
+    return os.path.join(ET, stem + ".pte")
+
+
+def _manifests(p: pfm.Program) -> List[Tuple[bytes, CoreAIManifest]]:
+    ds = [d for m in p.methods.values() for d in m.delegates]
+    return list(zip((bytes(d.data) for d in ds), graphs(p, "CoreAIBackend", CoreAIManifest)))
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_each_manifest_is_what_executorch_wrote(stem: str) -> None:
+    want = _oracle(stem)
+    with load_full(_path(stem)) as p:
+        found = _manifests(p)
+        assert len(found) == len(want["delegates"]) == 1
+        for (data, g), w in zip(found, want["delegates"]):
+            assert hashlib.sha256(data).hexdigest() == w["payload_sha256"]
+            m = w["manifest"]
+            assert g.manifest == m
+            assert (g.packaging, g.hash, g.path, g.min_deployment_version) == \
+                (m["packaging"], m["hash"], m["path"], m["min_deployment_version"])
+            assert (g.platform, g.archs) == (None, {})
+            names = m.get("files", [])
+            assert [f.name for f in g.files] == names
+            assert {f.key: f.size for f in g.files} == want["named_data"]
+            assert g.missing == {}
+            metadata = list(want["metadata"].values())
+            assert g.metadata == (metadata[0] if metadata else {})
+            assert g.version == (metadata[0]["assetVersion"] if metadata else "")
+            assert (g.nodes, g.values, g.constants()) == ([], [], {})
+
+
+def test_the_inline_files_are_the_named_data() -> None:
+    want = _oracle("coreai_mlp")
+    with load_full(_path("coreai_mlp")) as p:
+        ((_, g),) = _manifests(p)
+        assert sorted(p.named_data) == sorted(want["named_data"])
+        mlirb = g.file_bytes([f.name for f in g.files].index("model.aimodel/main.mlirb"))
+        assert mlirb is not None and mlirb.readonly and bytes(mlirb[0:4]) == b"ML\xefR"
+        digest = g.file_bytes([f.name for f in g.files].index("model.aimodel/main.hash"))
+        assert digest is not None and bytes(digest).hex() == g.hash
+
+
+@pytest.mark.parametrize("command", [("info",), ("verify",), ("tree",), ("tree", "--json"),
+                                     ("dis",), ("ops", "--delegates"), ("size",)])
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_command_line_reads_it(stem: str, command: Tuple[str, ...]) -> None:
+    run = run_cli(*command, _path(stem))
+    assert run.returncode == 0, run.stderr
+    (w,) = _oracle(stem)["delegates"]
+    if command == ("tree",):   # the graph's line is its description
+        m = w["manifest"]
+        if stem == "coreai_mlp":
+            sizes = _oracle(stem)["named_data"]
+            line = ", ".join(f"{n} {sizes['coreai/' + m['hash'] + '/' + n]:,} B"
+                             for n in m["files"])
+            producer = list(_oracle(stem)["metadata"].values())[0]["producer"]
+            assert f"Core AI graph: inline: {line}; producer {producer}" in run.stdout, \
+                run.stdout
+        else:
+            assert f"Core AI graph: sidecar: beside the program at {m['path']}" \
+                in run.stdout, run.stdout
+    if command == ("tree", "--json"):
+        kinds = [n for n in _walk(json.loads(run.stdout)) if n.get("kind") == "coreai_graph"]
+        assert len(kinds) == 1 and kinds[0]["description"], kinds
+
+
+def _walk(node: Any) -> List[Dict[str, Any]]:
+    """Every JSON object in ``node``."""
+    if isinstance(node, dict):
+        return [node] + [o for v in node.values() for o in _walk(v)]
+    if isinstance(node, list):
+        return [o for v in node for o in _walk(v)]
+    return []
+
+
+# ---------------------------------------------------------------- damaged payloads
+
+RAW = open(_path("coreai_mlp"), "rb").read()
+MANIFEST = _oracle("coreai_mlp")["delegates"][0]["manifest"]
+HASH = MANIFEST["hash"]
+
+
+def _payload() -> Tuple[int, bytes]:
+    """(file offset, bytes) of coreai_mlp's payload, found in the file."""
+    with pfm.load(_path("coreai_mlp")) as p:
+        data = bytes(p.methods["forward"].delegates[0].data)
+    return RAW.index(data), data
+
+
+def _with(text: bytes) -> bytes:
+    """The file with its payload replaced by ``text``, padded with spaces to its size."""
+    at, data = _payload()
+    assert len(text) <= len(data)
+    return RAW[:at] + text.ljust(len(data)) + RAW[at + len(data):]
+
+
+def _changed(old: bytes, new: bytes) -> bytes:
+    """The file with the payload's one ``old`` replaced by ``new`` (same length)."""
+    _, data = _payload()
+    assert len(old) == len(new) and data.count(old) == 1
+    return _with(data.replace(old, new))
+
+
+@pytest.mark.parametrize("text,field", [
+    (None, ""),                     # the JSON cut short: its closing brace dropped
+    (b"[1, 2]", ""),                # not an object
+    (b"\xff{}", ""),                # not UTF-8
+    (b"{}", ".packaging"),          # an object without the manifest's fields
+])
+def test_a_payload_that_is_no_manifest(text: Any, field: str) -> None:
+    at, data = _payload()
+    raw = _with(data[:data.rindex(b"}")] if text is None else text)
+    refused(raw, "bad_manifest", at, WHERE + field)
+
+
+@pytest.mark.parametrize("old,new,field", [
+    (b'"inline"', b'"inlime"', ".packaging"),
+    (b'"hash": "' + HASH[:8].encode(), b'"hash": "' + b"g" * 8, ".hash"),
+    (b'"path": "' + HASH[:8].encode(), b'"path": "' + b"0" * 8, ".path"),
+    (b"model.aimodel/main.hash", b"model.aimodel/../m.hash", ".files"),
+    (b'"model.aimodel/main.hash"', b'"/model.aimodel/main.has"', ".files"),
+])
+def test_a_field_at_fault(old: bytes, new: bytes, field: str) -> None:
+    at, _ = _payload()
+    refused(_changed(old, new), "bad_manifest", at, WHERE + field)
+
+
+def test_a_file_in_no_named_data_is_missing() -> None:
+    raw = _changed(b"model.aimodel/main.hash", b"model.aimodel/mein.hash")
+    key = f"coreai/{HASH}/model.aimodel/mein.hash"
+    with load_full(raw) as p:
+        ((_, g),) = _manifests(p)
+        assert g.missing == {0: key}
+        assert g.files[0].size is None and g.file_bytes(0) is None
+        assert f"model.aimodel/mein.hash missing (named data {key})" in g.description
+        assert [f.size for f in g.files[1:]] == \
+            [_oracle("coreai_mlp")["named_data"][f.key] for f in g.files[1:]]
+
+
+def test_a_file_in_no_named_data_is_refused_when_data_is_given(tmp_path: Any) -> None:
+    at, _ = _payload()
+    path = tmp_path / "refused.pte"
+    path.write_bytes(_changed(b"model.aimodel/main.hash", b"model.aimodel/mein.hash"))
+    with pytest.raises(pfm.FormatError) as e:
+        with load_full(str(path), data=[os.path.join(ET, "external.ptd")]) as p:
+            [d.graph for m in p.methods.values() for d in m.delegates]
+    assert (e.value.code, e.value.offset) == ("missing_data", at), e.value
+    assert e.value.path.endswith(WHERE + ".files[0]"), e.value
