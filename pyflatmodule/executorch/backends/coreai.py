@@ -204,10 +204,5 @@ class CoreAIManifest(DescribedGraph):
                 f"{len(self.missing)} missing>")
 
 
-def _read(payload: Payload) -> CoreAIManifest:
-    """A ``CoreAIBackend`` delegate's manifest."""
-    return CoreAIManifest(payload)
-
-
-#: Core AI's entry in the backend registry.
-BACKEND = Backend("CoreAIBackend", "Core AI", "coreai", _read)
+#: Core AI's entry in the backend registry: every payload is read as a manifest.
+BACKEND = Backend("CoreAIBackend", "Core AI", "coreai", CoreAIManifest)
