@@ -186,3 +186,23 @@ def test_a_file_in_no_named_data_is_refused_when_data_is_given(tmp_path: Any) ->
             [d.graph for m in p.methods.values() for d in m.delegates]
     assert (e.value.code, e.value.offset) == ("missing_data", at), e.value
     assert e.value.path.endswith(WHERE + ".files[0]"), e.value
+
+
+def test_a_compiled_manifest_names_its_bundles_by_architecture() -> None:
+    """The fields ExecuTorch's writer gives compiled bundles (``aot_compiled_inline``:
+    ``platform``, ``archs``; no ``path``), written here in the payload's place, for no
+    such program can be made off a Mac."""
+    bundle = f"{HASH}/model.arm64.aimodelc"
+    text = json.dumps({"files": ["model.aimodel/main.hash"], "hash": HASH,
+                       "packaging": "aot_compiled_inline", "platform": "macOS",
+                       "min_deployment_version": "27.0", "archs": {"arm64": bundle}})
+    with load_full(_with(text.encode())) as p:
+        ((_, g),) = _manifests(p)
+        assert (g.packaging, g.path, g.platform, g.min_deployment_version, g.archs) == \
+            ("aot_compiled_inline", None, "macOS", "27.0", {"arm64": bundle})
+        key = f"coreai/{HASH}/model.aimodel/main.hash"
+        assert [(f.name, f.key, f.size) for f in g.files] == \
+            [("model.aimodel/main.hash", key, _oracle("coreai_mlp")["named_data"][key])]
+        assert g.metadata == {} and g.version == ""
+    outside = text.replace(bundle, "0" * 64 + "/model.arm64.aimodelc")
+    refused(_with(outside.encode()), "bad_manifest", _payload()[0], WHERE + ".archs")

@@ -75,7 +75,7 @@ class CoreAIManifest(DescribedGraph):
                                   f"{MAX_MANIFEST:,}")
         try:
             manifest = json.loads(bytes(data).decode("utf-8"))
-        except ValueError as e:   # UnicodeDecodeError and JSONDecodeError alike
+        except (ValueError, RecursionError) as e:   # not UTF-8, not JSON, nested too deep
             raise self._error("", f"not a UTF-8 JSON text: {e}") from None
         if not isinstance(manifest, dict):
             raise self._error("", f"a JSON {type(manifest).__name__}, not an object")
