@@ -338,6 +338,21 @@ def test_a_dtype_numpy_lacks_is_its_raw_bytes(dtype: int) -> None:
         assert c.tobytes() == buf[data + 4:data + 4 + n]
 
 
+def test_an_empty_constant_whose_other_sizes_overflow_is_refused() -> None:
+    """Shape [0, 2^31-1, 2^31-1, 2^31-1]: no element, so its data holds enough, but numpy
+    cannot make an array of that shape (it counts the other sizes' product in intptr_t):
+    extent_overflow at the shape, not a ValueError at the constant's first read."""
+    start, buf = _payload()
+    tensor = element(buf, _block(buf), BLOCK_TENSORS, 0)
+    shape = deref(buf, field(buf, tensor, TENSOR_SHAPE))
+    out = bytearray(RAW)
+    struct.pack_into("<4i", out, start + shape + 4, 0, 2**31 - 1, 2**31 - 1, 2**31 - 1)
+    with pytest.raises(pfm.FormatError) as e:
+        load_full(bytes(out))
+    assert (e.value.code, e.value.offset) == ("extent_overflow", start + shape + 4)
+    assert e.value.path.startswith(WHERE)
+
+
 def test_a_negative_dimension_leaves_the_constant_raw() -> None:
     """A dimension of -1 leaves the extent undefined: no check, and the constant is all
     the data, as bytes."""

@@ -62,7 +62,7 @@ static int data_size(uint32_t type, uint64_t n, uint64_t *out) {
     default:
         return 0;
     }
-    if (n > UINT64_MAX / esize) return -1;
+    if (n > (uint64_t)INT64_MAX / esize) return -1;   /* numpy counts bytes in intptr_t */
     *out = n * esize;
     return 1;
 }
@@ -152,7 +152,7 @@ static int tensor(walk *w, const fb_tbl *t, uint32_t index, uint32_t block) {
     uint32_t type, i;
     uint8_t unranked;
     uint64_t n = 1, nbytes;
-    int defined;
+    int defined, empty = 0;
     FB_TRY(value(w, t, index, block, 0, &tosa_tosa_tensor[TOSA_TOSA_TENSOR_NAME], data_f,
                  &data));
     if (!data.count) return FB_OK;
@@ -163,12 +163,17 @@ static int tensor(walk *w, const fb_tbl *t, uint32_t index, uint32_t block) {
     for (i = 0; i < shape.count; i++) {
         int32_t d = fb_as_i32(fb_vec_u32(c, &shape, i));
         if (d < 0) return FB_OK;
-        if (d && n > (UINT64_MAX >> 1) / (uint64_t)d)
+        if (d == 0) {   /* no element; the other sizes must still make a shape numpy takes */
+            empty = 1;
+            continue;
+        }
+        if (n > (UINT64_MAX >> 1) / (uint64_t)d)
             return fb_fail_at(c, shape_f, FB_NO_INDEX, FB_E_EXTENT_OVERFLOW, shape.data);
         n *= (uint64_t)d;
     }
     defined = data_size(type, n, &nbytes);
     if (defined < 0) return fb_fail_at(c, shape_f, FB_NO_INDEX, FB_E_EXTENT_OVERFLOW, shape.data);
+    if (empty) nbytes = 0;
     return defined ? extent(w, index, data_f, &data, nbytes) : FB_OK;
 }
 
