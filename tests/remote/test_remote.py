@@ -218,9 +218,13 @@ def test_a_server_without_multirange_is_asked_range_by_range(
     f.prefetch([(3000, 64), (10000, 64)])
     for start in (2000, 9000, 3000, 10000):
         assert f.read(start, 64) == data[start:start + 64]
+    # The server notes each request when it ends: the refused multi-range one (its whole
+    # file cut short by the client) may end after the single ranges that followed it.
     asked = [r.range for r in misbehaving.requests("ok")]
-    assert asked == ["bytes=0-1023", "bytes=2000-2063,9000-9063", "bytes=2000-2063",
-                     "bytes=9000-9063", "bytes=3000-3063", "bytes=10000-10063"], asked
+    assert asked[0] == "bytes=0-1023", asked
+    assert sorted(asked[1:]) == sorted(["bytes=2000-2063,9000-9063", "bytes=2000-2063",
+                                        "bytes=9000-9063", "bytes=3000-3063",
+                                        "bytes=10000-10063"]), asked
     f.close()
 
 
