@@ -63,11 +63,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 class Found(NamedTuple):
     """What one file needs: its operators (None without methods), what its delegates run,
-    its kernel keys (None for a format ExecuTorch's selective build does not read)."""
+    its kernel keys (None for a format ExecuTorch's selective build does not read), its
+    delegates' backends."""
 
     operators: Optional[List[str]]
     delegated: List[str]
     kernel_keys: Optional[Dict[str, List[str]]]
+    backends: List[str]
 
 
 def operators_of(path: str, data: Sequence[str] = ()) -> Found:
@@ -75,7 +77,8 @@ def operators_of(path: str, data: Sequence[str] = ()) -> Found:
     ExecuTorch program's kernel operators as ``name.overload``; None for a file without
     methods), what its delegates run (``BACKEND::KIND``) and its kernel keys."""
     with open_file(path, data) as f:
-        return Found(f.operators(), f.delegate_operators(), f.kernel_keys())
+        return Found(f.operators(), f.delegate_operators(), f.kernel_keys(),
+                     f.delegate_backends())
 
 
 def yaml_scalar(text: str) -> str:
@@ -133,11 +136,14 @@ def run(ctx: Context) -> int:
         names.update(f.operators or ())
         if args.delegates:
             names.update(f.delegated)
-        elif f.operators == [] and f.delegated and not ctx.json:
+        if f.operators == [] and f.backends and not ctx.json and not (
+                args.delegates and f.delegated):
+            # a backend whose payload gives no node kinds (Core AI, Ethos-U) runs it all
+            ran = (f"run {plural(len(f.delegated), 'kind')} of node (--delegates lists them)"
+                   if f.delegated else
+                   f"({', '.join(f.backends)}) run it all, their node kinds not read")
             ctx.err.write(ctx.err_style("pyflatmodule: ", "bold") +
-                          f"{path}: calls no kernel operator; its delegates run "
-                          f"{plural(len(f.delegated), 'kind')} of node "
-                          f"(--delegates lists them)\n")
+                          f"{path}: calls no kernel operator; its delegates {ran}\n")
     ordered = sorted(names)
     executorch = [f.kernel_keys is not None for f in found.values()]
     if ctx.json:

@@ -120,6 +120,11 @@ class FileFormat(abc.ABC):
         node kinds); empty for a format without delegates."""
         return []
 
+    def delegate_backends(self) -> List[str]:
+        """The backend ids of the file's delegates, sorted, each once (those whose
+        graphs give no node kinds too); empty for a format without delegates."""
+        return []
+
     def kernel_keys(self) -> Optional[Dict[str, List[str]]]:
         """Each operator's kernel keys for ExecuTorch's selective build
         (:meth:`pyflatmodule.Program.kernel_keys`); None for a format it does not read."""

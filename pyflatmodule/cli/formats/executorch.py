@@ -568,6 +568,9 @@ class ExecuTorchProgram(_ExecuTorchFile):
                 found.update(f"{backend.id}::{n.kind}" for n in graph.nodes)
         return sorted(found)
 
+    def delegate_backends(self) -> List[str]:
+        return sorted({d.id for m in self.file.methods.values() for d in m.delegates})
+
     def kernel_keys(self) -> Optional[Dict[str, List[str]]]:
         return self.file.kernel_keys()
 
