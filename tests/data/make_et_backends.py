@@ -51,13 +51,28 @@ with ExecuTorch's readings of the program (``header``, ``program``, ``restored``
 
 With ``--zoo`` it writes instead, the same way, the real architectures of
 benchmarks/zoo.py's ``ET_BACKEND_MODELS`` lowered to each backend (``<backend>_<model>``)
-into ``et_backends`` of the benchmark cache (tests/support/backends_zoo.py).
+into ``et_backends`` of the benchmark cache (tests/support/backends_zoo.py), and to two
+more, which need only the project's environment (``--zoo --only NAME,NAME`` to write
+them apart):
+
+- ``native_*``: lowered to ExecuTorch's native backend as make_et_data.py lowers its
+  ``native_*`` programs (``NativePartitioner(external_constants_tag=None)``); the oracle
+  adds ``native`` as theirs does (ExecuTorch's ``deserialize_program`` of each payload).
+- ``coreai_*``: lowered to Core AI as make_et_coreai.py lowers ``coreai_mlp`` (its asset
+  inline; Apple's converter on ``PYTHONPATH``, as that script says); the oracle adds
+  ``coreai``: that script's reading, each named data's SHA-256 and, per delegate,
+  ``asset``: coreai-core's own reading of the asset its files make (``AIModelAsset``:
+  whether it is valid, its metadata's creation date, its functions' names).
+
+Each oracle also gives ``writer_seconds``, how long the write step's child process took
+(its imports, the export, lowering and serialization).
 """
 import hashlib
 import io
 import json
 import os
 import sys
+import time
 from typing import Any, Callable, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,8 +98,8 @@ NAMES = ["ethosu_conv", "ethosu_mlp", "ethosu_partial", "ethosu_external", "tosa
 #: (random weights; torchvision's on one 1x3x64x64 image), lowered like the programs above
 #: as ``<backend>_<model>`` and written with their oracles in :data:`ZOO`, outside git
 #: (tests/support/backends_zoo.py).
-ZOO_NAMES = [f"{b}_{m}" for b in ("ethosu", "tosa", "tosa_int", "openvino")
-             for m in ET_BACKEND_MODELS]
+ZOO_NAMES = [f"{b}_{m}" for b in ("ethosu", "tosa", "tosa_int", "openvino", "native",
+                                  "coreai") for m in ET_BACKEND_MODELS]
 ZOO = os.path.join(cache_dir(), "et_backends")
 #: The CPU plugin's key for the IR it exports (OpenVINO, src/plugins/intel_cpu/src/utils/
 #: codec_xor.cpp): the XML is XORed with it, byte by byte.
@@ -304,6 +319,17 @@ def _write(name: str) -> Dict[str, Any]:
         edge, how, _ = _lower_ethosu(name, module, args)
     elif name.startswith("tosa"):
         edge, how = _lower_tosa(name, module, args)
+    elif name.startswith("native"):
+        prog, how = base.native_lower(module, args)
+        with open(_pte(name), "wb") as f:
+            prog.write_to_file(f)
+        return {"writer": how, "weights": dict(module.state_dict()), "ethosu": records}
+    elif name.startswith("coreai"):
+        import make_et_coreai
+        with open(_pte(name), "wb") as f:
+            f.write(make_et_coreai.lower(module, args))
+        return {"writer": "to_edge_transform_and_lower(partitioner=[CoreAIPartitioner()])"
+                ".to_executorch()", "weights": dict(module.state_dict()), "ethosu": records}
     else:
         from executorch.backends.openvino.partitioner import OpenvinoPartitioner
         from executorch.exir import to_edge_transform_and_lower
@@ -439,6 +465,39 @@ def _oracle_tosa(path: str, arrays: Any) -> Dict[str, Any]:
     return {"delegates": out}
 
 
+def _oracle_coreai(path: str) -> Dict[str, Any]:
+    """make_et_coreai.py's reading of the Core AI delegates, named data and metadata,
+    with each named data's SHA-256 (the bytes ExecuTorch's ``deserialize_pte_binary``
+    cuts out for its key) and, per delegate, ``asset``: Core AI's own reading of the
+    asset those files make (written out under their keys, ``coreai/<hash>/...``, and
+    loaded with coreai-core's ``AIModelAsset``): whether it is valid, its metadata's
+    creation date and its functions' names."""
+    import tempfile
+
+    import make_et_coreai
+    from coreai.authoring.asset import AIModelAsset
+    from executorch.exir._serialize._program import deserialize_pte_binary
+    with open(path, "rb") as f:
+        data = f.read()
+    res = dict(make_et_coreai._oracle(data)["coreai"])
+    named = deserialize_pte_binary(data).named_data
+    blobs = {} if named is None else {k: bytes(named.buffers[e.buffer_index])
+                                      for k, e in named.pte_data.items()}
+    res["named_data_sha256"] = {k: hashlib.sha256(b).hexdigest() for k, b in blobs.items()}
+    with tempfile.TemporaryDirectory() as d:
+        for k, b in blobs.items():
+            os.makedirs(os.path.dirname(os.path.join(d, k)), exist_ok=True)
+            with open(os.path.join(d, k), "wb") as f:
+                f.write(b)
+        for delegate in res["delegates"]:
+            asset = os.path.join(d, "coreai", delegate["manifest"]["path"])
+            loaded = AIModelAsset.load(asset)
+            delegate["asset"] = {"valid": AIModelAsset.is_valid(asset),
+                                 "creation_date": loaded.metadata.creation_date,
+                                 "functions": list(loaded.summary().function_names)}
+    return res
+
+
 def _child(step: str, name: str, result: str) -> None:
     import numpy as np
     arrays = base._Arrays()
@@ -458,6 +517,10 @@ def _child(step: str, name: str, result: str) -> None:
         res = _oracle_openvino(path, arrays)
     elif step == "tosa":
         res = _oracle_tosa(path, arrays)
+    elif step == "native":
+        res = base.oracle_native(path)
+    elif step == "coreai":
+        res = _oracle_coreai(path)
     else:
         res = base._runtime(path)
     with open(result + ".json", "w", encoding="utf-8") as f:
@@ -467,12 +530,15 @@ def _child(step: str, name: str, result: str) -> None:
 
 def make(name: str) -> None:
     """Writes program ``name`` and its oracle."""
+    started = time.monotonic()
     written, arrays = base.run_child(__file__, "write", name)
+    seconds = round(time.monotonic() - started, 1)
     if "error" in written:
         raise SystemExit(f"{name}: ExecuTorch refused to write it: {written['error']}")
-    oracle: Dict[str, Any] = {"writer": written["writer"]}
+    oracle: Dict[str, Any] = {"writer": written["writer"], "writer_seconds": seconds}
     backend = name.split("_", 1)[0]
-    steps = ("pte", "runtime") + ((backend,) if backend in ("openvino", "tosa") else ())
+    steps = ("pte", "runtime") + ((backend,) if backend in ("openvino", "tosa", "native",
+                                                             "coreai") else ())
     for step in steps:
         res, more = base.run_child(__file__, step, name)
         if step == backend and "error" in res:

@@ -70,15 +70,20 @@ def _oracle(data: bytes) -> Dict[str, Any]:
                                     if k.endswith("/metadata.json")}}}
 
 
-def make(name: str, sidecar: bool) -> None:
-    """Lower the MLP whole to Core AI (its asset inline, or a sidecar), write NAME.pte
-    and NAME.oracle.json."""
-    module, args = _mlp()
+def lower(module: nn.Module, args: Tuple[Any, ...], sidecar: bool = False) -> bytes:
+    """The program of ``module`` exported with ``args`` and lowered to Core AI (its asset
+    inline, or a sidecar written to a temporary directory, discarded)."""
     with tempfile.TemporaryDirectory() as tmp, coreai_sidecar_dir(os.path.join(tmp, "out")):
         program = to_edge_transform_and_lower(
             torch.export.export(module, args),
             partitioner=[CoreAIPartitioner(uses_sidecar=sidecar)]).to_executorch()
-    data = bytes(program.buffer)
+    return bytes(program.buffer)
+
+
+def make(name: str, sidecar: bool) -> None:
+    """Lower the MLP whole to Core AI (its asset inline, or a sidecar), write NAME.pte
+    and NAME.oracle.json."""
+    data = lower(*_mlp(), sidecar=sidecar)
     with open(os.path.join(OUT, name + ".pte"), "wb") as f:
         f.write(data)
     with open(os.path.join(OUT, name + ".oracle.json"), "w", encoding="utf-8") as f:

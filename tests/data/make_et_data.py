@@ -680,25 +680,32 @@ def _native_module(name: str) -> Tuple[Any, Tuple[Any, ...]]:
     return module, args
 
 
-def _native_write(name: str) -> Dict[str, Any]:
+def native_lower(module: Any, args: Tuple[Any, ...], external: bool = False) -> Tuple[Any, str]:
+    """``module`` exported with ``args`` and lowered to the native backend, its constants
+    in the program's named data (or, ``external``, the partitioner's default tag: in a
+    data file): the ExecuTorch program manager, and how it was made."""
     import torch
     from executorch.backends.native import get_default_compile_config, get_default_passes
     from executorch.backends.native.partitioner import NativePartitioner
     from executorch.exir import to_edge_transform_and_lower
-    module, args = _native_module(name)
-    # native_external: the partitioner's default tag, its constants in a data file
-    said = "" if name == "native_external" else "external_constants_tag=None"
-    partitioner = NativePartitioner() if name == "native_external" else \
+    said = "" if external else "external_constants_tag=None"
+    partitioner = NativePartitioner() if external else \
         NativePartitioner(external_constants_tag=None)
     edge = to_edge_transform_and_lower(
         torch.export.export(module, args), transform_passes=get_default_passes(),
         partitioner=[partitioner], compile_config=get_default_compile_config())
-    prog = edge.to_executorch()
+    return edge.to_executorch(), (
+        f"to_edge_transform_and_lower(transform_passes=get_default_passes(), "
+        f"partitioner=[NativePartitioner({said})], "
+        f"compile_config=get_default_compile_config()).to_executorch()")
+
+
+def _native_write(name: str) -> Dict[str, Any]:
+    module, args = _native_module(name)
+    # native_external: the partitioner's default tag, its constants in a data file
+    prog, how = native_lower(module, args, external=name == "native_external")
     with open(os.path.join(OUT, name + ".pte"), "wb") as f:
         prog.write_to_file(f)
-    how = (f"to_edge_transform_and_lower(transform_passes=get_default_passes(), "
-           f"partitioner=[NativePartitioner({said})], "
-           f"compile_config=get_default_compile_config()).to_executorch()")
     if name == "native_external":
         how += " + write_tensor_data_to_file (wrote " + _write_data_file(prog, name) + ")"
     return {"writer": how, "weights": dict(module.state_dict())}
@@ -828,7 +835,7 @@ def _oracle_vulkan(path: str) -> Dict[str, Any]:
     return {"delegates": out}
 
 
-def _oracle_native(path: str) -> Dict[str, Any]:
+def oracle_native(path: str) -> Dict[str, Any]:
     """Per native delegate: ExecuTorch's reading of the payload (``deserialize_program``,
     its flatc with its native_graph.fbs, into its schema's dataclasses), as JSON."""
     from executorch.backends.native.serialization import deserialize_program
@@ -869,7 +876,7 @@ def _child(step: str, name: str, result: str) -> None:
     elif step == "coreml":
         res = _oracle_coreml(os.path.join(OUT, name + ".pte"), arrays)
     elif step == "native":
-        res = _oracle_native(os.path.join(OUT, name + ".pte"))
+        res = oracle_native(os.path.join(OUT, name + ".pte"))
     else:
         res = _runtime(os.path.join(OUT, name + ".pte"))
     with open(result + ".json", "w", encoding="utf-8") as f:
