@@ -12,6 +12,7 @@ the field at fault.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -23,41 +24,53 @@ import pytest
 import pyflatmodule as pfm
 from pyflatmodule.executorch import NativeGraph
 
+from support import backends_zoo
 from support.checked import load_full
-from support.delegates import graphs, refused
+from support.delegates import NATIVE_DTYPES, graphs, native_value_names, refused
 from support.fbwalk import deref, element, field, root
-from support.paths import ET
 
 NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16", "native_partial",
          "native_cache", "native_external"]
-#: ScalarType numbers as ExecuTorch's native_graph.fbs declares them -> torch's names
-DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
-          6: "float32", 7: "float64", 11: "bool", 15: "bfloat16"}
+#: The real architectures, when written (tests/support/backends_zoo.py).
+ZOO = backends_zoo.stems("native")
 #: ... and numpy's
 NUMPY = {5: "<f2", 6: "<f4", 4: "<i8"}
 #: OutputValueKind numbers -> the reader's value kinds
 KINDS = {0: "tensor", 2: "int", 3: "bool", 4: "float"}
 
 
-def _oracle(name: str) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
-    with open(os.path.join(ET, name + ".oracle.json"), encoding="utf-8") as f:
-        oracle = json.load(f)
-    with np.load(os.path.join(ET, name + ".oracle.npz")) as z:
-        return oracle, {k: z[k] for k in z.files}
+@functools.lru_cache(maxsize=None)
+def _json(name: str) -> Dict[str, Any]:
+    with open(os.path.join(backends_zoo.folder(name), name + ".oracle.json"),
+              encoding="utf-8") as f:
+        return dict(json.load(f))
 
 
-ORACLES = {name: _oracle(name) for name in NAMES}
-CASES = [(name, k) for name in NAMES
-         for k in range(len(ORACLES[name][0]["native"]["delegates"]))]
+class _Oracles:
+    """Each program's oracle (its JSON and npz), read when first asked for: the zoo's
+    arrays are large, and only the most recent are kept."""
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def __getitem__(name: str) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
+        with np.load(os.path.join(backends_zoo.folder(name), name + ".oracle.npz")) as z:
+            return _json(name), {k: z[k] for k in z.files}
+
+
+ORACLES = _Oracles()
+#: (program, delegate index); a zoo program not written is one case, skipped
+CASES = [(name, k) for name in NAMES + ZOO
+         for k in (range(len(_json(name)["native"]["delegates"]))
+                   if name in NAMES or backends_zoo.written(name) else [0])]
 
 
 def _path(name: str) -> str:
-    return os.path.join(ET, name + ".pte")
+    return os.path.join(backends_zoo.folder(name), name + ".pte")
 
 
 def _data(name: str) -> List[str]:
     """The data files program ``name`` is loaded with: its ``.ptd``, where it has one."""
-    ptd = os.path.join(ET, name + ".ptd")
+    ptd = os.path.join(backends_zoo.folder(name), name + ".ptd")
     return [ptd] if os.path.exists(ptd) else []
 
 
@@ -66,23 +79,9 @@ def _graphs(p: pfm.Program) -> List[NativeGraph]:
 
 
 def _method(name: str, k: int) -> Dict[str, Any]:
-    program = ORACLES[name][0]["native"]["delegates"][k]["program"]
+    program = _json(name)["native"]["delegates"][k]["program"]
     assert len(program["methods"]) == 1   # a delegate's payload is one method
     return dict(program["methods"][0])
-
-
-def _value_names(method: Dict[str, Any]) -> List[str]:
-    """The values' names in id order, from ExecuTorch's reading."""
-    g = method["graph"]
-    names = list(g["inputs"] or [])
-    names += [c["name"] for c in method["constants"] or []]
-    names += [b["name"] for b in method["mutable_buffers"] or []]
-    for node in g["nodes"]:
-        if node["op_kind"] == 1:   # PLACEHOLDER: restates an input or a binding
-            continue
-        for o in node["outputs"] or []:
-            names += o["names"] if o["kind"] == 1 else [o["name"]]
-    return names
 
 
 def _references(arg: Dict[str, Any]) -> List[str]:
@@ -106,11 +105,11 @@ def _references(arg: Dict[str, Any]) -> List[str]:
 def test_the_files_hold_native_delegates() -> None:
     for name in NAMES:
         with load_full(_path(name)) as p:
-            assert len(_graphs(p)) == len(ORACLES[name][0]["native"]["delegates"]) >= 1
+            assert len(_graphs(p)) == len(_json(name)["native"]["delegates"]) >= 1
 
 
 def test_the_partial_program_keeps_a_kernel_between_its_delegates() -> None:
-    oracle = ORACLES["native_partial"][0]
+    oracle = _json("native_partial")
     plan = oracle["program"]["execution_plan"][0]
     assert [d["id"] for d in plan["delegates"]] == ["NativeBackend"] * 2
     assert ["aten::bucketize", "Tensor_out"] in plan["operators"]
@@ -123,10 +122,10 @@ def test_the_partial_program_keeps_a_kernel_between_its_delegates() -> None:
 
 @pytest.mark.parametrize("name,k", CASES)
 def test_each_graph_is_what_executorch_reads(name: str, k: int) -> None:
-    want = ORACLES[name][0]["native"]["delegates"][k]
+    want = _json(name)["native"]["delegates"][k]
     method = _method(name, k)
     g = method["graph"]
-    names = _value_names(method)
+    names = native_value_names(method)
     ids = {n: i for i, n in enumerate(names)}
     assert len(ids) == len(names)
     with load_full(_path(name)) as p:
@@ -155,7 +154,7 @@ def test_each_graph_is_what_executorch_reads(name: str, k: int) -> None:
             if meta is None:
                 assert (v.datatype, v.dims) == (v.kind, ())
                 continue
-            assert v.datatype == DTYPES[meta["dtype"]]
+            assert v.datatype == NATIVE_DTYPES[meta["dtype"]]
             assert list(v.dims) == [s["max"] for s in meta["sizes"]]
         kinds = {o["name"]: KINDS[o["kind"]] for n in calls for o in n["outputs"] or []
                  if o["kind"] != 1}
@@ -173,14 +172,15 @@ def test_each_constant_is_the_bytes_executorch_names(name: str, k: int) -> None:
     and dtype, and the module's weight of that name."""
     oracle, arrays = ORACLES[name]
     method = _method(name, k)
-    ids = {n: i for i, n in enumerate(_value_names(method))}
+    ids = {n: i for i, n in enumerate(native_value_names(method))}
     named = oracle["restored"]["named_data"]
+    refs = method["constants"] or []   # none in a delegate of operators alone
     with load_full(_path(name), data=_data(name)) as p:
         got = _graphs(p)[k]
         constants = got.constants()
-        assert sorted(constants) == sorted(ids[c["name"]] for c in method["constants"])
+        assert sorted(constants) == sorted(ids[c["name"]] for c in refs)
         assert got.missing == {}
-        for c in method["constants"]:
+        for c in refs:
             i = ids[c["name"]]
             array = constants[i]
             assert got.named_data_keys()[(i, "constant")] == c["data_key"]
@@ -202,9 +202,9 @@ def test_constants_in_a_data_file_not_given_are_missing() -> None:
     """native_external's constants are in its data file (NativePartitioner's default
     tag): loaded without it, each is listed missing by its key; with it, none is."""
     method = _method("native_external", 0)
-    ids = {n: i for i, n in enumerate(_value_names(method))}
+    ids = {n: i for i, n in enumerate(native_value_names(method))}
     want = {ids[c["name"]]: c["data_key"] for c in method["constants"]}
-    assert ORACLES["native_external"][0]["program"]["named_data"] == []
+    assert _json("native_external")["program"]["named_data"] == []
     with load_full(_path("native_external")) as p:
         (g,) = _graphs(p)
         assert g.missing == want and g.constants() == {}

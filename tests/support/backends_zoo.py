@@ -1,11 +1,12 @@
-"""The real architectures lowered to Arm Ethos-U, Arm TOSA and OpenVINO, outside git.
+"""The real architectures lowered to Arm Ethos-U, Arm TOSA, OpenVINO, ExecuTorch's native
+backend and Apple Core AI, outside git.
 
 ``tests/data/make_et_backends.py --zoo``, run in ExecuTorch's backends environment (its
 docstring says how to make one), writes ``<backend>_<model>.pte`` for each model of
 :data:`zoo.ET_BACKEND_MODELS` (TOSA's in both profiles: ``tosa_`` FP, ``tosa_int_`` INT),
 with its oracle, into :data:`FOLDER` in the benchmark cache. tests/backends/test_ethosu.py,
-test_tosa.py and test_openvino.py compare them as they compare their small programs, and
-skip the ones not written.
+test_tosa.py, test_openvino.py, test_native.py and test_coreai.py compare them as they
+compare their small programs, and skip the ones not written.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ FOLDER = os.path.join(cache_dir(), "et_backends")
 
 
 def stems(backend: str) -> List[str]:
-    """The zoo's programs lowered to ``backend`` (``ethosu``, ``tosa``, ``openvino``)."""
+    """The zoo's programs lowered to ``backend`` (``ethosu``, ``tosa``, ``openvino``,
+    ``native``, ``coreai``)."""
     prefixes = ["tosa", "tosa_int"] if backend == "tosa" else [backend]
     return [f"{p}_{model}" for p in prefixes for model in zoo.ET_BACKEND_MODELS]
 

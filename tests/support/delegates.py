@@ -1,7 +1,7 @@
 """The graphs a program's delegates of one backend give, for the backends' suites."""
 from __future__ import annotations
 
-from typing import Any, List, Type, TypeVar
+from typing import Any, Dict, List, Type, TypeVar
 
 import pytest
 
@@ -18,6 +18,26 @@ TOSA_ELEMENTS = {"FP32": (4, "<f4"), "INT8": (1, "i1"), "INT32": (4, "<i4")}
 #: (``translate_type_name``: ``Constant`` is ``Const``, and so on; OpenVINO's IR reader
 #: maps them back), seen in what ``openvino.serialize`` writes.
 OV_IR_NAMES = {"Constant": "Const", "PRelu": "PReLU", "Relu": "ReLU", "Softmax": "SoftMax"}
+
+#: ScalarType numbers as ExecuTorch's native_graph.fbs declares them -> torch's names
+NATIVE_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
+                 6: "float32", 7: "float64", 11: "bool", 15: "bfloat16"}
+
+
+def native_value_names(method: Dict[str, Any]) -> List[str]:
+    """The values' names of a native payload's method in id order, from ExecuTorch's
+    reading (its ``deserialize_program``'s dataclasses as JSON): the graph's inputs, the
+    method's constants, its mutable buffers, each non-placeholder node's outputs."""
+    g = method["graph"]
+    names = list(g["inputs"] or [])
+    names += [c["name"] for c in method["constants"] or []]
+    names += [b["name"] for b in method["mutable_buffers"] or []]
+    for node in g["nodes"]:
+        if node["op_kind"] == 1:   # PLACEHOLDER: restates an input or a binding
+            continue
+        for o in node["outputs"] or []:
+            names += o["names"] if o["kind"] == 1 else [o["name"]]
+    return names
 
 
 def graphs(p: Any, backend_id: str, cls: Type[G]) -> List[G]:
