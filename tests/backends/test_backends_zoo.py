@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Set, Tuple
 import numpy as np
 import pytest
 
+import pyflatmodule as pfm
+
 from support import backends_zoo
 from support.cli import run_cli
 from support.delegates import NATIVE_DTYPES, OV_IR_NAMES, TOSA_ELEMENTS, native_value_names
@@ -75,6 +77,22 @@ def test_the_command_line_reads_it(stem: str, command: Tuple[str, ...]) -> None:
         n = len(_kinds(stem))
         assert (f"run {n} kind" if n else f"({', '.join(backends)}) run it all") \
             in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_methods_are_what_the_runtime_loads(stem: str) -> None:
+    """Each method's inputs and outputs (kind, dtype, sizes) as ExecuTorch's C++ runtime
+    gives them for the program (its ScalarType numbers are native_graph.fbs's)."""
+    runtime = _oracle(stem)["runtime"]
+    assert "error" not in runtime, runtime
+    with pfm.load(os.path.join(backends_zoo.folder(stem), stem + ".pte")) as p:
+        assert isinstance(p, pfm.Program)
+        assert sorted(p.methods) == sorted(runtime["method_names"])
+        for name, meta in runtime["methods"].items():
+            m = p.methods[name]
+            assert m.input_meta + m.output_meta == [
+                ("Tensor", NATIVE_DTYPES[w["dtype"]], tuple(w["sizes"]))
+                for w in meta["inputs"] + meta["outputs"]]
 
 
 def _method(delegate: Dict[str, Any]) -> Dict[str, Any]:

@@ -232,10 +232,16 @@ def test_a_mutable_buffer_is_a_value_without_bytes() -> None:
         assert values[mutation["name"]].id in g.output_ids
 
 
-def test_the_program_names_the_delegates_constants() -> None:
-    with load_full(_path("native_partial")) as p:
+@pytest.mark.parametrize("name", ["native_partial"] + ZOO)
+def test_the_program_names_the_delegates_constants(name: str) -> None:
+    """Each delegate's constants under its name, as stored; as many as ExecuTorch's
+    reading of the payloads lists."""
+    with load_full(_path(name)) as p:
         names = p.delegate_constants()
         layouts = p.delegate_layouts()
+        assert len(names) == len(layouts) == sum(
+            len(_method(name, k)["constants"] or [])
+            for k in range(len(_json(name)["native"]["delegates"])))
         for k, g in enumerate(_graphs(p)):
             where = [d.name for m in p.methods.values() for d in m.delegates][k]
             for vid, array in g.constants().items():
