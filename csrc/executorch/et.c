@@ -412,7 +412,7 @@ static int tensor_value(walk *w, const fb_tbl *t, uint32_t value) {
     r->value = value;
     FB_TRY(et_tensor_layout(c, t, &et_tensor[ET_TENSOR_SCALAR_TYPE], &et_tensor[ET_TENSOR_SIZES],
                          &et_tensor[ET_TENSOR_DIM_ORDER], r));
-    if (w->structure)   /* sizes and dim_order, which fused_member leaves to this walk */
+    if (w->structure)   /* sizes and dim_order, which fused_skip leaves to this walk */
         FB_TRY(fb_count_elements(w->structure, 2 * (uint64_t)r->ndim, t->pos));
     FB_TRY(fb_fld_u8(c, t, &et_tensor[ET_TENSOR_SHAPE_DYNAMISM], &dynamism));
     r->shape_dynamism = dynamism;
@@ -467,24 +467,57 @@ static int tensor_value(walk *w, const fb_tbl *t, uint32_t value) {
 static const fb_field *const fused_shallow[] = {
     &et_execution_plan[ET_EXECUTION_PLAN_VALUES], &et_chain[ET_CHAIN_INSTRUCTIONS], NULL};
 
-/* The id bit of Tensor field i. */
-#define TENSOR_BIT(i) (UINT64_C(1) << et_tensor[i].id)
+/* The id bit of field i of declaration `fields`. */
+#define FIELD_BIT(fields, i) (UINT64_C(1) << (fields)[i].id)
+
+/* WALK_FUSED: the fields of a union member of declaration `decl` that the meaning walk
+ * reads unconditionally with the checking readers of their kind, which the structural
+ * pass leaves to it (the walk counts the vectors' elements: fused_count). */
+static uint64_t fused_skip(unsigned decl) {
+    switch (decl) {
+    case ET_DECL_TENSOR:
+        return FIELD_BIT(et_tensor, ET_TENSOR_SCALAR_TYPE) | FIELD_BIT(et_tensor, ET_TENSOR_SIZES)
+               | FIELD_BIT(et_tensor, ET_TENSOR_DIM_ORDER)
+               | FIELD_BIT(et_tensor, ET_TENSOR_SHAPE_DYNAMISM)
+               | FIELD_BIT(et_tensor, ET_TENSOR_DATA_BUFFER_IDX)
+               | FIELD_BIT(et_tensor, ET_TENSOR_ALLOCATION_INFO);
+    case ET_DECL_INT_LIST:
+        return FIELD_BIT(et_int_list, ET_INT_LIST_ITEMS);
+    case ET_DECL_TENSOR_LIST:
+        return FIELD_BIT(et_tensor_list, ET_TENSOR_LIST_ITEMS);
+    case ET_DECL_OPTIONAL_TENSOR_LIST:
+        return FIELD_BIT(et_optional_tensor_list, ET_OPTIONAL_TENSOR_LIST_ITEMS);
+    case ET_DECL_KERNEL_CALL:
+        return FIELD_BIT(et_kernel_call, ET_KERNEL_CALL_OP_INDEX)
+               | FIELD_BIT(et_kernel_call, ET_KERNEL_CALL_ARGS);
+    case ET_DECL_DELEGATE_CALL:
+        return FIELD_BIT(et_delegate_call, ET_DELEGATE_CALL_DELEGATE_INDEX)
+               | FIELD_BIT(et_delegate_call, ET_DELEGATE_CALL_ARGS);
+    case ET_DECL_MOVE_CALL:
+        return FIELD_BIT(et_move_call, ET_MOVE_CALL_MOVE_FROM)
+               | FIELD_BIT(et_move_call, ET_MOVE_CALL_MOVE_TO);
+    case ET_DECL_FREE_CALL:
+        return FIELD_BIT(et_free_call, ET_FREE_CALL_VALUE_INDEX);
+    default:
+        return 0;
+    }
+}
 
 /* WALK_FUSED: union value u, just opened at nesting `depth`, as the structural pass
- * checks it. A Tensor's fields that tensor_value reads unconditionally with the
- * checking readers of their kind are left to it (it counts the vectors' elements). */
+ * checks it, but for the fields fused_skip leaves to the meaning walk. */
 static int fused_member(walk *w, const fb_union_value *u, uint32_t depth) {
-    uint64_t skip = 0;
     if (!w->structure) return FB_OK;
     w->structure->tables++;   /* the table holding the union (bounded after the walk) */
     if (!u->member || u->member->kind != FB_TABLE || !u->pos) return FB_OK;
     w->structure->tables++;
-    if (u->member->ref == ET_DECL_TENSOR)
-        skip = TENSOR_BIT(ET_TENSOR_SCALAR_TYPE) | TENSOR_BIT(ET_TENSOR_SIZES)
-               | TENSOR_BIT(ET_TENSOR_DIM_ORDER) | TENSOR_BIT(ET_TENSOR_SHAPE_DYNAMISM)
-               | TENSOR_BIT(ET_TENSOR_DATA_BUFFER_IDX) | TENSOR_BIT(ET_TENSOR_ALLOCATION_INFO);
     return fb_verify_fields(w->structure, &et_schema_file, u->member->ref, &u->table, NULL,
-                            skip, depth);
+                            fused_skip(u->member->ref), depth);
+}
+
+/* WALK_FUSED: what the structural pass counts of vector v, which fused_skip left to the
+ * meaning walk. */
+static int fused_count(walk *w, const fb_vec *v) {
+    return w->structure ? fb_count_elements(w->structure, v->count, v->data) : FB_OK;
 }
 
 /* WALK_FUSED: the structure of plan p, as fb_verify_table checks it, but for the
@@ -530,17 +563,26 @@ static int value_list_field(walk *w, const fb_tbl *t, const fb_field *f, int opt
     return value_indices(w, &v, optional);
 }
 
+/* A call's `args` (field f of its arguments a): value indices, a vector fused_skip leaves
+ * to this walk. */
+static int call_args(walk *w, const fb_tbl *a, const fb_field *f) {
+    fb_vec v;
+    FB_TRY(fb_fld_vec(&w->c, a, f, &v));
+    FB_TRY(fused_count(w, &v));
+    return value_indices(w, &v, 0);
+}
+
 /* What the arguments `a` of an instruction of type `type` index. */
 static int instruction_args(walk *w, uint8_t type, const fb_tbl *a, uint32_t n_instructions) {
     switch (type) {
     case ET_INSTRUCTION_ARGUMENTS_KERNEL_CALL:
         FB_TRY(index_field(w, a, &et_kernel_call[ET_KERNEL_CALL_OP_INDEX], w->n_operators));
-        FB_TRY(value_list_field(w, a, &et_kernel_call[ET_KERNEL_CALL_ARGS], 0));
+        FB_TRY(call_args(w, a, &et_kernel_call[ET_KERNEL_CALL_ARGS]));
         break;
     case ET_INSTRUCTION_ARGUMENTS_DELEGATE_CALL:
         FB_TRY(index_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_DELEGATE_INDEX],
                         w->n_delegates));
-        FB_TRY(value_list_field(w, a, &et_delegate_call[ET_DELEGATE_CALL_ARGS], 0));
+        FB_TRY(call_args(w, a, &et_delegate_call[ET_DELEGATE_CALL_ARGS]));
         break;
     case ET_INSTRUCTION_ARGUMENTS_MOVE_CALL:
         FB_TRY(index_field(w, a, &et_move_call[ET_MOVE_CALL_MOVE_FROM], w->n_values));
@@ -717,6 +759,7 @@ static int list_items(walk *w, const fb_tbl *t, const fb_field *f, uint8_t kind,
     fb_vec items;
     uint32_t i;
     FB_TRY(fb_fld_vec(c, t, f, &items));
+    FB_TRY(fused_count(w, &items));
     for (i = 0; i < items.count; i++) {
         uint64_t at = items.data + (wide ? 8 : 4) * (uint64_t)i;
         int64_t x = wide ? (int64_t)fb_ld64(c->buf + at) : (int64_t)fb_as_i32(fb_ld32(c->buf + at));
