@@ -96,6 +96,14 @@ class DelegateGraph(Protocol):
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
         """The named data key of each constant (and scales) kept in named data."""
 
+    def constant_names(self) -> Mapping[int, str]:
+        """The module's name the payload gives a constant (its fully qualified name in
+        the exported module's ``state_dict()``: ``layers.0.weight``), by value id, for
+        the constants it gives one and whose values are that tensor's as torch holds
+        them; a content hash, a generated id or a name of the backend's own is none.
+        :meth:`Program.delegate_constants <pyflatmodule.executorch.Program.
+        delegate_constants>` names the constants by it."""
+
 
 class DescribedGraph(abc.ABC):
     """What a payload whose contents are the backend's own format (a vendor's compiled
@@ -150,6 +158,10 @@ class DescribedGraph(abc.ABC):
 
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
         """Empty: no constant is read from named data."""
+        return {}
+
+    def constant_names(self) -> Dict[int, str]:
+        """Empty: no constant is read (:meth:`constants`)."""
         return {}
 
 

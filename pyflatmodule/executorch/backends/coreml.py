@@ -485,6 +485,11 @@ class CoreMLGraph:
         """Empty: a Core ML payload keeps its weights inside itself."""
         return {}
 
+    def constant_names(self) -> Dict[int, str]:
+        """Empty: a Core ML constant's name is its MIL operation's
+        (``p_conv_weight_to_fp16``: the placeholder's, cast by the writer)."""
+        return {}
+
     def extract(self, directory: str) -> str:
         """Write the payload's directory under ``directory`` (created if need be; files
         there are replaced) and return the package's path, which coremltools opens

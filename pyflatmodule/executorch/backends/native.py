@@ -16,6 +16,7 @@ order. The constants are stored as torch holds them (contiguous, the tensor's di
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ...core.dtypes import numpy_dtype, scalar_type_name
@@ -31,6 +32,13 @@ _OUTPUT_KINDS: Dict[int, str] = enum_names(lib.native_output_value_kind)
 #: Where a value comes from (``nat_source``), by number.
 _SOURCES = {lib.NAT_SOURCE_INPUT: "input", lib.NAT_SOURCE_CONSTANT: "constant",
             lib.NAT_SOURCE_BUFFER: "buffer", lib.NAT_SOURCE_NODE: "node"}
+#: The kinds of constant whose data key is the module's name of a tensor of its
+#: ``state_dict()`` (NamedTensorRef.kind: InputKind's PARAMETER and BUFFER; a
+#: CONSTANT_TENSOR is one torch.export lifted from the code, named by it).
+_MODULE_KINDS = (lib.NATIVE_INPUT_KIND_PARAMETER, lib.NATIVE_INPUT_KIND_BUFFER)
+#: The name ExecuTorch's ``to_edge`` gives a tensor constant it makes a buffer of
+#: (exir/program/_program.py, ``lift_constant_tensor_pass``: a count, not the module's).
+_LIFTED = re.compile(r"_lifted_tensor_constant[0-9]+")
 
 
 class NativeNode(NamedTuple):
@@ -235,6 +243,25 @@ class NativeGraph(AsStoredConstants):
         """The named data key of each constant, by (value id, ``"constant"``)."""
         return {(i, "constant"): self._key(i) for i, r in enumerate(self._records)
                 if r.source == lib.NAT_SOURCE_CONSTANT}
+
+    def constant_names(self) -> Dict[int, str]:
+        """The data key of each constant that is the module's parameter or buffer (its
+        fully qualified name: ExecuTorch keys them by it), by value id; not a tensor
+        constant's (a name torch.export or ExecuTorch's ``to_edge`` made up:
+        ``_lifted_tensor_constant1``), nor a quantized one's (its bytes are the
+        writer's encoding, not the module's tensor)."""
+        refs = self._method.tables("constants")
+        first = len(self.input_ids)
+        out: Dict[int, str] = {}
+        for i, r in enumerate(self._records):
+            if r.source != lib.NAT_SOURCE_CONSTANT:
+                continue
+            meta = self._meta(i)
+            key = self._key(i)
+            if int(refs[i - first].scalar("kind")) in _MODULE_KINDS and \
+                    not _LIFTED.fullmatch(key) and meta is not None and not meta.has("quant"):
+                out[i] = key
+        return out
 
     def __repr__(self) -> str:
         return f"<NativeGraph: {len(self.nodes)} nodes, {len(self._records)} values>"

@@ -315,6 +315,12 @@ class OpenvinoGraph:
         """Empty: the payload names no named data."""
         return {}
 
+    def constant_names(self) -> Dict[int, str]:
+        """Empty: a constant's tensor names are the converter's (``_0_weight:0``: the
+        placeholder's, its dots made underscores, with a port; a number), when it has
+        any, not the module's."""
+        return {}
+
     def __repr__(self) -> str:
         return (f"<OpenvinoGraph {self.name!r}: {len(self._nodes)} layers, "
                 f"{len(self._values)} values>")

@@ -231,6 +231,12 @@ class TosaGraph:
         """Empty: TOSA keeps its constants in the payload."""
         return {}
 
+    def constant_names(self) -> Dict[int, str]:
+        """Empty: a TOSA tensor's name is its graph node's (``p_first_bias``,
+        ``aten_convolution_default_weight_ohwi``), the placeholder's a module name with
+        its dots made underscores, which cannot be told back apart from those in it."""
+        return {}
+
     def __repr__(self) -> str:
         return (f"<TosaGraph {self.version}: {len(self._blocks)} blocks, "
                 f"{len(self._nodes)} operators, {len(self._records)} values>")

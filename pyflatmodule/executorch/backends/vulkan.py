@@ -180,6 +180,11 @@ class VulkanGraph(AsStoredConstants):
         return {(i, "constant"): decode_text(self._payload, int(r.key), int(r.key_len))
                 for i, r in enumerate(self._records) if r.index >= 0 and r.key}
 
+    def constant_names(self) -> Dict[int, str]:
+        """Empty: Vulkan keys a constant's named data by the SHA-256 of its bytes and
+        gives no other name."""
+        return {}
+
     def __repr__(self) -> str:
         return (f"<VulkanGraph: {len(self._root.tables('chain'))} nodes, "
                 f"{len(self._records)} values>")

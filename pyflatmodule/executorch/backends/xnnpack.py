@@ -492,6 +492,11 @@ class XnnGraph:
                 for what, ref in (("constant", r.constant), ("scales", r.scales))
                 if ref.index and ref.key}
 
+    def constant_names(self) -> Dict[int, str]:
+        """Empty: XNNPACK keys a constant's named data by the SHA-256 of its bytes (its
+        scales' by ``scale_`` and theirs) and gives no other name."""
+        return {}
+
     def constant(self, i: int) -> Union[np.ndarray, QuantizedTensor, None]:
         """Value ``i``'s constant data, None when it has none (or it is :attr:`missing`):
         a read-only zero-copy
