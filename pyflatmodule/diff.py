@@ -191,7 +191,7 @@ def _roles(p: Program, names: Dict[str, Tensor]) -> Dict[str, str]:
             for node in graph.nodes:
                 n = kinds[node.kind] = kinds.get(node.kind, -1) + 1
                 for i, vid in enumerate(node.inputs):
-                    out.setdefault(f"{d.name}.values[{vid}]",
+                    out.setdefault(d.constant_name(vid),
                                    f"{d.name}: {node.kind}[{n}] input {i}")
     return out
 

@@ -2,12 +2,13 @@
 
 A program's constants often carry no names (``forward.values[3]``) and a delegate's weights
 are named by their place in its graph (``forward.delegates[0].values[7]``), or by a hash of
-their bytes. The module's own names are in its ``state_dict()``: an ETRecord holds it (a
-torch.save archive, read here without torch), or a ``.safetensors`` / ``.npz`` file written
-from it. :func:`name_by_content` gives each tensor the name of the reference tensor whose
-values are its values exactly (same dtype, the same bytes in some order of its axes, as a
-backend may store a conv weight channels last), and says why where none is: a constant the
-writer computed (a batch norm folded into a conv), re-laid or quantized is not the module's
+their bytes (but a native backend's, whose payload gives the module's names). The module's
+own names are in its ``state_dict()``: an ETRecord holds it (a torch.save archive, read
+here without torch), or a ``.safetensors`` / ``.npz`` file written from it.
+:func:`name_by_content` gives each tensor the name of the reference tensor whose values are
+its values exactly (same dtype, the same bytes in some order of its axes, as a backend may
+store a conv weight channels last), and says why where none is: a constant the writer
+computed (a batch norm folded into a conv), re-laid or quantized is not the module's
 tensor, and gets no name rather than a wrong one. With an ETRecord,
 :func:`names_by_debug_handle` first names a program's constants by where the program uses
 them, which tells apart constants of the same values (zeros, ones).

@@ -31,14 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _reads(path: str) -> Tuple[List[str], Dict[str, List[str]]]:
     """The keys a program reads from data files (what it misses when opened alone), and
     for the keys its delegates read (XNNPACK's are hashes of the bytes) the constants
-    they hold, ``METHOD.delegates[I].values[ID]``."""
+    they hold, by :meth:`~pyflatmodule.executorch.Delegate.constant_name` (the module's
+    name the payload gives, else ``METHOD.delegates[I].values[ID]``)."""
     with load_program(path) as p:
         read_as: Dict[str, List[str]] = {}
         for m in p.methods.values():
             for d in m.delegates:
                 graph = d.graph
                 for vid, key in (graph.missing.items() if graph is not None else ()):
-                    read_as.setdefault(key, []).append(f"{d.name}.values[{vid}]")
+                    read_as.setdefault(key, []).append(d.constant_name(vid))
         return p.missing_data, read_as
 
 

@@ -140,6 +140,17 @@ class FreeCall(NamedTuple):
 Instruction = Union[KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall]
 
 
+def _identity(t: Union[np.ndarray, QuantizedTensor], addresses: Dict[int, int]
+              ) -> Tuple[Any, ...]:
+    """What tells a tensor made within :func:`~pyflatmodule.executorch.backends.described`
+    (``addresses``: its stand-ins' real addresses) apart, as a :class:`StoredTensor`
+    is told: where its bytes are, its dtype's name, shape and byte strides."""
+    ints = t.int_repr if isinstance(t, QuantizedTensor) else t
+    at = int(ints.__array_interface__["data"][0])
+    return (addresses.get(at, at), t.dtype_name if isinstance(t, QuantizedTensor)
+            else dtype_name(t), tuple(int(d) for d in t.shape), tuple(ints.strides))
+
+
 def operands(ins: Instruction) -> List[int]:
     """The value indices an instruction names, in order: a kernel's or a delegate's
     arguments, a move's source and destination, the value a free releases, a jump's
@@ -279,6 +290,12 @@ class Delegate:
 
     def _span(self) -> Tuple[int, int]:
         return self._program._delegate_span(self._table)
+
+    def constant_name(self, value_id: int) -> str:
+        """The name the constant of value ``value_id`` of its graph goes by in
+        :meth:`Program.delegate_constants` (and ``state_dict()``): the module's name its
+        payload gives it, else ``"<method>.delegates[<i>].values[<id>]"``."""
+        return self._program._constant_name(self.name, value_id)
 
     @property
     def graph(self) -> Optional[DelegateGraph]:
@@ -490,6 +507,7 @@ class Program(_File):
         self.data_files = list(data)
         self._external: Dict[str, StoredTensor] = {}
         self._graphs: Dict[str, Optional[DelegateGraph]] = {}
+        self._given: Optional[Dict[Tuple[str, int], str]] = None
         self._named: Optional[Dict[str, Span]] = None
         # Where the data files' tensors and named data are, taken now: they hold the
         # sources, so the program keeps working when a data file given to it is closed.
@@ -667,15 +685,56 @@ class Program(_File):
                     out.append((d.name, graph))
         return out
 
+    def _given_names(self) -> Dict[Tuple[str, int], str]:
+        """(delegate's name, value id) -> the module's name its payload gives the
+        constant (each graph's ``constant_names``), where the constant goes by it: the
+        first to give a name takes it, unless a tensor of the program (or of its data
+        files) goes by it already; one given a name a tensor goes by already takes it
+        only when it is that tensor (its bytes at the same place, of the same dtype,
+        shape and strides), else keeps its place's name. A name holding brackets is
+        not taken (the places' names have them). Worked out once, nothing read."""
+        if self._given is None:
+            out: Dict[Tuple[str, int], str] = {}
+            graphs = [(where, graph, graph.constant_names())
+                      for where, graph in self._delegate_graphs()]
+            if any(names for _, _, names in graphs):
+                taken: Dict[str, Optional[Tuple[Any, ...]]] = {
+                    name: (t.address, scalar_type_name(t.scalar_type), t.shape, t.strides)
+                    for name, t in self._stored_by_name().items()}
+                with described() as addresses:
+                    for where, graph, names in graphs:
+                        held = graph.torch_constants() if names else {}
+                        for vid, name in names.items():
+                            t = held.get(vid)
+                            it = None if t is None else _identity(t, addresses)
+                            if not name or "[" in name or "]" in name or (
+                                    name in taken and (it is None or taken[name] != it)):
+                                continue
+                            taken.setdefault(name, it)
+                            out[(where, vid)] = name
+            self._given = out
+        return self._given
+
+    def _constant_name(self, where: str, vid: int) -> str:
+        """The name of constant ``vid`` of delegate ``where`` (:meth:`_given_names`)."""
+        return self._given_names().get((where, vid)) or f"{where}.values[{vid}]"
+
     def delegate_constants(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
-        """Every constant of every delegate's graph (:attr:`Delegate.graph`), by
+        """Every constant of every delegate's graph (:attr:`Delegate.graph`), by the
+        module's name its payload gives it (:meth:`Delegate.constant_name`; a native
+        backend's parameters and buffers: ``layers.0.weight``), else by
         ``"<method>.delegates[<i>].values[<id>]"``: the method's name, the delegate's
-        index in it and the constant's value id in the graph (the payload gives no
-        module names; these stay the same across exports of one model). Read-only, in
-        torch's layout (each graph's ``torch_constants``; XNNPACK's: conv weights
-        ``OIHW``, depthwise ``[C, 1, H, W]``), strided views of the file; quantized ones
-        QuantizedTensor. :meth:`delegate_layouts` says what was permuted."""
-        return {f"{where}.values[{vid}]": array for where, graph in self._delegate_graphs()
+        index in it and the constant's value id in the graph (XNNPACK and Vulkan key
+        their constants by a hash of their bytes, TOSA, Core ML and OpenVINO name them
+        by their graphs' nodes; these stay the same across exports of one model). A name
+        another tensor goes by already names this one only when it is that tensor (its
+        bytes, at the same place); else the constant keeps its place's name, so none is
+        dropped. Read-only, in torch's layout (each graph's ``torch_constants``;
+        XNNPACK's: conv weights ``OIHW``, depthwise ``[C, 1, H, W]``), strided views of
+        the file; quantized ones QuantizedTensor. :meth:`delegate_layouts` says what was
+        permuted."""
+        return {self._constant_name(where, vid): array
+                for where, graph in self._delegate_graphs()
                 for vid, array in graph.torch_constants().items()}
 
     def delegate_layouts(self) -> Dict[str, Dict[str, Any]]:
@@ -687,7 +746,7 @@ class Program(_File):
         where the values may not be the module's, see :class:`TorchLayout`; other
         constants ``"layout": "as stored"``)."""
         with described():   # what is said of the constants needs none of their bytes
-            return {f"{where}.values[{vid}]": layout
+            return {self._constant_name(where, vid): layout
                     for where, graph in self._delegate_graphs()
                     for vid, layout in graph.constant_layouts().items()}
 
@@ -699,8 +758,9 @@ class Program(_File):
     def state_dict(self) -> Dict[str, Union[np.ndarray, QuantizedTensor]]:
         """Every tensor whose name the files hold, by that name: the data files' tensors
         by key; constants, mutable buffers' initial values and resolved external tensors
-        by fully qualified name; then the delegates' constants by
-        ``"<method>.delegates[<i>].values[<id>]"`` (see :meth:`delegate_constants`)."""
+        by fully qualified name; then the delegates' constants by the module's names their
+        payloads give, else by ``"<method>.delegates[<i>].values[<id>]"`` (see
+        :meth:`delegate_constants`)."""
         out: Dict[str, Union[np.ndarray, QuantizedTensor]] = {
             k: v.array() for k, v in self._stored_by_name().items()}
         for key, value in self.delegate_constants().items():

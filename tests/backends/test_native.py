@@ -232,22 +232,65 @@ def test_a_mutable_buffer_is_a_value_without_bytes() -> None:
         assert values[mutation["name"]].id in g.output_ids
 
 
-@pytest.mark.parametrize("name", ["native_partial"] + ZOO)
-def test_the_program_names_the_delegates_constants(name: str) -> None:
-    """Each delegate's constants under its name, as stored; as many as ExecuTorch's
-    reading of the payloads lists."""
-    with load_full(_path(name)) as p:
-        names = p.delegate_constants()
+def _torch_names(name: str) -> Dict[str, Dict[str, Any]]:
+    """The name each of program ``name``'s delegate constants should go by, with the
+    module's tensor where torch names it: the data key of a constant that is a tensor of
+    the module's ``state_dict()`` (the oracle's ``weights``, as torch gave them), else its
+    place, ``forward.delegates[K].values[ID]`` (the id from ExecuTorch's reading)."""
+    oracle, arrays = ORACLES[name]
+    out: Dict[str, Dict[str, Any]] = {}
+    for k in range(len(oracle["native"]["delegates"])):
+        method = _method(name, k)
+        ids = {n: i for i, n in enumerate(native_value_names(method))}
+        for c in method["constants"] or []:
+            weight = oracle["weights"].get(c["data_key"])
+            key = c["data_key"] if weight is not None else \
+                f"forward.delegates[{k}].values[{ids[c['name']]}]"
+            out[key] = {"torch": None if weight is None else arrays[weight["data"]],
+                        "shape": [s["max"] for s in c["meta"]["sizes"]]}
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES + ZOO)
+def test_the_program_names_the_delegates_constants_as_torch(name: str) -> None:
+    """Each delegate constant that is a parameter or buffer of the module goes by the name
+    torch's ``state_dict()`` gives it (the payload's data key), in ``delegate_constants``,
+    ``delegate_layouts``, ``state_dict`` and ``named_layouts``, with the module's values;
+    the others (native_cache's lifted 1.0) by their place. native_external's, read from
+    its data file, are the data file's tensors of those names: listed once."""
+    want = _torch_names(name)
+    with load_full(_path(name), data=_data(name)) as p:
+        constants = p.delegate_constants()
+        assert sorted(constants) == sorted(want)
         layouts = p.delegate_layouts()
-        assert len(names) == len(layouts) == sum(
-            len(_method(name, k)["constants"] or [])
-            for k in range(len(_json(name)["native"]["delegates"])))
-        for k, g in enumerate(_graphs(p)):
-            where = [d.name for m in p.methods.values() for d in m.delegates][k]
-            for vid, array in g.constants().items():
-                assert np.array_equal(names[f"{where}.values[{vid}]"], array)
-                assert layouts[f"{where}.values[{vid}]"] == {"layout": "as stored",
-                                                             "shape": list(array.shape)}
+        state = p.state_dict()
+        described = p.named_layouts()
+        for key, w in want.items():
+            assert layouts[key] == {"layout": "as stored", "shape": w["shape"]}
+            assert described[key].shape == tuple(w["shape"])
+            if w["torch"] is not None:
+                assert constants[key].tobytes() == w["torch"].tobytes()
+                assert state[key].tobytes() == w["torch"].tobytes()
+        assert sorted(state) == sorted(want)   # the program names no other tensor
+
+
+def test_a_name_another_tensor_goes_by_leaves_the_constant_its_place() -> None:
+    """native_mlp loaded with native_external's data file, whose tensors the same module's
+    state_dict names alike (``l1.weight``...) but are other bytes: the data file's keep the
+    names, the delegate's constants keep their places; none is dropped."""
+    oracle, _ = ORACLES["native_external"]
+    held = sorted(e["key"] for e in oracle["data_file"]["named_data"])
+    method = _method("native_mlp", 0)
+    ids = {n: i for i, n in enumerate(native_value_names(method))}
+    places = {ids[c["name"]]: f"forward.delegates[0].values[{ids[c['name']]}]"
+              for c in method["constants"]}
+    assert sorted(c["data_key"] for c in method["constants"]) == held
+    with load_full(_path("native_mlp"), data=_data("native_external")) as p:
+        state = p.state_dict()
+        assert sorted(state) == sorted(held + list(places.values()))
+        assert sorted(p.delegate_constants()) == sorted(places.values())
+        (d,) = p.methods["forward"].delegates
+        assert {i: d.constant_name(i) for i in places} == places
 
 
 # ------------------------------------------------------------------ bad payloads

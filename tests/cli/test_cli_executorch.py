@@ -368,8 +368,10 @@ def _native_calls(stem: str) -> List[Tuple[Dict[str, Any], List[Any]]]:
 def test_dis_shows_each_native_graph_as_exir_reads_it() -> None:
     """Under each DelegateCall of native_partial (two native delegates around a portable
     bucketize): the operator calls in order, the values they read and write (by name in
-    the payload, here by the id dis gives each), each value's datatype and dims."""
+    the payload, here by the id dis gives each), each value's datatype and dims, and each
+    constant's tensor by the name torch's ``state_dict()`` gives it (its data key)."""
     expected = _native_calls("native_partial")
+    weights = _oracle("native_partial")[0]["weights"]
     (method,) = _one("dis", _pte("native_partial"))["methods"]
     graphs = [ins["graph"] for c in method["chains"] for ins in c["instructions"]
               if ins["op"] == "DelegateCall"]
@@ -386,6 +388,9 @@ def test_dis_shows_each_native_graph_as_exir_reads_it() -> None:
         for i, name in names.items():
             assert by_id[i]["dims"] == [s["max"] for s in metas[name]["sizes"]]
             assert by_id[i]["constant"] == (name in {c["name"] for c in m["constants"]})
+        for c in m["constants"]:
+            (i,) = [i for i, name in names.items() if name == c["name"]]
+            assert by_id[i]["tensor"] == c["data_key"] and c["data_key"] in weights
     text = run_cli("dis", _pte("native_partial")).stdout
     assert "ExecuTorch native graph" in text
     for _, calls in expected:
@@ -427,13 +432,16 @@ def test_ops_size_and_tree_show_the_native_graphs() -> None:
 
 def test_export_writes_the_native_graphs_weights(tmp_path: Any) -> None:
     """export gives each native graph's constant its bytes, those ExecuTorch restores for
-    its named data key."""
+    its named data key, under the name torch's ``state_dict()`` gives the module's
+    tensor (the oracle's ``weights``), with its values."""
     doc, arrays = _oracle("native_mlp")
     out = tmp_path / "w.npz"
     assert run_cli("export", _pte("native_mlp"), str(out)).returncode == 0
     (method,) = doc["native"]["delegates"][0]["program"]["methods"]
     got = np.load(out)
     named = doc["restored"]["named_data"]
-    exported = {k: got[k].tobytes() for k in got.files if k.startswith("forward.delegates")}
-    assert sorted(exported.values()) == sorted(arrays[named[c["data_key"]]].tobytes()
-                                               for c in method["constants"])
+    assert sorted(k for k in got.files if k != "__metadata__") == sorted(doc["weights"])
+    for c in method["constants"]:
+        exported = got[c["data_key"]].tobytes()
+        assert exported == arrays[named[c["data_key"]]].tobytes()
+        assert exported == arrays[doc["weights"][c["data_key"]]["data"]].tobytes()

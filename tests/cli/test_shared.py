@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Set
 import pytest
 
 from support.cli import run_cli
-from support.paths import DATA
+from support.paths import DATA, ET
 from support.schemas import validate
 
 HERE = os.path.join(DATA, "shared")
@@ -99,6 +99,22 @@ def test_hash_keys_are_named_by_the_constants_that_hold_them() -> None:
     for key in ORACLE["programs"]["xnn_a.pte"]["named_data"]:
         (name,) = f["keys"][key]["read_as"]
         assert name.startswith(os.path.join(HERE, "xnn_a.pte") + ": forward.delegates[0]")
+
+
+def test_a_native_graphs_keys_are_read_as_the_modules_names() -> None:
+    """tests/data/et/native_external.pte's native graph keys its weights in its data file
+    by their fully qualified names: each key is read as the constant of that name, as
+    torch's ``state_dict()`` of the module names it (the oracle's ``weights``)."""
+    with open(os.path.join(ET, "native_external.oracle.json"), encoding="utf-8") as f:
+        oracle = json.load(f)
+    program = os.path.join(ET, "native_external.pte")
+    r = run_cli("shared", "--json", program, "--data",
+                os.path.join(ET, "native_external.ptd"))
+    assert r.returncode == 0
+    (f,) = json.loads(r.stdout)["data_files"]
+    assert sorted(f["keys"]) == sorted(oracle["weights"])
+    for key, entry in f["keys"].items():
+        assert entry["read_as"] == [f"{program}: {key}"]
 
 
 @pytest.mark.parametrize("argv", [[], ["--data", os.path.join(HERE, "foundation.ptd")]])

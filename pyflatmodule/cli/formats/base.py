@@ -143,9 +143,10 @@ class FileFormat(abc.ABC):
 
     def named_data_readers(self) -> Dict[str, List[str]]:
         """For each named data key the file's delegates read, what reads it: the
-        constant (``<method>.delegates[<i>].values[<id>]``), where the backend says the
-        node and the constant's role in brackets, and `` scales`` when the key holds its
-        scales; empty for other formats."""
+        constant (:meth:`~pyflatmodule.executorch.Delegate.constant_name`: the module's
+        name its payload gives, else ``<method>.delegates[<i>].values[<id>]``), where the
+        backend says the node and the constant's role in brackets, and `` scales`` when
+        the key holds its scales; empty for other formats."""
         return {}
 
     def region_tensors(self) -> Dict[Tuple[str, str], List[str]]:

@@ -89,17 +89,18 @@ def _graph_value_text(v: Any) -> str:
     return " ".join(words)
 
 
-def _graph_doc(g: DelegateGraph, backend: Backend, path: str, tensors: Mapping[str, Any]
+def _graph_doc(g: DelegateGraph, backend: Backend, d: Delegate, tensors: Mapping[str, Any]
                ) -> Json:
     """A delegate's graph: its backend, its nodes in execution order, each value once (a
-    constant with its name among ``tensors``, ``<path>.values[<id>]``, as ``tensor``)."""
+    constant with its name among ``tensors``, :meth:`~pyflatmodule.executorch.Delegate.
+    constant_name`, as ``tensor``)."""
     values = g.values
     nodes = [{"kind": n.kind, "inputs": list(n.inputs), "outputs": list(n.outputs)}
              for n in g.nodes]
     used = dict.fromkeys(i for n in g.nodes for i in (*n.inputs, *n.outputs))
     return {"backend": backend.name, "version": g.version, "inputs": list(g.input_ids),
             "outputs": list(g.output_ids), "nodes": nodes,
-            "values": [_graph_value(values[i], f"{path}.values[{i}]", tensors) for i in used],
+            "values": [_graph_value(values[i], d.constant_name(i), tensors) for i in used],
             "description": described_as(g)}
 
 
@@ -163,7 +164,7 @@ def disassemble(m: Method, tensors: Mapping[str, Any]) -> Json:
     :meth:`~pyflatmodule.Program.named_layouts`) as ``tensor``."""
     operators = [str(o) for o in m.operators]
     delegates = m.delegates
-    graphs = {i: _graph_doc(g, backend, delegates[i].name, tensors)
+    graphs = {i: _graph_doc(g, backend, delegates[i], tensors)
               for i, g, backend in _graphs(m)}
     names = _tensor_names(m, tensors)
     chains = []
@@ -340,7 +341,7 @@ class _ExecuTorchFile(FileFormat):
                 node: Json = {"name": f"delegates[{k}]", "path": path, "kind": "delegate",
                               "id": d.id, "location": d.location, "bytes": len(d.data)}
                 if k in graphs:
-                    parts = self._graph_nodes(path, *graphs[k], tensors)
+                    parts = self._graph_nodes(d, *graphs[k], tensors)
                     weights.update(w["path"] for w in parts[1:])
                     weights.update(w[k] for w in parts[1:]
                                    for k in ("named_data", "scales_named_data") if w[k])
@@ -372,19 +373,20 @@ class _ExecuTorchFile(FileFormat):
         return {"kind": "tensor", "dtype": self.dtype_name(t), "shape": list(t.shape),
                 "bytes": self.nbytes(t)}
 
-    def _graph_nodes(self, path: str, graph: DelegateGraph, backend: Backend,
+    def _graph_nodes(self, d: Delegate, graph: DelegateGraph, backend: Backend,
                      tensors: Dict[str, Described]) -> List[Json]:
         """A delegate's graph in brief (kind ``<backend key>_graph``), then its weights
-        (as ``state_dict()`` has them, in torch's layout), each with the named data keys
-        that hold it and its scales."""
+        (as ``state_dict()`` has them, in torch's layout, by the names it gives them),
+        each with the named data keys that hold it and its scales."""
+        path = d.name
         nodes = graph.nodes
         keys = graph.named_data_keys()
         weights = []
-        prefix = f"{path}.values["
-        for name, t in tensors.items():   # the graph's constants, in value id order
-            if not (name.startswith(prefix) and name.endswith("]")):
+        for vid in sorted(v.id for v in graph.values if v.constant):
+            name = d.constant_name(vid)
+            t = tensors.get(name)
+            if t is None:   # its bytes are in none of the files given
                 continue
-            vid = int(name[len(prefix):-1])
             weights.append({"name": f"values[{vid}]", "path": name, **self._tensor_facts(t),
                             "named_data": keys.get((vid, "constant")),
                             "scales_named_data": keys.get((vid, "scales"))})
@@ -622,7 +624,7 @@ class ExecuTorchProgram(_ExecuTorchFile):
         for name, m in self.file.methods.items():
             for i, graph, _ in _graphs(m):
                 for (vid, what), key in graph.named_data_keys().items():
-                    where = f"{name}.delegates[{i}].values[{vid}]"
+                    where = m.delegates[i].constant_name(vid)
                     lay = layouts.get(where, {})
                     role = f" ({lay['node']} {lay['role']})" if "node" in lay else ""
                     out.setdefault(key, []).append(
