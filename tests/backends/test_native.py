@@ -28,6 +28,7 @@ from support import backends_zoo
 from support.checked import load_full
 from support.delegates import NATIVE_DTYPES, graphs, native_value_names, refused
 from support.fbwalk import deref, element, field, root
+from support.paths import ET
 
 NAMES = ["native_mlp", "native_conv", "native_attention", "native_fp16", "native_partial",
          "native_cache", "native_external"]
@@ -291,6 +292,38 @@ def test_a_name_another_tensor_goes_by_leaves_the_constant_its_place() -> None:
         assert sorted(p.delegate_constants()) == sorted(places.values())
         (d,) = p.methods["forward"].delegates
         assert {i: d.constant_name(i) for i in places} == places
+
+
+def test_two_methods_reading_one_weight_list_it_once() -> None:
+    """native_names/native_two_methods: both methods' delegates key ``l1.weight`` and
+    ``l1.bias`` alike (ExecuTorch's reading of each payload), one named data entry each:
+    every constant goes by the name torch's ``state_dict()`` gives it, the two methods'
+    are the same tensor, listed once, with the module's values."""
+    folder = os.path.join(ET, "native_names")
+    with open(os.path.join(folder, "native_two_methods.oracle.json"), encoding="utf-8") as f:
+        oracle = json.load(f)
+    with np.load(os.path.join(folder, "native_two_methods.oracle.npz")) as z:
+        arrays = {k: z[k] for k in z.files}
+    weights = oracle["weights"]
+    assert oracle["named_data"] == sorted(weights)
+    shared = {c["data_key"] for c in oracle["constants"]["hidden"]}
+    assert shared == {"l1.weight", "l1.bias"} <= {c["data_key"]
+                                                  for c in oracle["constants"]["forward"]}
+    with load_full(os.path.join(folder, "native_two_methods.pte")) as p:
+        state = p.state_dict()
+        assert sorted(state) == sorted(weights) == sorted(p.delegate_constants())
+        for key, w in weights.items():
+            assert (str(state[key].dtype), list(state[key].shape)) == (w["dtype"], w["shape"])
+            assert state[key].tobytes() == arrays[w["data"]].tobytes()
+        for method, constants in oracle["constants"].items():
+            (d,) = p.methods[method].delegates
+            graph = d.graph
+            assert graph is not None
+            ids = {v.name: v.id for v in graph.values}
+            assert [d.constant_name(ids[c["name"]]) for c in constants] == \
+                [c["data_key"] for c in constants]
+            for c in constants:   # the very bytes state_dict() lists
+                assert np.shares_memory(graph.constants()[ids[c["name"]]], state[c["data_key"]])
 
 
 # ------------------------------------------------------------------ bad payloads
