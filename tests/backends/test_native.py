@@ -449,6 +449,36 @@ def test_an_unknown_dtype() -> None:
             "methods[0].graph.tensor_values[0].meta.dtype")
 
 
+@pytest.mark.parametrize("dtype, name", [(16, "uint16"), (17, "uint32"), (18, "uint64")])
+def test_a_constant_of_an_unsigned_dtype(dtype: int, name: str) -> None:
+    """The payload's ScalarType numbers UINT16, UINT32 and UINT64 16, 17 and 18 (ExecuTorch's
+    native_graph.fbs; c10's 27-29, where 16-18 are packed and quantized types): a float32
+    constant retyped so is read as that dtype over its named data's first bytes, or
+    refused when it needs more than the named data holds (found: read as c10's 16-18,
+    ``cannot reshape``)."""
+    ref = element(PAYLOAD, METHOD, 2, 0)                              # constants[0]
+    meta = deref(PAYLOAD, field(PAYLOAD, ref, 2))
+    at = field(PAYLOAD, meta, 0)                                      # TensorMeta.dtype
+    assert PAYLOAD[at] == 6                                           # FLOAT
+    constant = MLP["constants"][0]
+    dims = tuple(d["max"] for d in constant["meta"]["sizes"])
+    oracle, arrays = ORACLES["native_mlp"]
+    stored = arrays[oracle["restored"]["named_data"][constant["data_key"]]].tobytes()
+    if np.dtype(name).itemsize * int(np.prod(dims)) > len(stored):
+        with pytest.raises(pfm.FormatError) as e:
+            with load_full(_set(at, "<B", dtype)) as p:
+                _graphs(p)
+        assert e.value.code == "outside_storage"
+        return
+    with load_full(_set(at, "<B", dtype)) as p:
+        (g,) = _graphs(p)
+        vid = _value_names(MLP).index(constant["name"])
+        assert g.values[vid].datatype == name
+        got = g.constants()[vid]
+        assert got.dtype == np.dtype(name) and got.shape == dims
+        assert got.tobytes() == stored[:got.nbytes]
+
+
 def test_a_constant_with_dims_not_static() -> None:
     ref = element(PAYLOAD, METHOD, 2, 0)                              # constants[0]
     meta = deref(PAYLOAD, field(PAYLOAD, ref, 2))

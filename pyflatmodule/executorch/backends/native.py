@@ -29,6 +29,12 @@ __all__ = ["BACKEND", "NativeGraph", "NativeNode", "NativeValue"]
 
 #: OutputValueKind names by number.
 _OUTPUT_KINDS: Dict[int, str] = enum_names(lib.native_output_value_kind)
+#: The c10::ScalarType number of each of the payload's ScalarType numbers: its schema
+#: pins most to ExecuTorch's, but numbers UINT16, UINT32 and UINT64 16, 17 and 18 (c10's
+#: 27, 28 and 29; its 16-18 are packed and quantized types).
+_SCALAR_TYPES: Dict[int, int] = {
+    v: {n: c for c, n in enum_names(lib.et_scalar_type).items()}[n]
+    for v, n in enum_names(lib.native_scalar_type).items()}
 #: Where a value comes from (``nat_source``), by number.
 _SOURCES = {lib.NAT_SOURCE_INPUT: "input", lib.NAT_SOURCE_CONSTANT: "constant",
             lib.NAT_SOURCE_BUFFER: "buffer", lib.NAT_SOURCE_NODE: "node"}
@@ -221,7 +227,8 @@ class NativeGraph(AsStoredConstants):
                 continue
             dims = tuple(int(d.scalar("max")) for d in meta.tables("sizes"))
             out.append(NativeValue(i, self._names[i], kind, _SOURCES[int(r.source)],
-                                   scalar_type_name(int(meta.scalar("dtype"))), dims,
+                                   scalar_type_name(_SCALAR_TYPES[int(meta.scalar("dtype"))]),
+                                   dims,
                                    r.source == lib.NAT_SOURCE_CONSTANT))
         return out
 
@@ -236,7 +243,8 @@ class NativeGraph(AsStoredConstants):
         assert meta is not None   # a constant has its TensorMeta (required)
         if meta.has("quant"):
             return raw.array()
-        return raw.array().view(numpy_dtype(int(meta.scalar("dtype")))).reshape(
+        dtype = numpy_dtype(_SCALAR_TYPES[int(meta.scalar("dtype"))])
+        return raw.array().view(dtype).reshape(
             tuple(int(d.scalar("max")) for d in meta.tables("sizes")))
 
     def named_data_keys(self) -> Dict[Tuple[int, str], str]:
