@@ -26,7 +26,7 @@ PTMF_CFLAGS="-g -O1 -fno-omit-frame-pointer -fsanitize=address,fuzzer-no-link -f
 PTMF_LDFLAGS="-fsanitize=address,fuzzer-no-link" \
     python3 setup.py -q build_ext --inplace >/dev/null
 so="$(ls "$out"/pyflatmodule/core/_c.*.so)"
-if ! nm -D "$so" | grep -q __sanitizer_cov; then
+if ! nm -D "$so" | grep __sanitizer_cov >/dev/null; then   # not -q: nm must not die of SIGPIPE (pipefail)
     echo "build_instrumented.sh: $so has no coverage instrumentation" >&2
     exit 1
 fi
