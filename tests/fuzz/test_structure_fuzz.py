@@ -1,6 +1,7 @@
 """Structure-aware mutation (hypothesis): files built with tests/support/ptmf_craft.py, and the
-real ExecuTorch files (programs, data files, bundled programs, ETDumps) walked by their
-schemas (at the end), broken where a parser is most likely to trust them.
+real ExecuTorch files (programs, data files, bundled programs, ETDumps, and the flatbuffer
+delegate payloads inside programs) walked by their schemas (at the end), broken where a
+parser is most likely to trust them.
 
 Each example is the small valid module of ``ptmf_craft.valid_module()`` plus random
 valid ivalues, then (except in the "valid" test) damaged by one or more of:
@@ -15,6 +16,7 @@ undamaged modules must decode fully in both modes. No torch here.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -776,7 +778,9 @@ def test_setstate_replay_of_random_bytecode(data: bytes) -> None:
 # of what it means (indices just past their vector, 64-bit segment offsets and sizes
 # past the file or wrapping, union types past their union, dim_order entries out of
 # range, scalar types unknown), together with the byte-level damage above and the
-# headers' (eh00, FH01) fields.
+# headers' (eh00, FH01) fields. Inside the programs, the delegate payloads that are
+# flatbuffers (XNNPACK's and Vulkan's behind their XH00 / VH00 header, TOSA's, the native
+# backend's) are walked the same way by their backends' schemas and damaged on their own.
 
 from pyflatmodule.core.fbread import Table, schema_of  # noqa: E402
 from pyflatmodule.core.native import lib  # noqa: E402
@@ -788,31 +792,29 @@ U64_BOUNDS = [0, 1, 8, 2**31, 2**32 - 1, 2**32, 2**32 + 8, 2**40, 2**63 - 1, 2**
 _FORMATS = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 
 
-class EtLayout:
-    """Where everything of a valid ExecuTorch file is: tables, uoffset slots, vector
-    lengths, and (position, byte width, element count or 0) of every scalar field and
-    every scalar vector, by the schema."""
+class FbParts:
+    """Where everything of one valid flatbuffer inside a file is, by its schema: tables,
+    uoffset slots, vector lengths, (position, byte width) of every scalar field and
+    (position of element 0, byte width, count) of every scalar vector, all as positions
+    in the file; ``span`` [start, end) is the flatbuffer's extent in it and ``header``
+    (position, width) the fields of the header before it."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, span: tuple[int, int], header: list[tuple[int, int]]) -> None:
         self.data = data
-        self.tables: List[int] = []
-        self.slots: List[int] = [0]
-        self.counts: List[int] = []
-        self.scalars: List[Any] = []      # (position, width)
-        self.elements: List[Any] = []     # (position of element 0, width, count)
-        # An ETDump is size-prefixed: its flatbuffer (root offset, identifier) starts at 4.
-        base = 4 if data[8:12] == b"ED00" else 0
-        ident = struct.unpack_from("<I", data, base + 4)[0]
-        schema = schema_of(ident)
-        root = base + struct.unpack_from("<I", data, base)[0]
-        self._table(Table(schema, data, root, schema.root), 0)
-        # header fields: eh00 / FH01 (u32 length at 12, then u64s)
-        self.header = [(12, 4)] + [(16 + 8 * k, 8) for k in range(4)] \
-            if data[8:12] in (b"eh00", b"FH01") else []
+        self.span = span
+        self.header = header
+        self.tables: list[int] = []
+        self.slots: list[int] = []
+        self.counts: list[int] = []
+        self.scalars: list[Any] = []      # (position, width)
+        self.elements: list[Any] = []     # (position of element 0, width, count)
+        self._seen: set[int] = set()
 
-    def _table(self, t: Table, depth: int) -> None:
-        if depth > 12 or t.pos in self.tables:
+    def walk(self, t: Table, depth: int = 0) -> None:
+        """Collects table ``t`` and everything under it."""
+        if depth > 12 or t.pos in self._seen:
             return
+        self._seen.add(t.pos)
         self.tables.append(t.pos)
         for name, f in t.fields.items():
             at = t._at(f)
@@ -827,11 +829,11 @@ class EtLayout:
             if f.kind == lib.FB_TABLE:
                 sub = t.table(name)
                 if sub is not None:
-                    self._table(sub, depth + 1)
+                    self.walk(sub, depth + 1)
             elif f.kind == lib.FB_UNION:
                 _, sub = t.union(name)
                 if sub is not None:
-                    self._table(sub, depth + 1)
+                    self.walk(sub, depth + 1)
             elif f.kind == lib.FB_STRING:
                 self.counts.append(target)
             elif f.kind == lib.FB_VEC_SCALAR:
@@ -843,11 +845,91 @@ class EtLayout:
                 self.counts.append(target)
                 for k, sub in enumerate(t.tables(name)):
                     self.slots.append(target + 4 + 4 * k)
-                    self._table(sub, depth + 1)
+                    self.walk(sub, depth + 1)
             elif f.kind == lib.FB_VEC_STRING:
                 self.counts.append(target)
                 for k in range(struct.unpack_from("<I", self.data, target)[0]):
                     self.slots.append(target + 4 + 4 * k)
+
+
+#: The delegate payloads that are flatbuffers: the file identifier of each backend's
+#: schema, by the backend's id. XNNPACK's and Vulkan's payloads may start with a
+#: header (magic ``XH00`` / ``VH00`` at 4: u16 length, u32 flatbuffer offset and size,
+#: u32 constant data offset, u64 its size), TOSA's and the native backend's are all
+#: flatbuffer.
+PAYLOAD_SCHEMAS = {"XnnpackBackend": lib.XN_FILE_IDENTIFIER,
+                   "VulkanBackend": lib.VK_FILE_IDENTIFIER,
+                   "TOSABackend": lib.TOSA_FILE_IDENTIFIER,
+                   "NativeBackend": lib.NATIVE_FILE_IDENTIFIER}
+PAYLOAD_HEADERS = (b"XH00", b"VH00")
+_PAYLOAD_HEADER = [(8, 2), (10, 4), (14, 4), (18, 4), (22, 8)]
+
+
+class PayloadParts(FbParts):
+    """A delegate payload's flatbuffer walked by its backend's schema (``backend``: the
+    delegate's id; ``start``: where the payload starts in the file)."""
+
+    def __init__(self, data: bytes, backend: str, start: int, size: int) -> None:
+        fb, header, size_all = start, [], size
+        if data[start + 4:start + 8] in PAYLOAD_HEADERS:
+            fb = start + struct.unpack_from("<I", data, start + 10)[0]
+            size = struct.unpack_from("<I", data, start + 14)[0]
+            header = [(start + at, width) for at, width in _PAYLOAD_HEADER]
+        super().__init__(data, (fb, fb + size), header)
+        self.backend = backend
+        self.start = start
+        self.end = start + size_all
+        self.identifier = struct.unpack_from("<I", data, fb + 4)[0]
+        if self.identifier == PAYLOAD_SCHEMAS[backend]:
+            schema = schema_of(self.identifier)
+            self.slots.append(fb)
+            self.walk(Table(schema, data, fb + struct.unpack_from("<I", data, fb)[0],
+                            schema.root))
+
+
+class EtLayout(FbParts):
+    """An ExecuTorch file walked by its schema (:class:`FbParts`), with the fields of
+    its eh00 / FH01 header and, for a program, its flatbuffer delegate payloads each
+    walked by its backend's schema (``payloads``)."""
+
+    def __init__(self, data: bytes) -> None:
+        # header fields: eh00 / FH01 (u32 length at 12, then u64s)
+        header = [(12, 4)] + [(16 + 8 * k, 8) for k in range(4)] \
+            if data[8:12] in (b"eh00", b"FH01") else []
+        super().__init__(data, (0, len(data)), header)
+        self.slots.append(0)
+        # An ETDump is size-prefixed: its flatbuffer (root offset, identifier) starts at 4.
+        base = 4 if data[8:12] == b"ED00" else 0
+        ident = struct.unpack_from("<I", data, base + 4)[0]
+        schema = schema_of(ident)
+        root = Table(schema, data, base + struct.unpack_from("<I", data, base)[0], schema.root)
+        self.walk(root)
+        self.payloads: list[PayloadParts] = []
+        if ident == lib.ET_FILE_IDENTIFIER:
+            self.payloads = [PayloadParts(data, backend, start, size)
+                             for backend, start, size in self._delegates(root)
+                             if backend in PAYLOAD_SCHEMAS]
+
+    def _delegates(self, program: Table) -> list[tuple[str, int, int]]:
+        """(backend id, start in the file, size) of every delegate's payload: inline in
+        ``backend_delegate_data`` or in a segment (after the eh00 header's segment base
+        offset, at 24)."""
+        base = struct.unpack_from("<Q", self.data, 24)[0] if self.data[8:12] == b"eh00" else 0
+        inline = program.tables("backend_delegate_data")
+        segments = program.tables("segments")
+        out = []
+        for plan in program.tables("execution_plan"):
+            for d in plan.tables("delegates"):
+                ref = d.table("processed")
+                assert ref is not None
+                index = ref.scalar("index")
+                if ref.scalar("location") == 0:
+                    start, size = inline[index].vector_span("data")
+                else:
+                    seg = segments[index]
+                    start, size = base + seg.scalar("offset"), seg.scalar("size")
+                out.append((d.string("id") or "", start, size))
+        return out
 
 
 _ET_LAYOUTS: Dict[str, EtLayout] = {}
@@ -869,37 +951,40 @@ def _boundaries(width: int, old: int, size: int) -> List[int]:
     return [v % (1 << (8 * width)) for v in base + near]
 
 
-@st.composite
-def damaged_et(draw: Any) -> bytes:
-    name = draw(st.sampled_from(ET_FILES))
-    layout = _et_layout(name)
-    data = bytearray(layout.data)
+def _damage(draw: Any, data: bytearray, parts: FbParts) -> None:
+    """Damages 1-3 of the parts of ``data`` that ``parts`` found, in place: boundary
+    values (by the flatbuffer's extent in the file) in scalars, vector elements, header
+    fields, vector counts and 8-byte words anywhere in it; uoffsets pointing at its
+    edges or into its tables; soffsets and vtable entries broken."""
     size = len(data)
+    lo, hi = parts.span
     for _ in range(draw(st.integers(1, 3))):
         what = draw(st.sampled_from(["scalar", "element", "header", "uoffset", "overlap",
                                      "soffset", "vtable_entry", "vector_count",
                                      "u64_anywhere"]))
-        if what in ("scalar", "header") and (layout.scalars if what == "scalar"
-                                             else layout.header):
-            at, width = draw(st.sampled_from(layout.scalars if what == "scalar"
-                                             else layout.header))
-        elif what == "element" and layout.elements:
-            start, width, n = draw(st.sampled_from(layout.elements))
+        if what in ("scalar", "header") and (parts.scalars if what == "scalar"
+                                             else parts.header):
+            at, width = draw(st.sampled_from(parts.scalars if what == "scalar"
+                                             else parts.header))
+        elif what == "element" and parts.elements:
+            start, width, n = draw(st.sampled_from(parts.elements))
             at = start + width * draw(st.integers(0, n - 1))
         elif what in ("uoffset", "overlap"):
-            at, width = draw(st.sampled_from(layout.slots)), 4
-            target = (draw(st.sampled_from(layout.tables)) + draw(st.sampled_from([0, 2, 4]))
+            at, width = draw(st.sampled_from(parts.slots)), 4
+            target = (draw(st.sampled_from(parts.tables)) + draw(st.sampled_from([0, 2, 4]))
                       if what == "overlap" else
-                      draw(st.sampled_from([0, 1, 4, size - 4, size - 1, size, size + 4])))
+                      draw(st.sampled_from(sorted({0, 1, 4, size - 4, size - 1, size, size + 4,
+                                                   lo, lo + 1, hi - 4, hi - 1, hi, hi + 4}))))
             struct.pack_into("<I", data, at, (target - at) & 0xFFFFFFFF)
             continue
         elif what == "soffset":
-            at = draw(st.sampled_from(layout.tables))
-            target = draw(st.sampled_from(layout.tables + [0, size - 2, size, at + 2]))
+            at = draw(st.sampled_from(parts.tables))
+            target = draw(st.sampled_from(parts.tables + sorted({0, lo, hi - 2, size - 2, size,
+                                                                 at + 2})))
             struct.pack_into("<I", data, at, (at - target) & 0xFFFFFFFF)
             continue
         elif what == "vtable_entry":
-            table = draw(st.sampled_from(layout.tables))
+            table = draw(st.sampled_from(parts.tables))
             vt = _vtable(bytes(data), table)
             if not 0 <= vt <= size - 4:
                 continue
@@ -909,17 +994,46 @@ def damaged_et(draw: Any) -> bytes:
                 struct.pack_into("<H", data, at, draw(st.sampled_from(
                     [0, 1, 2, 3, 4, 5, 8, 0x7FFF, 0xFFFE, 0xFFFF])))
             continue
-        elif what == "vector_count":
-            at, width = draw(st.sampled_from(layout.counts)), 4
+        elif what == "vector_count" and parts.counts:
+            at, width = draw(st.sampled_from(parts.counts)), 4
         else:
-            at, width = draw(st.sampled_from(range(0, max(1, size - 7)))), 8
+            at, width = draw(st.sampled_from(range(lo, max(lo + 1, hi - 7)))), 8
         if at + width > size:
             continue
         fmt = _FORMATS[width]
         old = struct.unpack_from(fmt, data, at)[0]
-        struct.pack_into(fmt, data, at, draw(st.sampled_from(_boundaries(width, old, size))))
+        struct.pack_into(fmt, data, at, draw(st.sampled_from(_boundaries(width, old, hi - lo))))
+
+
+@st.composite
+def damaged_et(draw: Any) -> bytes:
+    name = draw(st.sampled_from(ET_FILES))
+    layout = _et_layout(name)
+    data = bytearray(layout.data)
+    _damage(draw, data, layout)
+    size = len(data)
     if draw(st.integers(0, 9)) == 0:
         data = data[:size - draw(st.sampled_from(range(1, size + 1)))]
+    return bytes(data)
+
+
+#: The programs of tests/data/et/ that hold flatbuffer delegate payloads.
+PAYLOAD_FILES = [name for name in ET_FILES if name.endswith(".pte")
+                 and any(k.encode() in open(os.path.join(ET, name), "rb").read()
+                         for k in PAYLOAD_SCHEMAS)]
+
+
+@st.composite
+def damaged_payload(draw: Any) -> bytes:
+    """A program with one of its flatbuffer delegate payloads damaged inside (the
+    payload's tables, offsets, scalars, vector counts and header by its backend's
+    schema), sometimes cut short within the payload."""
+    layout = _et_layout(draw(st.sampled_from(PAYLOAD_FILES)))
+    parts = draw(st.sampled_from(layout.payloads))
+    data = bytearray(layout.data)
+    _damage(draw, data, parts)
+    if draw(st.integers(0, 9)) == 0:
+        data = data[:draw(st.integers(parts.start, parts.span[1] - 1))]
     return bytes(data)
 
 
@@ -932,6 +1046,66 @@ def test_et_layout_walk_finds_every_part() -> None:
     assert _et_layout("mlp.pte").header and _et_layout("external.ptd").header
 
 
+def _delegate_payloads(paths: list[str]) -> list[list[list[str]]]:
+    """For each program: [backend id, sha256 of its payload] of every delegate, in order,
+    as ExecuTorch's own reader of programs (exir's ``deserialize_pte_binary``) gives them."""
+    script = textwrap.dedent("""
+        import hashlib, json, sys
+        from executorch.exir._serialize._program import deserialize_pte_binary
+        out = []
+        for path in sys.argv[1:]:
+            program = deserialize_pte_binary(open(path, "rb").read()).program
+            inline = program.backend_delegate_data
+            out.append([[d.id, hashlib.sha256(inline[d.processed.index].data).hexdigest()]
+                        for p in program.execution_plan for d in p.delegates])
+        print(json.dumps(out))
+    """)
+    out = subprocess.run([sys.executable, "-c", script, *paths], capture_output=True,
+                         text=True, check=True).stdout
+    return list(json.loads(out.splitlines()[-1]))
+
+
+def test_payload_walk_finds_every_payload_part() -> None:
+    """Every flatbuffer payload of every program is found where its backend's header (or
+    its start) puts its flatbuffer, and walked whole: its identifier is the backend's,
+    its tables, offset slots, scalars and vector counts all lie inside it, no slot is
+    the program's; its header fields (when it has one) lie in front of it."""
+    kinds = set()
+    for name in PAYLOAD_FILES:
+        layout = _et_layout(name)
+        assert layout.payloads, name
+        for parts in layout.payloads:
+            lo, hi = parts.span
+            assert parts.identifier == PAYLOAD_SCHEMAS[parts.backend], (name, parts.backend)
+            assert parts.start <= lo < hi <= len(layout.data), name
+            assert len(parts.tables) > 3 and parts.scalars and parts.counts, name
+            assert len(set(parts.slots)) == len(parts.slots), name
+            assert not set(parts.slots) & set(layout.slots), name
+            for at in parts.tables + parts.slots + parts.counts + [a for a, _ in parts.scalars]:
+                assert lo <= at < hi, (name, parts.backend, at)
+            assert all(parts.start + 8 <= at < lo for at, _ in parts.header), name
+            kinds.add((parts.backend, bool(parts.header)))
+    # every backend's payloads, XNNPACK's and Vulkan's behind their header
+    assert kinds >= {("XnnpackBackend", True), ("VulkanBackend", True),
+                     ("TOSABackend", False), ("NativeBackend", False)}
+
+
+def test_payload_walk_finds_each_delegate() -> None:
+    """The walk finds each payload of a flatbuffer backend where it is (inline or in a
+    segment), in the order of the delegates, with the bytes ExecuTorch's own reader of
+    the program gives for it."""
+    pytest.importorskip("executorch")
+    names = ["vulkan.pte", "xnn_attention.pte", "xnnpack_inline.pte", "tosa_partial.pte",
+             "native_partial.pte"]
+    expected = _delegate_payloads([os.path.join(ET, name) for name in names])
+    for name, delegates in zip(names, expected):
+        layout = _et_layout(name)
+        expect = [d for d in delegates if d[0] in PAYLOAD_SCHEMAS]
+        found = [[p.backend, hashlib.sha256(layout.data[p.start:p.end]).hexdigest()]
+                 for p in layout.payloads]
+        assert expect and found == expect, name
+
+
 @pytest.mark.parametrize("name", ET_FILES)
 def test_et_files_decode_fully(name: str) -> None:
     for verify in (True, False):
@@ -941,4 +1115,11 @@ def test_et_files_decode_fully(name: str) -> None:
 @settings(max_examples=1000, **SETTINGS)
 @given(damaged_et())
 def test_damaged_et_files(data: bytes) -> None:
+    check(data)
+
+
+@settings(max_examples=3000, **SETTINGS)
+@given(damaged_payload())
+def test_damaged_delegate_payloads(data: bytes) -> None:
+    """XNNPACK, Vulkan, TOSA and native payloads damaged inside, by their schemas."""
     check(data)
