@@ -9,9 +9,11 @@ and with verify=False; anything but a well-formed FormatError (code, offset insi
 data, field path) is a finding, as are crashes, hangs (``-timeout``, default 10 s here)
 and memory over ``-rss_limit_mb``. libFuzzer options pass through; the corpus
 directories given are read (the first one also receives new inputs), and the real
-model files (tests/data/*.ff, *.ptl, the packaged sample, and the ExecuTorch files
-tests/data/et/*.pte, *.ptd) are always added as read-only seeds. Findings are written
-with ``-artifact_prefix`` (default here: ``$TMPDIR/pyflatmodule-fuzz-``).
+model files (tests/data/*.ff, *.ptl, the packaged sample, and every ExecuTorch file under
+tests/data/et/: programs holding each kind of delegate payload but QNN's, whose only
+program, 1.3 MB, is past the 1 MiB libFuzzer takes as its longest input by default) are
+always added as read-only seeds. Findings are written with ``-artifact_prefix`` (default
+here: ``$TMPDIR/pyflatmodule-fuzz-``).
 
 Coverage: Python code is instrumented by atheris. The C core gets coverage only when
 built with clang and -fsanitize=fuzzer-no-link: ``tests/fuzz/run_fuzz.sh`` builds such
@@ -41,19 +43,34 @@ else:
         sys.path.insert(1, ROOT)
 
 
-def seed_dir() -> str:
-    """A temporary directory holding the real model files (libFuzzer reads every file
-    of a corpus directory, and tests/data also holds json and npz files)."""
-    out = tempfile.mkdtemp(prefix="pyflatmodule-seeds-")
+#: Suffixes of the ExecuTorch files taken as seeds.
+ET_SUFFIXES = (".pte", ".ptd", ".bpte", ".etdump")
+
+
+def seed_paths() -> List[str]:
+    """The real model files taken as seeds: tests/data/*.ff, *.ptl, the packaged sample
+    and every ExecuTorch file under tests/data/et/, its folders' too (the Core AI and
+    external-data Ethos-U programs live there), so that every kind of delegate payload
+    the readers decode reaches their C checks and graphs."""
     data = os.path.join(TESTS, "data")
-    et = os.path.join(data, "et")
     paths = [os.path.join(data, f) for f in sorted(os.listdir(data))
              if f.endswith((".ff", ".ptl"))]
     paths.append(os.path.join(ROOT, "pyflatmodule", "data", "sample.ptl"))
-    paths += [os.path.join(et, f) for f in sorted(os.listdir(et))
-              if f.endswith((".pte", ".ptd", ".bpte", ".etdump"))]
-    for p in paths:
-        with open(p, "rb") as src, open(os.path.join(out, os.path.basename(p)), "wb") as dst:
+    for folder, dirs, files in sorted(os.walk(os.path.join(data, "et"))):
+        dirs.sort()
+        paths += [os.path.join(folder, f) for f in sorted(files) if f.endswith(ET_SUFFIXES)]
+    return paths
+
+
+def seed_dir() -> str:
+    """A temporary directory holding the seeds (libFuzzer reads every file of a corpus
+    directory, and tests/data also holds json and npz files)."""
+    out = tempfile.mkdtemp(prefix="pyflatmodule-seeds-")
+    data = os.path.join(TESTS, "data")
+    for p in seed_paths():
+        name = os.path.relpath(p, data).replace(os.sep, "_") if p.startswith(data) \
+            else os.path.basename(p)
+        with open(p, "rb") as src, open(os.path.join(out, name), "wb") as dst:
             dst.write(src.read())
     return out
 
