@@ -1118,7 +1118,7 @@ def test_damaged_et_files(data: bytes) -> None:
     check(data)
 
 
-@settings(max_examples=3000, **SETTINGS)
+@settings(max_examples=5000, **SETTINGS)
 @given(damaged_payload())
 def test_damaged_delegate_payloads(data: bytes) -> None:
     """XNNPACK, Vulkan, TOSA and native payloads damaged inside, by their schemas."""
