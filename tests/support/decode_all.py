@@ -185,10 +185,13 @@ def decode_program(p: pfm.Program) -> None:
             if graph is not None:
                 _ = graph.version, graph.input_ids, graph.output_ids
                 _ = graph.nodes, graph.values, graph.missing, graph.constant_layouts()
+                _ = graph.arguments, graph.named_data_keys()
                 # what one backend's graph gives beside the common protocol
                 for extra in ("header", "files", "inputs", "outputs", "metadata", "spec"):
                     _ = getattr(graph, extra, None)
                 for t in graph.constants().values():
+                    touch(t)
+                for t in graph.torch_constants().values():
                     touch(t)
                 repr(graph)
 
