@@ -489,6 +489,22 @@ def test_a_constant_with_dims_not_static() -> None:
     refused(_set(at, "<q", -1), "bad_tensor", START + dim, "methods[0].constants[0].meta.sizes[0]")
 
 
+def test_an_empty_constant_whose_other_dims_overflow() -> None:
+    """A constant's dims made (0, 2^62): no bytes, but numpy cannot hold the other dims'
+    product (2^62 float32s): refused (found: ValueError from numpy when it was read)."""
+    ref = element(PAYLOAD, METHOD, 2, 0)                              # constants[0]
+    meta = deref(PAYLOAD, field(PAYLOAD, ref, 2))
+    assert len(MLP["constants"][0]["meta"]["sizes"]) == 2
+    assert MLP["constants"][0]["meta"]["dtype"] == 6                  # FLOAT
+    data = bytearray(DATA)
+    for k, value in enumerate((0, 2**62)):
+        dim = element(PAYLOAD, meta, 1, k)                            # sizes[k]
+        for f in (0, 1):                                              # Dim.min, Dim.max
+            struct.pack_into("<q", data, START + field(PAYLOAD, dim, f), value)
+    refused(bytes(data), "bad_tensor", START + element(PAYLOAD, meta, 1, 1),
+            "methods[0].constants[0].meta.sizes[1]")
+
+
 def test_a_constant_whose_named_data_no_file_holds() -> None:
     """A data key the program's named data lacks: without data files, the constant is
     listed missing and left out of constants()."""

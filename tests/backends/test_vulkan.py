@@ -171,3 +171,19 @@ def test_a_constant_id_past_the_constants() -> None:
     assert at and struct.unpack_from("<i", buf, at)[0] > 0
     _refused(_set(fb + at, "<i", len(g["constants"])), "bad_constant",
              f"values[{vid}].value<VkTensor>.constant_id")
+
+
+def test_an_empty_constant_whose_other_dims_overflow() -> None:
+    """A constant's dims (8, 3, 3, 3) made (0, 2^32-1, 2^32-1, 2^32-1): no bytes, but
+    numpy (like the runtime's size arithmetic) cannot hold the other dims' product: refused
+    (found: ValueError from numpy when the constant was read)."""
+    start, _ = _payload(0)
+    fb = start + struct.unpack_from("<I", DATA, start + 10)[0]
+    buf = DATA[fb:]
+    vid = 0
+    assert DELEGATES[0]["graph"]["values"][vid]["value"]["dims"] == [8, 3, 3, 3]
+    tensor = deref(buf, field(buf, element(buf, root(buf), 2, vid), 1))   # values[0].value
+    dims = deref(buf, field(buf, tensor, 1))                              # VkTensor.dims
+    data = bytearray(DATA)
+    struct.pack_into("<4I", data, fb + dims + 4, 0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF)
+    _refused(bytes(data), "extent_overflow", "values[0].value<VkTensor>")

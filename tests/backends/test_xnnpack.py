@@ -589,3 +589,17 @@ def test_a_crafted_payload_with_wrong_references_is_refused(kwargs: Dict[str, in
     with pytest.raises(pfm.FormatError) as e:
         _graph(_crafted(**kwargs))
     assert e.value.code == code and where in e.value.path, e.value
+
+
+def test_an_empty_constant_whose_other_dims_overflow() -> None:
+    """A convolution's weight dims made (0, 2^32-1, 2^32-1, 2^32-1): no bytes, but numpy
+    cannot hold the other dims' product: refused (found: ValueError from numpy when the
+    constant was read)."""
+    def how(b: int, g: XnnGraph, r: bytes) -> Tuple[int, bytes]:
+        vid = [v.id for v in g.values if v.constant and len(v.dims) == 4][0]
+        at = g._tensor_table(vid).vector_span("dims")[0]
+        return b + at, _u32(0) + _u32(0xFFFFFFFF) * 3
+    with pytest.raises(pfm.FormatError) as e:
+        with load_full(_edit("xnn_conv", how)) as p:
+            _graphs(p)
+    assert e.value.code == "extent_overflow" and "xvalues[" in e.value.path, e.value

@@ -170,6 +170,7 @@ static int tensor_meta(walk *w, const fb_tbl *t, int constant, uint64_t *nbytes)
     uint8_t type;
     uint64_t n;
     unsigned esize;
+    int empty = 0;
     fb_vec sizes;
     uint32_t i;
     FB_TRY(fb_fld_u8(c, t, &native_tensor_meta[NATIVE_TENSOR_META_DTYPE], &type));
@@ -189,12 +190,15 @@ static int tensor_meta(walk *w, const fb_tbl *t, int constant, uint64_t *nbytes)
         FB_TRY_IN_FIELD(c, sizes_f, i, fb_vec_table(c, &sizes, i, &dim));
         FB_TRY_IN_FIELD(c, sizes_f, i, fb_fld_u64(c, &dim, &native_dim[NATIVE_DIM_MIN], &lo));
         FB_TRY_IN_FIELD(c, sizes_f, i, fb_fld_u64(c, &dim, &native_dim[NATIVE_DIM_MAX], &hi));
-        /* a dim is signed; a constant's is static and not negative */
-        if (lo != hi || lo > (uint64_t)INT64_MAX || (lo && n > UINT64_MAX / lo))
+        /* a dim is signed; a constant's is static and not negative, and (numpy counts
+         * an array's bytes in intptr_t, an empty one's other dims' product too) the
+         * product of the non-zero dims fits */
+        if (lo != hi || lo > (uint64_t)INT64_MAX || (lo && n > (uint64_t)INT64_MAX / lo))
             return fb_fail_at(c, sizes_f, i, NAT_E_BAD_TENSOR, dim.pos);
-        n *= lo;
+        if (lo) n *= lo;
+        else empty = 1;
     }
-    *nbytes = n;
+    *nbytes = empty ? 0 : n;
     return FB_OK;
 }
 

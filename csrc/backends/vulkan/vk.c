@@ -94,6 +94,7 @@ static int tensor(walk *w, uint32_t id, const fb_tbl *t) {
     int32_t constant;
     uint64_t nbytes, offset, length;
     unsigned esize;
+    int empty = 0;
     fb_vec dims, key;
     uint32_t i;
     fb_tbl b;
@@ -103,12 +104,19 @@ static int tensor(walk *w, uint32_t id, const fb_tbl *t) {
     if (!esize) return fb_fail_at(c, &vk_vk_tensor[VK_VK_TENSOR_DATATYPE], FB_NO_INDEX,
                                FB_E_BAD_SCALAR_TYPE, t->pos);
     FB_TRY(fb_fld_vec(c, t, &vk_vk_tensor[VK_VK_TENSOR_DIMS], &dims));
+    /* numpy counts an array's bytes in intptr_t, an empty one's other dims' product too
+     * (it refuses such a shape): the product of the non-zero dims must fit */
     nbytes = esize;
     for (i = 0; i < dims.count; i++) {
         uint64_t d = fb_vec_u32(c, &dims, i);
-        if (d && nbytes > UINT64_MAX / d) return fb_fail(c, FB_E_EXTENT_OVERFLOW, dims.data);
+        if (!d) {
+            empty = 1;
+            continue;
+        }
+        if (nbytes > (uint64_t)INT64_MAX / d) return fb_fail(c, FB_E_EXTENT_OVERFLOW, dims.data);
         nbytes *= d;
     }
+    if (empty) nbytes = 0;
     FB_TRY(fb_fld_i32(c, t, constant_f, &constant));
     if (out) out->nbytes = nbytes;
     if (constant < 0) return FB_OK;

@@ -133,20 +133,28 @@ static int extent(walk *w, const fb_vec *dims, int type, uint64_t where, uint64_
     unsigned bits = datatype_bits(type);
     uint64_t outer = 1, last = 1;
     uint32_t i;
+    int empty = 0;
     if (!bits) return fb_fail(c, FB_E_BAD_SCALAR_TYPE, where);
+    /* numpy counts an array's bytes in intptr_t, an empty one's other dims' product too
+     * (it refuses such a shape): the product of the non-zero dims must fit */
     for (i = 0; i < dims->count; i++) {
         uint64_t d = fb_vec_u32(c, dims, i);
         if (i + 1 == dims->count) {
             last = d;
             break;
         }
-        if (d != 0 && outer > UINT64_MAX / d) return fb_fail(c, FB_E_EXTENT_OVERFLOW, dims->data);
+        if (!d) {
+            empty = 1;
+            continue;
+        }
+        if (outer > (uint64_t)INT64_MAX / d) return fb_fail(c, FB_E_EXTENT_OVERFLOW, dims->data);
         outer *= d;
     }
     if (bits == 4) last = last / 2 + last % 2;   /* a row packs two a byte, padded */
     else last *= bits / 8;                        /* at most 2^32 * 4: no overflow */
-    if (last != 0 && outer > UINT64_MAX / last) return fb_fail(c, FB_E_EXTENT_OVERFLOW, dims->data);
-    *nbytes = outer * last;
+    if (last != 0 && outer > (uint64_t)INT64_MAX / last)
+        return fb_fail(c, FB_E_EXTENT_OVERFLOW, dims->data);
+    *nbytes = empty ? 0 : outer * last;
     return FB_OK;
 }
 
