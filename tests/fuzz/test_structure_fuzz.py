@@ -808,6 +808,7 @@ class FbParts:
         self.counts: list[int] = []
         self.scalars: list[Any] = []      # (position, width)
         self.elements: list[Any] = []     # (position of element 0, width, count)
+        self.strings: list[tuple[int, int]] = []   # (position of byte 0, length)
         self._seen: set[int] = set()
 
     def walk(self, t: Table, depth: int = 0) -> None:
@@ -836,6 +837,7 @@ class FbParts:
                     self.walk(sub, depth + 1)
             elif f.kind == lib.FB_STRING:
                 self.counts.append(target)
+                self.strings.append((target + 4, struct.unpack_from("<I", self.data, target)[0]))
             elif f.kind == lib.FB_VEC_SCALAR:
                 self.counts.append(target)
                 n = struct.unpack_from("<I", self.data, target)[0]
@@ -849,7 +851,10 @@ class FbParts:
             elif f.kind == lib.FB_VEC_STRING:
                 self.counts.append(target)
                 for k in range(struct.unpack_from("<I", self.data, target)[0]):
-                    self.slots.append(target + 4 + 4 * k)
+                    at = target + 4 + 4 * k
+                    self.slots.append(at)
+                    s = at + struct.unpack_from("<I", self.data, at)[0]
+                    self.strings.append((s + 4, struct.unpack_from("<I", self.data, s)[0]))
 
 
 #: The delegate payloads that are flatbuffers: the file identifier of each backend's
@@ -955,13 +960,15 @@ def _damage(draw: Any, data: bytearray, parts: FbParts) -> None:
     """Damages 1-3 of the parts of ``data`` that ``parts`` found, in place: boundary
     values (by the flatbuffer's extent in the file) in scalars, vector elements, header
     fields, vector counts and 8-byte words anywhere in it; uoffsets pointing at its
-    edges or into its tables; soffsets and vtable entries broken."""
+    edges or into its tables; soffsets and vtable entries broken; a string's byte set to
+    one UTF-8 or a reader may stumble on, or its bytes made another's of its length (two
+    values, operators or delegates of one name, a name that is another's)."""
     size = len(data)
     lo, hi = parts.span
     for _ in range(draw(st.integers(1, 3))):
         what = draw(st.sampled_from(["scalar", "element", "header", "uoffset", "overlap",
                                      "soffset", "vtable_entry", "vector_count",
-                                     "u64_anywhere"]))
+                                     "string", "u64_anywhere"]))
         if what in ("scalar", "header") and (parts.scalars if what == "scalar"
                                              else parts.header):
             at, width = draw(st.sampled_from(parts.scalars if what == "scalar"
@@ -996,6 +1003,16 @@ def _damage(draw: Any, data: bytearray, parts: FbParts) -> None:
             continue
         elif what == "vector_count" and parts.counts:
             at, width = draw(st.sampled_from(parts.counts)), 4
+        elif what == "string" and parts.strings:
+            at, n = draw(st.sampled_from(parts.strings))
+            twins = [t for t, m in parts.strings if m == n and t != at]
+            if twins and draw(st.booleans()):
+                src = draw(st.sampled_from(twins))
+                data[at:at + n] = data[src:src + n]
+            elif n:
+                data[at + draw(st.integers(0, n - 1))] = draw(st.sampled_from(
+                    [0x00, 0x2E, 0x5B, 0x80, 0xC0, 0xED, 0xFF]))
+            continue
         else:
             at, width = draw(st.sampled_from(range(lo, max(lo + 1, hi - 7)))), 8
         if at + width > size:
@@ -1068,7 +1085,7 @@ def _delegate_payloads(paths: list[str]) -> list[list[list[str]]]:
 def test_payload_walk_finds_every_payload_part() -> None:
     """Every flatbuffer payload of every program is found where its backend's header (or
     its start) puts its flatbuffer, and walked whole: its identifier is the backend's,
-    its tables, offset slots, scalars and vector counts all lie inside it, no slot is
+    its tables, offset slots, scalars, vector counts and strings lie inside it, no slot is
     the program's; its header fields (when it has one) lie in front of it."""
     kinds = set()
     for name in PAYLOAD_FILES:
@@ -1078,11 +1095,13 @@ def test_payload_walk_finds_every_payload_part() -> None:
             lo, hi = parts.span
             assert parts.identifier == PAYLOAD_SCHEMAS[parts.backend], (name, parts.backend)
             assert parts.start <= lo < hi <= len(layout.data), name
-            assert len(parts.tables) > 3 and parts.scalars and parts.counts, name
+            assert len(parts.tables) > 3 and parts.scalars and parts.counts and parts.strings, \
+                name
             assert len(set(parts.slots)) == len(parts.slots), name
             assert not set(parts.slots) & set(layout.slots), name
             for at in parts.tables + parts.slots + parts.counts + [a for a, _ in parts.scalars]:
                 assert lo <= at < hi, (name, parts.backend, at)
+            assert all(lo < at <= at + n < hi for at, n in parts.strings), name
             assert all(parts.start + 8 <= at < lo for at, _ in parts.header), name
             kinds.add((parts.backend, bool(parts.header)))
     # every backend's payloads, XNNPACK's and Vulkan's behind their header
