@@ -472,7 +472,7 @@ def test_a_constant_of_an_unsigned_dtype(dtype: int, name: str) -> None:
         return
     with load_full(_set(at, "<B", dtype)) as p:
         (g,) = _graphs(p)
-        vid = _value_names(MLP).index(constant["name"])
+        vid = native_value_names(MLP).index(constant["name"])
         assert g.values[vid].datatype == name
         got = g.constants()[vid]
         assert got.dtype == np.dtype(name) and got.shape == dims
